@@ -1,0 +1,148 @@
+//! Authoritative answers for the cluster domain, as pure functions.
+//!
+//! [`authoritative`] is SkyDNS's `ServeDNS` from the point where a question is
+//! known to belong to the domain (§6 of the reference): it takes the
+//! [`Zone`] settings, the current [`Snapshot`] and a [`Question`], and returns
+//! an [`Answer`] — records for the answer and additional sections, or "no such
+//! name", or "server failure". No I/O, no clock (the SOA serial's `now` is an
+//! argument), no randomness: shuffling and size limits are applied by the
+//! handler afterwards. One file per kind of answer: `address` (A/AAAA with
+//! CNAME chasing), `srv` (SRV, MX and the weights), `other` (TXT, CNAME, NS,
+//! SOA, PTR, CHAOS); `records` holds the lookup steps they share.
+
+mod address;
+mod other;
+mod records;
+mod srv;
+
+pub use other::{chaos, reverse, soa};
+pub use records::{group, records, target_strip, Service};
+pub use srv::weights;
+
+use crate::path::PathPrefix;
+use crate::snapshot::Snapshot;
+use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+
+/// The settings an authoritative answer depends on.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Zone {
+    /// The served domain, lowercase and fully qualified (`cluster.local.`).
+    pub domain: String,
+    /// The etcd root (`skydns`).
+    pub prefix: PathPrefix,
+    /// Default record TTL and the SOA TTL (3600).
+    pub ttl: u32,
+    /// TTL of the SOA in negative answers and the SOA minimum (60).
+    pub min_ttl: u32,
+    /// Priority given to records with priority 0 (10).
+    pub priority: u16,
+    /// SOA RNAME, fully qualified, `@` already replaced.
+    pub hostmaster: String,
+}
+
+impl Zone {
+    /// `ns.dns.<domain>`: the SOA MNAME and where NS records live.
+    pub fn ns_name(&self) -> String {
+        format!("ns.dns.{}", self.domain)
+    }
+}
+
+/// A question, already validated by the handler.
+#[derive(Clone, Debug)]
+pub struct Question {
+    /// The query name exactly as received (its case is used for owners).
+    pub qname: Name,
+    /// `qname` as text, original case, with the trailing dot.
+    pub qname_text: String,
+    /// `qname` as text, lowercased, with the trailing dot.
+    pub name: String,
+    /// The query type.
+    pub qtype: RecordType,
+    /// The query class.
+    pub qclass: DNSClass,
+}
+
+impl Question {
+    /// A question for `qname` (case kept for owner names).
+    pub fn new(qname: Name, qtype: RecordType, qclass: DNSClass) -> Self {
+        let mut qname = qname;
+        qname.set_fqdn(true);
+        let qname_text = qname.to_string();
+        let name = qname_text.to_ascii_lowercase();
+        Question {
+            qname,
+            qname_text,
+            name,
+            qtype,
+            qclass,
+        }
+    }
+}
+
+/// The outcome of an authoritative lookup, before rcodes and wire limits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Answer {
+    /// NOERROR; an empty answer section means NODATA.
+    Records {
+        /// Answer section.
+        answers: Vec<Record>,
+        /// Additional section.
+        additionals: Vec<Record>,
+    },
+    /// The name does not exist (NXDOMAIN).
+    NameError,
+    /// SERVFAIL, as SkyDNS sends it for unknown CHAOS names.
+    ServerFailure,
+}
+
+impl Answer {
+    fn records(answers: Vec<Record>) -> Self {
+        Answer::Records {
+            answers,
+            additionals: Vec::new(),
+        }
+    }
+
+    fn no_data() -> Self {
+        Answer::records(Vec::new())
+    }
+}
+
+/// Answers a question inside the domain from `snapshot` (reference §6).
+/// `now` is the Unix time, used only for the SOA serial.
+pub fn authoritative(zone: &Zone, snapshot: &Snapshot, q: &Question, now: u64) -> Answer {
+    if q.qclass == DNSClass::CH {
+        return chaos(zone, q);
+    }
+    if q.name == zone.domain && q.qtype == RecordType::SOA {
+        return Answer::records(vec![soa(zone, now, zone.ttl)]);
+    }
+    match q.qtype {
+        RecordType::A | RecordType::AAAA => address::answer(zone, snapshot, q),
+        RecordType::SRV => srv::answer(zone, snapshot, q),
+        RecordType::MX => srv::answer_mx(zone, snapshot, q),
+        RecordType::TXT => other::answer_txt(zone, snapshot, q),
+        RecordType::CNAME => other::answer_cname(zone, snapshot, q),
+        RecordType::NS => other::answer_ns(zone, snapshot, q),
+        // Every other type goes through the SRV path and keeps only its verdict.
+        _ => match srv::answer(zone, snapshot, q) {
+            Answer::NameError => Answer::NameError,
+            _ => Answer::no_data(),
+        },
+    }
+}
+
+/// A record of class IN.
+fn rr(name: Name, ttl: u32, data: RData) -> Record {
+    Record::from_rdata(name, ttl, data)
+}
+
+/// Parses a textual name; `None` for text hickory cannot represent.
+fn name(text: &str) -> Option<Name> {
+    let mut n = Name::from_ascii(text).ok()?;
+    n.set_fqdn(true);
+    Some(n)
+}
+
+#[cfg(test)]
+pub(crate) mod tests;

@@ -1,0 +1,165 @@
+//! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT.
+//!
+//! Each follows reference §6.3 and §7.3: TXT splits long text into 255-byte
+//! strings, CNAME looks at the exact key only, NS exists only at the apex and
+//! reads `ns.dns.<domain>`, the SOA serial is the current hour, PTR reads one
+//! leaf under the reverse tree, and CHAOS answers the `version.bind` family.
+
+use super::records::{group, records};
+use super::{name, rr, Answer, Question, Zone};
+use crate::path::fqdn;
+use crate::record::HostKind;
+use crate::snapshot::Snapshot;
+use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, TXT};
+use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use std::net::IpAddr;
+
+/// The version SkyDNS 2.5.2c reports for `version.bind`.
+const VERSION: &str = "2.5.2c";
+const AUTHORS: [&str; 4] = [
+    "Erik St. Martin",
+    "Brian Ketelsen",
+    "Miek Gieben",
+    "Michael Crosby",
+];
+
+/// TXT: one record per service with text, after the group filter.
+pub(super) fn answer_txt(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
+    let Some(services) = records(zone, snapshot, &q.name, false) else {
+        return Answer::NameError;
+    };
+    let answers = group(services)
+        .into_iter()
+        .filter(|s| !s.record.text.is_empty())
+        .map(|s| {
+            rr(
+                q.qname.clone(),
+                s.ttl,
+                RData::TXT(split_text(&s.record.text)),
+            )
+        })
+        .collect();
+    Answer::records(answers)
+}
+
+/// SkyDNS's TXT splitting: shorter than 255 bytes stays one string, longer
+/// text becomes 255-byte chunks plus the (possibly empty) remainder.
+fn split_text(text: &str) -> TXT {
+    let bytes = text.as_bytes();
+    if bytes.len() < 255 {
+        return TXT::from_bytes(vec![bytes]);
+    }
+    let mut parts: Vec<&[u8]> = bytes.chunks_exact(255).collect();
+    parts.push(bytes.chunks_exact(255).remainder());
+    TXT::from_bytes(parts)
+}
+
+/// CNAME: only the exact key; the first service must have a name host.
+pub(super) fn answer_cname(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
+    let Some(services) = records(zone, snapshot, &q.name, true) else {
+        return Answer::NameError;
+    };
+    let first = group(services).into_iter().next();
+    let cname = first.and_then(|s| match s.record.host_kind() {
+        HostKind::Name(host) => {
+            let target = name(&fqdn(host))?;
+            Some(rr(q.qname.clone(), s.ttl, RData::CNAME(CNAME(target))))
+        }
+        HostKind::Ip(_) => None,
+    });
+    Answer::records(cname.into_iter().collect())
+}
+
+/// NS: only for the apex, from the records under `ns.dns.<domain>`.
+pub(super) fn answer_ns(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
+    if q.name != zone.domain {
+        return Answer::no_data();
+    }
+    let Some(services) = records(zone, snapshot, &zone.ns_name(), false) else {
+        return Answer::NameError;
+    };
+    let mut answers = Vec::new();
+    let mut additionals = Vec::new();
+    for s in group(services) {
+        let HostKind::Ip(ip) = s.record.host_kind() else {
+            // A name host is an error in SkyDNS, which answers NODATA.
+            return Answer::no_data();
+        };
+        let Some(server) = name(&zone.prefix.domain(&s.key)) else {
+            continue;
+        };
+        answers.push(rr(q.qname.clone(), s.ttl, RData::NS(NS(server.clone()))));
+        let data = match ip {
+            IpAddr::V4(ip) => RData::A(A(ip)),
+            IpAddr::V6(ip) => RData::AAAA(AAAA(ip)),
+        };
+        additionals.push(rr(server, s.ttl, data));
+    }
+    Answer::Records {
+        answers,
+        additionals,
+    }
+}
+
+/// The zone's SOA record with the given TTL; the serial is `now` truncated
+/// to the hour.
+pub fn soa(zone: &Zone, now: u64, ttl: u32) -> Record {
+    let serial = (now - now % 3600) as u32;
+    let data = SOA::new(
+        name(&zone.ns_name()).unwrap_or_default(),
+        name(&zone.hostmaster).unwrap_or_default(),
+        serial,
+        28800,
+        7200,
+        604_800,
+        zone.min_ttl,
+    );
+    rr(
+        name(&zone.domain).unwrap_or_default(),
+        ttl,
+        RData::SOA(data),
+    )
+}
+
+/// PTR from the reverse tree: the name must be exactly one leaf (no
+/// wildcard, no directory). `None` sends the question upstream.
+pub fn reverse(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Option<Record> {
+    let (path, star) = zone.prefix.path_with_wildcard(&q.name);
+    if star {
+        return None;
+    }
+    let leaf = snapshot.get(&path)?;
+    let target = name(&fqdn(&leaf.record.host))?;
+    let ttl = match leaf.record.ttl {
+        0 => zone.ttl,
+        t => t,
+    };
+    Some(rr(q.qname.clone(), ttl, RData::PTR(PTR(target))))
+}
+
+/// CHAOS class: TXT for the authors, version and hostname names.
+pub fn chaos(zone: &Zone, q: &Question) -> Answer {
+    if q.qtype != RecordType::TXT {
+        return Answer::ServerFailure;
+    }
+    let texts: Vec<&str> = match q.name.as_str() {
+        "authors.bind." => AUTHORS.to_vec(),
+        n if n == zone.domain => AUTHORS.to_vec(),
+        "version.bind." | "version.server." => vec![VERSION],
+        "hostname.bind." | "id.server." => vec!["localhost"],
+        _ => return Answer::ServerFailure,
+    };
+    let answers = texts
+        .into_iter()
+        .map(|t| {
+            let mut r = rr(
+                q.qname.clone(),
+                0,
+                RData::TXT(TXT::new(vec![t.to_string()])),
+            );
+            r.dns_class = DNSClass::CH;
+            r
+        })
+        .collect();
+    Answer::records(answers)
+}

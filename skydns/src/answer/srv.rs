@@ -1,0 +1,135 @@
+//! SRV and MX answers (`SRVRecords`, `MXRecords`) and SRV weights.
+//!
+//! A name host becomes the SRV/MX target, and the first occurrence of each
+//! target inside the domain adds its A/AAAA records to the additional section.
+//! An IP host gets a target synthesised from its etcd key (e.g.
+//! `c88f1059.kubernetes.default.svc.cluster.local.`) with the address as
+//! additional record. Weights are scaled per priority so each priority's
+//! weights sum to about 100, exactly as SkyDNS computed them.
+
+use super::address::{address_records, Family, Owner};
+use super::records::{group, records, target_strip, Service};
+use super::{name, rr, Answer, Question, Zone};
+use crate::path::{fqdn, in_domain};
+use crate::record::HostKind;
+use crate::snapshot::Snapshot;
+use hickory_proto::rr::rdata::{A, AAAA, MX, SRV};
+use hickory_proto::rr::{Name, RData, Record};
+use std::collections::{HashMap, HashSet};
+use std::net::IpAddr;
+
+/// The SRV answer for `q`.
+pub(super) fn answer(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
+    let Some(services) = records(zone, snapshot, &q.name, false) else {
+        return Answer::NameError;
+    };
+    let services = group(services);
+    let weights = weights(&services);
+    let mut targets = Targets::default();
+    let mut answers = Vec::with_capacity(services.len());
+    for (s, weight) in services.iter().zip(weights) {
+        let Some(target) = targets.target(zone, snapshot, s) else {
+            continue;
+        };
+        let srv = SRV::new(s.record.priority, weight, s.record.port, target);
+        answers.push(rr(q.qname.clone(), s.ttl, RData::SRV(srv)));
+    }
+    Answer::Records {
+        answers,
+        additionals: targets.additionals,
+    }
+}
+
+/// The MX answer for `q`: records with `mail: true` only, no group filter.
+pub(super) fn answer_mx(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
+    let Some(services) = records(zone, snapshot, &q.name, false) else {
+        return Answer::NameError;
+    };
+    let mut targets = Targets {
+        mx: true,
+        ..Targets::default()
+    };
+    let mut answers = Vec::new();
+    for s in services.iter().filter(|s| s.record.mail) {
+        let Some(exchange) = targets.target(zone, snapshot, s) else {
+            continue;
+        };
+        let mx = MX::new(s.record.priority, exchange);
+        answers.push(rr(q.qname.clone(), s.ttl, RData::MX(mx)));
+    }
+    Answer::Records {
+        answers,
+        additionals: targets.additionals,
+    }
+}
+
+/// SRV weights: per priority, `floor(100 / sum * weight)` with 0 counted as 100.
+pub fn weights(services: &[Service]) -> Vec<u16> {
+    let effective = |s: &Service| match s.record.weight {
+        0 => 100.0,
+        w => f64::from(w),
+    };
+    let mut sums: HashMap<u16, f64> = HashMap::new();
+    for s in services {
+        *sums.entry(s.record.priority).or_default() += effective(s);
+    }
+    services
+        .iter()
+        .map(|s| ((100.0 / sums[&s.record.priority]) * effective(s)).floor() as u16)
+        .collect()
+}
+
+/// Builds targets and collects the additional section, once per target.
+#[derive(Default)]
+struct Targets {
+    /// MX owns the additional record of an IP host by the un-stripped name.
+    mx: bool,
+    seen: HashSet<Name>,
+    additionals: Vec<Record>,
+}
+
+impl Targets {
+    fn target(&mut self, zone: &Zone, snapshot: &Snapshot, s: &Service) -> Option<Name> {
+        match s.record.host_kind() {
+            HostKind::Name(host) => {
+                let target = name(&target_strip(&fqdn(host), s.record.targetstrip))?;
+                if self.seen.insert(target.clone()) {
+                    self.add_addresses_of(zone, snapshot, &target);
+                }
+                Some(target)
+            }
+            HostKind::Ip(ip) => {
+                let full = zone.prefix.domain(&s.key);
+                let target = name(&target_strip(&full, s.record.targetstrip))?;
+                let owner = if self.mx {
+                    name(&full)?
+                } else {
+                    target.clone()
+                };
+                let data = match ip {
+                    IpAddr::V4(ip) => RData::A(A(ip)),
+                    IpAddr::V6(ip) => RData::AAAA(AAAA(ip)),
+                };
+                self.additionals.push(rr(owner, s.ttl, data));
+                Some(target)
+            }
+        }
+    }
+
+    fn add_addresses_of(&mut self, zone: &Zone, snapshot: &Snapshot, target: &Name) {
+        let text = target.to_string();
+        let lower = text.to_ascii_lowercase();
+        if !in_domain(&lower, &zone.domain) {
+            // Upstream lookups of outside targets belong to forwarding.
+            return;
+        }
+        let owner = Owner {
+            name: target,
+            text: &text,
+            lower: &lower,
+        };
+        if let Some(records) = address_records(zone, snapshot, &owner, Family::Both, &[]) {
+            self.additionals.extend(records);
+        }
+    }
+}

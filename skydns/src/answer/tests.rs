@@ -1,0 +1,503 @@
+//! Table tests of the authoritative answers over the kube2sky §9 records.
+
+use super::*;
+use crate::record::Record as SkyRecord;
+use hickory_proto::rr::rdata::{A, CNAME, SRV};
+
+const D: &str = "cluster.local.";
+const NOW: u64 = 1_700_003_599;
+
+pub(crate) fn zone() -> Zone {
+    Zone {
+        domain: D.into(),
+        prefix: PathPrefix::default(),
+        ttl: 3600,
+        min_ttl: 60,
+        priority: 10,
+        hostmaster: "hostmaster.skydns.local.".into(),
+    }
+}
+
+/// The etcd state of reference kube2sky.md §9, plus a headless service.
+pub(crate) fn cluster() -> Snapshot {
+    let a = SkyRecord::kube2sky_address;
+    let s = SkyRecord::kube2sky_service;
+    let base = "/skydns/local/cluster";
+    Snapshot::new(
+        1,
+        [
+            ("svc/default/kubernetes/c88f1059", a("10.0.0.1")),
+            (
+                "svc/default/kubernetes/_tcp/_https/c88f1059",
+                s("kubernetes.default.svc.cluster.local.", 443),
+            ),
+            ("svc/kube-system/kube-dns/21172049", a("10.0.0.10")),
+            (
+                "svc/kube-system/kube-dns/_udp/_dns/21172049",
+                s("kube-dns.kube-system.svc.cluster.local.", 53),
+            ),
+            (
+                "svc/kube-system/kube-dns/_tcp/_dns-tcp/21172049",
+                s("kube-dns.kube-system.svc.cluster.local.", 53),
+            ),
+            ("pod/default/1-2-3-4/ad70cf0f", a("1.2.3.4")),
+            ("svc/default/web/ad649af9", a("10.244.1.6")),
+            ("svc/default/web/h7", a("10.244.1.7")),
+            (
+                "svc/default/web/_tcp/_http/ad649af9",
+                s("ad649af9.web.default.svc.cluster.local.", 80),
+            ),
+            (
+                "svc/default/web/_tcp/_http/h7",
+                s("h7.web.default.svc.cluster.local.", 80),
+            ),
+        ]
+        .into_iter()
+        .map(|(k, r)| (format!("{base}/{k}"), r)),
+    )
+}
+
+fn ask(name_text: &str, qtype: RecordType) -> Answer {
+    ask_in(&cluster(), name_text, qtype)
+}
+
+fn ask_in(snap: &Snapshot, name_text: &str, qtype: RecordType) -> Answer {
+    let q = Question::new(Name::from_ascii(name_text).unwrap(), qtype, DNSClass::IN);
+    authoritative(&zone(), snap, &q, NOW)
+}
+
+/// Renders a section as `owner ttl TYPE rdata` lines for readable asserts.
+fn lines(records: &[hickory_proto::rr::Record]) -> Vec<String> {
+    records
+        .iter()
+        .map(|r| format!("{} {} {} {}", r.name, r.ttl, r.record_type(), r.data))
+        .collect()
+}
+
+fn sections(answer: Answer) -> (Vec<String>, Vec<String>) {
+    match answer {
+        Answer::Records {
+            answers,
+            additionals,
+        } => (lines(&answers), lines(&additionals)),
+        other => panic!("expected records, got {other:?}"),
+    }
+}
+
+#[test]
+fn a_for_a_service_returns_only_its_address() {
+    let (ans, add) = sections(ask("kubernetes.default.svc.cluster.local.", RecordType::A));
+    assert_eq!(ans, ["kubernetes.default.svc.cluster.local. 30 A 10.0.0.1"]);
+    assert!(add.is_empty());
+}
+
+#[test]
+fn srv_for_a_named_port() {
+    let (ans, add) = sections(ask(
+        "_https._tcp.kubernetes.default.svc.cluster.local.",
+        RecordType::SRV,
+    ));
+    assert_eq!(
+        ans,
+        ["_https._tcp.kubernetes.default.svc.cluster.local. 30 SRV 10 100 443 kubernetes.default.svc.cluster.local."]
+    );
+    assert_eq!(add, ["kubernetes.default.svc.cluster.local. 30 A 10.0.0.1"]);
+}
+
+#[test]
+fn srv_for_the_service_name_hides_the_port_entries() {
+    let (ans, add) = sections(ask(
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::SRV,
+    ));
+    assert_eq!(
+        ans,
+        ["kubernetes.default.svc.cluster.local. 30 SRV 10 100 0 c88f1059.kubernetes.default.svc.cluster.local."]
+    );
+    assert_eq!(
+        add,
+        ["c88f1059.kubernetes.default.svc.cluster.local. 30 A 10.0.0.1"]
+    );
+}
+
+#[test]
+fn aaaa_for_an_ipv4_service_is_nodata() {
+    let (ans, _) = sections(ask(
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::AAAA,
+    ));
+    assert!(ans.is_empty());
+}
+
+#[test]
+fn missing_name_is_a_name_error() {
+    assert_eq!(
+        ask("nosuch.default.svc.cluster.local.", RecordType::A),
+        Answer::NameError
+    );
+    assert_eq!(
+        ask("kube.default.svc.cluster.local.", RecordType::A),
+        Answer::NameError
+    );
+    assert_eq!(
+        ask("nosuch.default.svc.cluster.local.", RecordType::TXT),
+        Answer::NameError
+    );
+    assert_eq!(
+        ask("nosuch.default.svc.cluster.local.", RecordType::HINFO),
+        Answer::NameError
+    );
+}
+
+#[test]
+fn pod_name_returns_its_address() {
+    let (ans, _) = sections(ask("1-2-3-4.default.pod.cluster.local.", RecordType::A));
+    assert_eq!(ans, ["1-2-3-4.default.pod.cluster.local. 30 A 1.2.3.4"]);
+}
+
+#[test]
+fn soa_at_the_apex() {
+    let (ans, _) = sections(ask(D, RecordType::SOA));
+    assert_eq!(
+        ans,
+        ["cluster.local. 3600 SOA ns.dns.cluster.local. hostmaster.skydns.local. 1700002800 28800 7200 604800 60"]
+    );
+}
+
+#[test]
+fn soa_below_the_apex_is_nodata() {
+    let (ans, _) = sections(ask(
+        "kubernetes.default.svc.cluster.local.",
+        RecordType::SOA,
+    ));
+    assert!(ans.is_empty());
+}
+
+#[test]
+fn ns_without_ns_dns_records_is_a_name_error() {
+    assert_eq!(ask(D, RecordType::NS), Answer::NameError);
+    let (ans, _) = sections(ask("default.svc.cluster.local.", RecordType::NS));
+    assert!(ans.is_empty());
+}
+
+#[test]
+fn ns_from_ns_dns_records() {
+    let snap = cluster().with_changes(
+        2,
+        [crate::snapshot::Change::Put(
+            "/skydns/local/cluster/dns/ns/ns1".into(),
+            SkyRecord::kube2sky_address("10.0.0.10"),
+        )],
+    );
+    let (ans, add) = sections(ask_in(&snap, D, RecordType::NS));
+    assert_eq!(ans, ["cluster.local. 30 NS ns1.ns.dns.cluster.local."]);
+    assert_eq!(add, ["ns1.ns.dns.cluster.local. 30 A 10.0.0.10"]);
+}
+
+#[test]
+fn directory_names_return_every_address_below() {
+    let (ans, _) = sections(ask("default.svc.cluster.local.", RecordType::A));
+    assert_eq!(
+        ans,
+        [
+            "default.svc.cluster.local. 30 A 10.0.0.1",
+            "default.svc.cluster.local. 30 A 10.244.1.6",
+            "default.svc.cluster.local. 30 A 10.244.1.7",
+        ]
+    );
+    let (apex, _) = sections(ask(D, RecordType::A));
+    assert_eq!(apex.len(), 5, "{apex:?}");
+}
+
+#[test]
+fn wildcards_match_one_label_each() {
+    let (star, _) = sections(ask("*.default.svc.cluster.local.", RecordType::A));
+    assert_eq!(star.len(), 3, "{star:?}");
+    assert!(star
+        .iter()
+        .all(|l| l.starts_with("*.default.svc.cluster.local. 30 A ")));
+    let (any, _) = sections(ask("kube-dns.any.svc.cluster.local.", RecordType::A));
+    assert_eq!(any, ["kube-dns.any.svc.cluster.local. 30 A 10.0.0.10"]);
+}
+
+#[test]
+fn mixed_case_query_keeps_its_case_and_gets_a_cname_to_the_service() {
+    let (ans, _) = sections(ask("Kubernetes.Default.svc.cluster.local.", RecordType::A));
+    assert_eq!(
+        ans,
+        ["Kubernetes.Default.svc.cluster.local. 30 A 10.0.0.1",]
+    );
+}
+
+#[test]
+fn headless_srv_lists_every_endpoint() {
+    let (ans, add) = sections(ask(
+        "_http._tcp.web.default.svc.cluster.local.",
+        RecordType::SRV,
+    ));
+    assert_eq!(
+        ans,
+        [
+            "_http._tcp.web.default.svc.cluster.local. 30 SRV 10 50 80 ad649af9.web.default.svc.cluster.local.",
+            "_http._tcp.web.default.svc.cluster.local. 30 SRV 10 50 80 h7.web.default.svc.cluster.local.",
+        ]
+    );
+    assert_eq!(
+        add,
+        [
+            "ad649af9.web.default.svc.cluster.local. 30 A 10.244.1.6",
+            "h7.web.default.svc.cluster.local. 30 A 10.244.1.7",
+        ]
+    );
+}
+
+#[test]
+fn other_types_give_nodata_for_existing_names() {
+    for t in [
+        RecordType::TXT,
+        RecordType::MX,
+        RecordType::CNAME,
+        RecordType::HINFO,
+    ] {
+        let (ans, _) = sections(ask("kubernetes.default.svc.cluster.local.", t));
+        assert!(ans.is_empty(), "{t}");
+    }
+}
+
+fn with(records: &[(&str, SkyRecord)]) -> Snapshot {
+    Snapshot::new(
+        1,
+        records
+            .iter()
+            .map(|(k, r)| (format!("/skydns/local/cluster/{k}"), r.clone())),
+    )
+}
+
+fn host(h: &str) -> SkyRecord {
+    SkyRecord {
+        host: h.into(),
+        ..SkyRecord::default()
+    }
+}
+
+#[test]
+fn cname_chains_follow_names_and_stop_at_loops() {
+    let snap = with(&[
+        ("a/x", host("b.cluster.local")),
+        ("b/x", host("10.1.1.1")),
+        ("loop1/x", host("loop2.cluster.local.")),
+        ("loop2/x", host("loop1.cluster.local.")),
+        ("dangling/x", host("nowhere.cluster.local.")),
+    ]);
+    let (ans, _) = sections(ask_in(&snap, "a.cluster.local.", RecordType::A));
+    assert_eq!(
+        ans,
+        [
+            "a.cluster.local. 3600 CNAME b.cluster.local.",
+            "b.cluster.local. 3600 A 10.1.1.1"
+        ]
+    );
+    let (ans, _) = sections(ask_in(&snap, "loop1.cluster.local.", RecordType::A));
+    assert!(ans.is_empty(), "{ans:?}");
+    let (ans, _) = sections(ask_in(&snap, "dangling.cluster.local.", RecordType::A));
+    assert!(ans.is_empty(), "{ans:?}");
+}
+
+#[test]
+fn cname_chain_is_limited_to_eight_links() {
+    let mut recs: Vec<(String, SkyRecord)> = (0..12)
+        .map(|i| {
+            (
+                format!("c{i}/x"),
+                host(&format!("c{}.cluster.local.", i + 1)),
+            )
+        })
+        .collect();
+    recs.push(("c12/x".into(), host("10.9.9.9")));
+    let refs: Vec<(&str, SkyRecord)> = recs.iter().map(|(k, r)| (k.as_str(), r.clone())).collect();
+    let (ans, _) = sections(ask_in(&with(&refs), "c0.cluster.local.", RecordType::A));
+    assert!(ans.is_empty(), "a 12-link chain must be cut: {ans:?}");
+    let (ans, _) = sections(ask_in(&with(&refs), "c6.cluster.local.", RecordType::A));
+    assert_eq!(ans.len(), 7, "6 CNAMEs and the A record: {ans:?}");
+}
+
+#[test]
+fn cname_query_looks_at_the_exact_key_only() {
+    let snap = with(&[
+        ("alias", host("target.example.com")),
+        ("dir/x", host("y.example.com.")),
+    ]);
+    let (ans, _) = sections(ask_in(&snap, "alias.cluster.local.", RecordType::CNAME));
+    assert_eq!(ans, ["alias.cluster.local. 3600 CNAME target.example.com."]);
+    let (ans, _) = sections(ask_in(&snap, "dir.cluster.local.", RecordType::CNAME));
+    assert!(ans.is_empty());
+}
+
+#[test]
+fn srv_weights_follow_the_reference_examples() {
+    let svc = |w: u16| Service {
+        key: "/k".into(),
+        record: SkyRecord {
+            weight: w,
+            priority: 10,
+            ..SkyRecord::default()
+        },
+        ttl: 1,
+    };
+    let w = |ws: &[u16]| weights(&ws.iter().map(|&x| svc(x)).collect::<Vec<_>>());
+    assert_eq!(w(&[100, 100, 100]), [33, 33, 33]);
+    assert_eq!(w(&[120, 100, 130]), [34, 28, 37]);
+    assert_eq!(w(&[130, 80, 150]), [36, 22, 41]);
+    assert_eq!(w(&[0]), [100]);
+    assert_eq!(w(&[10, 10]), [50, 50]);
+}
+
+#[test]
+fn targetstrip_shortens_synthesised_targets() {
+    let snap = with(&[(
+        "svc/ns/x/abc",
+        SkyRecord {
+            host: "10.0.0.5".into(),
+            port: 80,
+            targetstrip: 1,
+            ..SkyRecord::default()
+        },
+    )]);
+    let (ans, add) = sections(ask_in(&snap, "x.ns.svc.cluster.local.", RecordType::SRV));
+    assert_eq!(
+        ans,
+        ["x.ns.svc.cluster.local. 3600 SRV 10 100 80 x.ns.svc.cluster.local."]
+    );
+    assert_eq!(add, ["x.ns.svc.cluster.local. 3600 A 10.0.0.5"]);
+}
+
+#[test]
+fn txt_and_mx_records() {
+    let long = "y".repeat(255);
+    let snap = with(&[
+        (
+            "t/1",
+            SkyRecord {
+                text: "hello".into(),
+                ..SkyRecord::default()
+            },
+        ),
+        (
+            "t/2",
+            SkyRecord {
+                text: long.clone(),
+                ..SkyRecord::default()
+            },
+        ),
+        (
+            "m/1",
+            SkyRecord {
+                host: "mail.example.org".into(),
+                mail: true,
+                priority: 5,
+                ..SkyRecord::default()
+            },
+        ),
+        (
+            "m/2",
+            SkyRecord {
+                host: "10.0.0.9".into(),
+                ..SkyRecord::default()
+            },
+        ),
+    ]);
+    let (ans, _) = sections(ask_in(&snap, "t.cluster.local.", RecordType::TXT));
+    assert_eq!(ans[0], "t.cluster.local. 3600 TXT hello");
+    match ask_in(&snap, "t.cluster.local.", RecordType::TXT) {
+        Answer::Records { answers, .. } => match &answers[1].data {
+            RData::TXT(t) => assert_eq!(t.txt_data.len(), 2, "255 bytes → chunk + empty"),
+            other => panic!("{other:?}"),
+        },
+        other => panic!("{other:?}"),
+    }
+    let (ans, _) = sections(ask_in(&snap, "m.cluster.local.", RecordType::MX));
+    assert_eq!(ans, ["m.cluster.local. 3600 MX 5 mail.example.org."]);
+}
+
+#[test]
+fn duplicate_records_are_collapsed() {
+    let snap = with(&[("d/1", host("10.0.0.1")), ("d/2", host("10.0.0.1"))]);
+    let (ans, _) = sections(ask_in(&snap, "d.cluster.local.", RecordType::A));
+    assert_eq!(ans.len(), 1);
+}
+
+#[test]
+fn groups_filter_address_answers() {
+    let g = |h: &str, group: &str| SkyRecord {
+        host: h.into(),
+        group: group.into(),
+        ..SkyRecord::default()
+    };
+    let snap = with(&[
+        ("g/a/1", g("10.0.0.1", "blue")),
+        ("g/b/2", g("10.0.0.2", "red")),
+        ("g/3", g("10.0.0.3", "blue")),
+    ]);
+    let (ans, _) = sections(ask_in(&snap, "g.cluster.local.", RecordType::A));
+    // g/3 (listed first) is shallowest with group "blue": the red record goes.
+    assert_eq!(
+        ans,
+        [
+            "g.cluster.local. 3600 A 10.0.0.3",
+            "g.cluster.local. 3600 A 10.0.0.1"
+        ]
+    );
+}
+
+#[test]
+fn chaos_names() {
+    let q = |n: &str, t| Question::new(Name::from_ascii(n).unwrap(), t, DNSClass::CH);
+    let (ans, _) = sections(authoritative(
+        &zone(),
+        &cluster(),
+        &q("version.bind.", RecordType::TXT),
+        NOW,
+    ));
+    assert_eq!(ans, ["version.bind. 0 TXT 2.5.2c"]);
+    let (ans, _) = sections(authoritative(
+        &zone(),
+        &cluster(),
+        &q("authors.bind.", RecordType::TXT),
+        NOW,
+    ));
+    assert_eq!(ans.len(), 4);
+    assert_eq!(
+        authoritative(&zone(), &cluster(), &q("other.bind.", RecordType::TXT), NOW),
+        Answer::ServerFailure
+    );
+}
+
+#[test]
+fn reverse_reads_one_leaf() {
+    let snap = Snapshot::new(
+        1,
+        [(
+            "/skydns/arpa/in-addr/10/0/0/1".to_string(),
+            host("kubernetes.default.svc.cluster.local."),
+        )],
+    );
+    let q = Question::new(
+        Name::from_ascii("1.0.0.10.in-addr.arpa.").unwrap(),
+        RecordType::PTR,
+        DNSClass::IN,
+    );
+    let ptr = reverse(&zone(), &snap, &q).expect("a PTR");
+    assert_eq!(
+        lines(&[ptr]),
+        ["1.0.0.10.in-addr.arpa. 3600 PTR kubernetes.default.svc.cluster.local."]
+    );
+    let dir = Question::new(
+        Name::from_ascii("0.0.10.in-addr.arpa.").unwrap(),
+        RecordType::PTR,
+        DNSClass::IN,
+    );
+    assert!(reverse(&zone(), &snap, &dir).is_none());
+}
+
+#[allow(dead_code)]
+fn _types_used(_: A, _: CNAME, _: SRV) {}

@@ -1,0 +1,255 @@
+//! Request → reply tests of the pipeline, over the kube2sky §9 records.
+
+use super::*;
+use crate::answer::tests::{cluster, zone};
+use hickory_proto::op::{Edns, Query};
+use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::RData;
+
+fn handler(snapshot: Option<Snapshot>) -> Handler {
+    let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(snapshot.map(Arc::new)));
+    Handler::new(zone(), shared, false)
+}
+
+fn request(name: Name, qtype: RecordType) -> Message {
+    let mut m = Message::query();
+    m.metadata.recursion_desired = true;
+    m.queries.push(Query::query(name, qtype));
+    m
+}
+
+fn ask_msg(h: &Handler, m: &Message, t: Transport) -> Message {
+    let bytes = h.handle(&m.to_vec().unwrap(), t).expect("a reply");
+    let reply = Message::from_vec(&bytes).unwrap();
+    assert_eq!(reply.metadata.id, m.metadata.id);
+    reply
+}
+
+fn ask(name: &str, qtype: RecordType) -> Message {
+    ask_msg(
+        &handler(Some(cluster())),
+        &request(Name::from_ascii(name).unwrap(), qtype),
+        Transport::Udp,
+    )
+}
+
+fn assert_soa_authority(reply: &Message) {
+    assert_eq!(reply.authorities.len(), 1);
+    let soa = &reply.authorities[0];
+    assert_eq!(soa.ttl, 60);
+    assert_eq!(soa.name.to_string(), "cluster.local.");
+    let RData::SOA(data) = &soa.data else {
+        panic!("not a SOA: {soa:?}")
+    };
+    assert_eq!(data.mname.to_string(), "ns.dns.cluster.local.");
+    assert_eq!(data.rname.to_string(), "hostmaster.skydns.local.");
+    assert_eq!(data.serial % 3600, 0);
+    assert_eq!(
+        (data.refresh, data.retry, data.expire, data.minimum),
+        (28800, 7200, 604800, 60)
+    );
+    let _: &SOA = data;
+}
+
+#[test]
+fn a_reply_is_authoritative_with_recursion_available() {
+    let r = ask("kubernetes.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+    assert!(
+        r.metadata.authoritative && r.metadata.recursion_available && r.metadata.recursion_desired
+    );
+    assert_eq!(r.answers.len(), 1);
+    assert_eq!(r.answers[0].data.to_string(), "10.0.0.1");
+    assert_eq!(r.answers[0].ttl, 30);
+}
+
+#[test]
+fn nxdomain_and_nodata_carry_the_soa() {
+    let r = ask("nosuch.default.svc.cluster.local.", RecordType::A);
+    assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+    assert!(r.metadata.authoritative);
+    assert_soa_authority(&r);
+    let r = ask("kubernetes.default.svc.cluster.local.", RecordType::AAAA);
+    assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+    assert!(r.answers.is_empty());
+    assert_soa_authority(&r);
+}
+
+#[test]
+fn any_is_refused_without_flags() {
+    let r = ask("kubernetes.default.svc.cluster.local.", RecordType::ANY);
+    assert_eq!(r.metadata.response_code, ResponseCode::Refused);
+    assert!(
+        !r.metadata.authoritative
+            && !r.metadata.recursion_available
+            && !r.metadata.recursion_desired
+    );
+}
+
+#[test]
+fn names_outside_the_domain_get_servfail_without_forwarders() {
+    for name in ["foo.", "www.example.com.", "xcluster.local."] {
+        let r = ask(name, RecordType::A);
+        assert_eq!(r.metadata.response_code, ResponseCode::ServFail, "{name}");
+        assert!(!r.metadata.authoritative && r.metadata.recursion_available);
+    }
+}
+
+#[test]
+fn servfail_until_the_first_snapshot() {
+    let h = handler(None);
+    let r = ask_msg(
+        &h,
+        &request(
+            Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+            RecordType::A,
+        ),
+        Transport::Udp,
+    );
+    assert_eq!(r.metadata.response_code, ResponseCode::ServFail);
+}
+
+#[test]
+fn a_label_with_a_slash_cannot_reach_another_key() {
+    let name = Name::from_labels(vec![
+        b"kubernetes/c88f1059" as &[u8],
+        b"default",
+        b"svc",
+        b"cluster",
+        b"local",
+    ])
+    .unwrap();
+    let r = ask_msg(
+        &handler(Some(cluster())),
+        &request(name, RecordType::A),
+        Transport::Udp,
+    );
+    assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
+    assert!(r.answers.is_empty());
+}
+
+#[test]
+fn ptr_from_the_reverse_tree_is_not_authoritative() {
+    let snap = cluster().with_changes(
+        2,
+        [crate::snapshot::Change::Put(
+            "/skydns/arpa/in-addr/10/0/0/1".into(),
+            crate::record::Record::kube2sky_address("kubernetes.default.svc.cluster.local."),
+        )],
+    );
+    let h = handler(Some(snap));
+    let r = ask_msg(
+        &h,
+        &request(
+            Name::from_ascii("1.0.0.10.in-addr.arpa.").unwrap(),
+            RecordType::PTR,
+        ),
+        Transport::Udp,
+    );
+    assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+    assert!(!r.metadata.authoritative);
+    assert_eq!(
+        r.answers[0].data.to_string(),
+        "kubernetes.default.svc.cluster.local."
+    );
+    let miss = ask_msg(
+        &h,
+        &request(
+            Name::from_ascii("9.0.0.10.in-addr.arpa.").unwrap(),
+            RecordType::PTR,
+        ),
+        Transport::Udp,
+    );
+    assert_eq!(miss.metadata.response_code, ResponseCode::ServFail);
+}
+
+#[test]
+fn replies_carry_no_opt_record_even_for_edns_queries() {
+    let mut m = request(
+        Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+        RecordType::A,
+    );
+    let mut edns = Edns::new();
+    edns.set_max_payload(4096);
+    m.edns = Some(edns);
+    let r = ask_msg(&handler(Some(cluster())), &m, Transport::Udp);
+    assert!(r.edns.is_none());
+    assert_eq!(r.answers.len(), 1);
+}
+
+#[test]
+fn large_answers_are_truncated_over_udp_but_not_tcp() {
+    let many = (0..60).map(|i| {
+        (
+            format!("/skydns/local/cluster/svc/default/big/{i}"),
+            crate::record::Record::kube2sky_address(&format!("10.1.0.{i}")),
+        )
+    });
+    let h = handler(Some(Snapshot::new(1, many)));
+    let m = request(
+        Name::from_ascii("big.default.svc.cluster.local.").unwrap(),
+        RecordType::A,
+    );
+    let udp = ask_msg(&h, &m, Transport::Udp);
+    assert!(udp.metadata.truncation);
+    assert!(udp.answers.len() < 60);
+    let tcp = ask_msg(&h, &m, Transport::Tcp);
+    assert!(!tcp.metadata.truncation);
+    assert_eq!(tcp.answers.len(), 60);
+    let mut big = m.clone();
+    let mut edns = Edns::new();
+    edns.set_max_payload(4096);
+    big.edns = Some(edns);
+    assert_eq!(ask_msg(&h, &big, Transport::Udp).answers.len(), 60);
+}
+
+#[test]
+fn malformed_packets_get_formerr_or_nothing() {
+    let h = handler(Some(cluster()));
+    assert!(h.handle(&[], Transport::Udp).is_none());
+    assert!(h.handle(&[1, 2, 3], Transport::Udp).is_none());
+    let mut garbage = vec![0xab, 0xcd, 0x01, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0];
+    garbage.extend_from_slice(&[0x3f, b'x']);
+    let reply = Message::from_vec(&h.handle(&garbage, Transport::Udp).expect("formerr")).unwrap();
+    assert_eq!(reply.metadata.id, 0xabcd);
+    assert_eq!(reply.metadata.response_code, ResponseCode::FormErr);
+    let no_question = Message::query();
+    let r = ask_msg(&h, &no_question, Transport::Udp);
+    assert_eq!(r.metadata.response_code, ResponseCode::FormErr);
+}
+
+#[test]
+fn responses_are_never_answered() {
+    let mut m = request(
+        Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+        RecordType::A,
+    );
+    m.metadata.message_type = MessageType::Response;
+    assert!(handler(Some(cluster()))
+        .handle(&m.to_vec().unwrap(), Transport::Udp)
+        .is_none());
+}
+
+#[test]
+fn random_packets_never_panic() {
+    let h = handler(Some(cluster()));
+    let seed = request(
+        Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+        RecordType::SRV,
+    )
+    .to_vec()
+    .unwrap();
+    let mut state = 0x2545_f491_u32;
+    for round in 0..20_000 {
+        let mut p = seed.clone();
+        for _ in 0..(round % 7 + 1) {
+            state ^= state << 13;
+            state ^= state >> 17;
+            state ^= state << 5;
+            let i = state as usize % p.len();
+            p[i] = (state >> 8) as u8;
+        }
+        p.truncate(p.len() - (state as usize % 5));
+        let _ = h.handle(&p, Transport::Udp);
+    }
+}

@@ -1,0 +1,207 @@
+//! Turning an answer into a reply message: SkyDNS's post-processing.
+//!
+//! After an authoritative answer is built, SkyDNS removes duplicate records
+//! (one CNAME per owner), clamps the TTLs of multi-record answers to the
+//! smallest one, shuffles A/AAAA answers for round robin, and finally makes
+//! the packed reply fit the client's buffer (`Fit`, reference §7.5): drop the
+//! additional section, then over UDP set TC and keep the longest answer
+//! prefix that fits, over TCP send SERVFAIL. All of that lives here, as
+//! functions over `hickory_proto` messages.
+
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, Record, RecordType};
+use rand::seq::SliceRandom;
+use std::collections::HashSet;
+
+/// Removes duplicate records (same owner, class, type and data, owner
+/// compared case-insensitively) and all but the first CNAME of each owner.
+pub fn dedup(records: &mut Vec<Record>) {
+    let mut seen: HashSet<(String, u16, String)> = HashSet::new();
+    let mut cname_owners: HashSet<String> = HashSet::new();
+    records.retain(|r| {
+        let owner = r.name.to_string().to_ascii_lowercase();
+        if r.record_type() == RecordType::CNAME && !cname_owners.insert(owner.clone()) {
+            return false;
+        }
+        seen.insert((owner, u16::from(r.dns_class), r.data.to_string()))
+    });
+}
+
+/// With more than one answer, every TTL becomes `min(max_ttl, smallest TTL)`.
+pub fn clamp_ttls(answers: &mut [Record], max_ttl: u32) {
+    if answers.len() < 2 {
+        return;
+    }
+    let smallest = answers.iter().map(|r| r.ttl).min().unwrap_or(max_ttl);
+    let ttl = smallest.min(max_ttl);
+    for r in answers {
+        r.ttl = ttl;
+    }
+}
+
+/// Round robin: shuffle unless the list holds more than one CNAME
+/// (glibc cannot follow reordered CNAME chains).
+pub fn shuffle(answers: &mut [Record]) {
+    let cnames = answers
+        .iter()
+        .filter(|r| matches!(r.data, RData::CNAME(_)))
+        .count();
+    if cnames <= 1 {
+        answers.shuffle(&mut rand::rng());
+    }
+}
+
+/// Encodes `reply` so it fits in `limit` bytes, following SkyDNS's `Fit`.
+/// Returns `None` only if hickory cannot encode the message at all.
+pub fn fit(mut reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
+    let mut bytes = reply.to_vec().ok()?;
+    if bytes.len() > limit && !reply.additionals.is_empty() {
+        reply.additionals.clear();
+        bytes = reply.to_vec().ok()?;
+    }
+    if bytes.len() < limit {
+        return Some(bytes);
+    }
+    if tcp {
+        let mut failure = Message::response(reply.metadata.id, reply.metadata.op_code);
+        failure.metadata.response_code = ResponseCode::ServFail;
+        failure.metadata.recursion_desired = reply.metadata.recursion_desired;
+        failure.queries = reply.queries;
+        return failure.to_vec().ok();
+    }
+    reply.metadata.truncation = true;
+    let answers = std::mem::take(&mut reply.answers);
+    // Binary search for the longest prefix that packs below the limit.
+    let (mut lo, mut hi) = (1usize, answers.len().max(1));
+    while lo < hi {
+        let mid = (lo + hi).div_ceil(2);
+        reply.answers = answers[..mid].to_vec();
+        if reply.to_vec().ok()?.len() < limit {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    reply.answers = answers.into_iter().take(lo).collect();
+    reply.to_vec().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::{MessageType, OpCode, Query};
+    use hickory_proto::rr::rdata::{A, CNAME};
+    use hickory_proto::rr::Name;
+    use std::net::Ipv4Addr;
+
+    fn a(owner: &str, ip: u8, ttl: u32) -> Record {
+        Record::from_rdata(
+            Name::from_ascii(owner).unwrap(),
+            ttl,
+            RData::A(A(Ipv4Addr::new(10, 0, 0, ip))),
+        )
+    }
+
+    fn cname(owner: &str, target: &str) -> Record {
+        Record::from_rdata(
+            Name::from_ascii(owner).unwrap(),
+            30,
+            RData::CNAME(CNAME(Name::from_ascii(target).unwrap())),
+        )
+    }
+
+    #[test]
+    fn dedup_removes_identical_records_and_extra_cnames() {
+        let mut rs = vec![
+            a("x.", 1, 30),
+            a("X.", 1, 60),
+            a("x.", 2, 30),
+            cname("y.", "a."),
+            cname("y.", "b."),
+        ];
+        dedup(&mut rs);
+        assert_eq!(rs.len(), 3);
+        assert_eq!(rs[2].data.to_string(), "a.");
+    }
+
+    #[test]
+    fn ttl_clamp_only_for_several_answers() {
+        let mut one = vec![a("x.", 1, 7200)];
+        clamp_ttls(&mut one, 3600);
+        assert_eq!(one[0].ttl, 7200);
+        let mut two = vec![a("x.", 1, 30), a("x.", 2, 60)];
+        clamp_ttls(&mut two, 3600);
+        assert!(two.iter().all(|r| r.ttl == 30));
+        let mut big = vec![a("x.", 1, 7200), a("x.", 2, 9000)];
+        clamp_ttls(&mut big, 3600);
+        assert!(big.iter().all(|r| r.ttl == 3600));
+    }
+
+    #[test]
+    fn shuffle_leaves_cname_chains_alone() {
+        let chain = vec![
+            cname("a.", "b."),
+            cname("b.", "c."),
+            a("c.", 1, 1),
+            a("c.", 2, 1),
+        ];
+        for _ in 0..20 {
+            let mut rs = chain.clone();
+            shuffle(&mut rs);
+            assert_eq!(rs, chain);
+        }
+    }
+
+    fn reply(n: u8) -> Message {
+        let mut m = Message::new(7, MessageType::Response, OpCode::Query);
+        m.queries
+            .push(Query::query(Name::from_ascii("x.").unwrap(), RecordType::A));
+        m.answers = (0..n).map(|i| a("x.", i, 30)).collect();
+        m.additionals = (0..n).map(|i| a("y.", i, 30)).collect();
+        m
+    }
+
+    #[test]
+    fn fit_drops_additionals_first_then_truncates_over_udp() {
+        let full = reply(40).to_vec().unwrap().len();
+        let bytes = fit(reply(40), full + 1, false).unwrap();
+        assert_eq!(bytes.len(), full, "fits as is when strictly smaller");
+
+        let bytes = fit(reply(40), full, false).unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        // Exactly equal is not "greater": the additionals stay, answers are cut.
+        assert!(!m.additionals.is_empty());
+        assert!(m.metadata.truncation);
+        assert!(m.answers.len() < 40);
+
+        let bytes = fit(reply(40), 200, false).unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert!(m.metadata.truncation);
+        assert!(bytes.len() < 200);
+        assert!(!m.answers.is_empty() && m.answers.len() < 40);
+        let one_more = {
+            let mut r = reply(0);
+            r.answers = (0..=m.answers.len() as u8)
+                .map(|i| a("x.", i, 30))
+                .collect();
+            r.to_vec().unwrap().len()
+        };
+        assert!(one_more >= 200, "longest prefix kept");
+    }
+
+    #[test]
+    fn fit_keeps_at_least_one_answer() {
+        let bytes = fit(reply(3), 20, false).unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.answers.len(), 1);
+        assert!(m.metadata.truncation);
+    }
+
+    #[test]
+    fn fit_over_tcp_sends_servfail_when_too_big() {
+        let bytes = fit(reply(40), 100, true).unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+        assert!(m.answers.is_empty());
+    }
+}
