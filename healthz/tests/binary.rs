@@ -1,0 +1,198 @@
+//! Tests of the real `exec-healthz` binary: Go-style flags, usage and exit
+//! codes, `/quit`, SIGTERM, a busy port and `-quiet`.
+
+mod common;
+
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
+
+use common::{
+    assert_no_process_with, eventually, free_tcp_port, get, processes_with, unique_sleep,
+    KillOnDrop,
+};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+const BIN: &str = env!("CARGO_BIN_EXE_exec-healthz");
+const WAIT: Duration = Duration::from_secs(10);
+
+fn run_to_end(args: &[&str]) -> Output {
+    Command::new(BIN)
+        .args(args)
+        .output()
+        .expect("run exec-healthz")
+}
+
+/// Starts the binary on a free port and waits until it answers HTTP.
+async fn start(args: &[&str]) -> (KillOnDrop, String) {
+    let port = free_tcp_port();
+    let port_text = port.to_string();
+    let mut full = vec!["-port", port_text.as_str()];
+    full.extend_from_slice(args);
+    let child = Command::new(BIN)
+        .args(&full)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn exec-healthz");
+    let mut child = KillOnDrop(child);
+    let base = format!("http://127.0.0.1:{port}");
+    let url = format!("{base}/");
+    eventually(WAIT, "exec-healthz to answer HTTP", || {
+        let url = url.clone();
+        let exited = child.0.try_wait().expect("try_wait");
+        assert!(exited.is_none(), "exec-healthz exited early: {exited:?}");
+        async move { get(&url).await.ok().map(|_| ()) }
+    })
+    .await;
+    (child, base)
+}
+
+fn stderr_of(mut child: KillOnDrop) -> String {
+    let _ = child.0.kill();
+    let mut text = String::new();
+    if let Some(mut err) = child.0.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut err, &mut text);
+    }
+    text
+}
+
+#[test]
+fn unknown_flag_prints_usage_and_exits_2() {
+    let out = run_to_end(&["-bogus=1"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.starts_with("flag provided but not defined: -bogus\nUsage of exec-healthz:\n"),
+        "{err}"
+    );
+}
+
+#[test]
+fn bad_value_names_the_flag_and_exits_2() {
+    let out = run_to_end(&["-period=abc"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let first = err.lines().next().unwrap_or("");
+    assert_eq!(
+        first,
+        "invalid value \"abc\" for flag -period: invalid duration \"abc\""
+    );
+}
+
+#[test]
+fn help_explains_every_flag_and_exits_0() {
+    for flag in ["-h", "--help", "-help"] {
+        let out = run_to_end(&[flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        for name in [
+            "-cmd string",
+            "-period duration",
+            "-latency duration",
+            "-port int",
+            "-quiet",
+            "-timeout duration",
+            "-quit-enabled",
+        ] {
+            assert!(
+                err.contains(&format!("  {name}\n")),
+                "{flag}: {name} missing from\n{err}"
+            );
+        }
+        assert!(err.contains("(default \"echo healthz\")"), "{err}");
+    }
+}
+
+#[tokio::test]
+async fn go_style_flags_503_then_quit_exits_0_without_answering() {
+    let (mut child, base) =
+        start(&["--cmd=echo nope; false", "-period", "100ms", "-latency=5s"]).await;
+    let url = format!("{base}/healthz");
+    let body = eventually(WAIT, "a 503", || {
+        let url = url.clone();
+        async move {
+            get(&url)
+                .await
+                .ok()
+                .and_then(|(s, _, b)| (s == 503).then_some(b))
+        }
+    })
+    .await;
+    assert!(
+        body.starts_with("Healthz probe error: Result of last exec: nope\n, at "),
+        "{body:?}"
+    );
+    assert!(body.ends_with(", error exit status 1\n"), "{body:?}");
+    let answered = common::client().get(format!("{base}/quit")).send().await;
+    assert!(
+        answered.is_err(),
+        "/quit must close the connection without a response: {answered:?}"
+    );
+    let status = common::wait_exit(&mut child.0, WAIT).await;
+    assert_eq!(status.code(), Some(0));
+}
+
+#[tokio::test]
+async fn sigterm_exits_0_and_kills_the_running_command() {
+    let token = unique_sleep();
+    let cmd = format!("-cmd=sleep {token} & sleep {token}");
+    let (mut child, _base) = start(&[cmd.as_str(), "-period=50ms", "-latency=1h"]).await;
+    eventually(WAIT, "the command to be running", || async {
+        (processes_with(&token).len() >= 2).then_some(())
+    })
+    .await;
+    let pid = Pid::from_raw(i32::try_from(child.0.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("send SIGTERM");
+    let status = common::wait_exit(&mut child.0, WAIT).await;
+    assert_eq!(status.code(), Some(0), "{status:?}");
+    assert_no_process_with(&token).await;
+}
+
+#[tokio::test]
+async fn busy_port_exits_1() {
+    let busy = std::net::TcpListener::bind("0.0.0.0:0").expect("bind");
+    let port = busy.local_addr().expect("addr").port().to_string();
+    let out = run_to_end(&["-port", &port, "-quiet"]);
+    assert_eq!(out.status.code(), Some(1));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("listen tcp 0.0.0.0:{port}")), "{err}");
+}
+
+#[tokio::test]
+async fn quiet_drops_info_logs_but_keeps_errors() {
+    for (quiet, expect_info) in [(true, false), (false, true)] {
+        let mut args = vec!["-cmd=false", "-period=50ms"];
+        if quiet {
+            args.push("-quiet");
+        }
+        let (child, base) = start(&args).await;
+        let url = format!("{base}/healthz");
+        eventually(WAIT, "a 503", || {
+            let url = url.clone();
+            async move {
+                get(&url)
+                    .await
+                    .ok()
+                    .and_then(|(s, _, _)| (s == 503).then_some(()))
+            }
+        })
+        .await;
+        let err = stderr_of(child);
+        assert_eq!(
+            err.contains("Worker running false"),
+            expect_info,
+            "quiet={quiet}: {err}"
+        );
+        assert_eq!(
+            err.contains("Client ip 127.0.0.1:"),
+            expect_info,
+            "quiet={quiet}: {err}"
+        );
+        assert!(
+            err.contains("Healthz probe error: Result of last exec"),
+            "quiet={quiet}: {err}"
+        );
+    }
+}
