@@ -1,15 +1,98 @@
 //! SkyDNS 2.5.2c, re-implemented: an authoritative DNS server for the
 //! Kubernetes cluster domain that serves SkyDNS records kept in etcd v3.
 //!
-//! Crate map:
+//! How a query is answered: the [`store`] task mirrors everything under
+//! `/skydns/` from etcd into an immutable [`snapshot::Snapshot`], swapped
+//! whole on every change; the [`server`] listeners hand each packet to the
+//! [`handler`], which decides the path (reference §5) and asks the pure
+//! [`answer`] functions, then shapes the reply in [`response`]. No query
+//! ever waits on etcd. Crate map:
 //! - [`record`]: the JSON record (shared with kube2sky) and its key hash;
 //! - [`path`]: DNS name ⇄ etcd key;
-//! - [`snapshot`]: the immutable in-memory copy of the records queries read;
-//! - [`answer`]: pure "question + snapshot → answer" functions.
+//! - [`snapshot`]: the in-memory copy of the records queries read;
+//! - [`answer`]: pure "question + snapshot → answer" functions;
+//! - [`handler`], [`response`]: request → reply, rcodes, `Fit`;
+//! - [`store`]: the store trait, the etcd v3 store and the mirror task;
+//! - [`config`]: flags, environment, the etcd config key, defaults;
+//! - [`server`]: UDP and TCP sockets.
+//!
+//! We use hickory-proto for the wire format but not hickory-server: its
+//! zone-handler model decides rcodes and truncation itself, while SkyDNS's
+//! rules (NXDOMAIN vs NODATA from etcd, `Fit`, no OPT in replies) must be
+//! reproduced exactly, so the request pipeline is ours.
 
 pub mod answer;
+pub mod config;
 pub mod handler;
 pub mod path;
 pub mod record;
 pub mod response;
+pub mod server;
 pub mod snapshot;
+pub mod store;
+
+use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
+use crate::handler::{Handler, SharedSnapshot};
+use crate::store::etcd::EtcdStore;
+use crate::store::Store;
+use arc_swap::ArcSwapOption;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How long start-up waits for etcd to return the config key.
+const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Reads the configuration, binds the sockets and serves until `shutdown`.
+pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()> {
+    let mut store = EtcdStore::new(flags.etcd_options());
+    let config = load_config(&flags, &mut store).await?;
+    let listeners = server::Listeners::bind(config.addr)
+        .await
+        .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", config.addr)))?;
+    let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
+    let prefix = config.zone.prefix.root();
+    let mirror = tokio::spawn(store::mirror(
+        store,
+        prefix,
+        shared.clone(),
+        shutdown.clone(),
+    ));
+    tracing::info!(
+        domain = %config.zone.domain,
+        addr = %listeners.local_addr()?,
+        etcd = ?config.etcd.endpoints,
+        "ready for queries"
+    );
+    let handler = Handler::new(config.zone.clone(), shared, config.round_robin);
+    server::serve(listeners, handler, shutdown).await;
+    mirror.await?;
+    tracing::info!("stopped");
+    Ok(())
+}
+
+/// Flags, overridden by `/<prefix>/config` in etcd if it can be read.
+async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Config, ConfigError> {
+    let mut settings = Settings::from_flags(flags);
+    let key = format!(
+        "/{}/config",
+        crate::path::PathPrefix::new(&flags.path_prefix).as_str()
+    );
+    match tokio::time::timeout(CONFIG_READ_TIMEOUT, store.get(&key)).await {
+        Ok(Ok(Some(json))) => {
+            settings.merge_json(&json)?;
+            tracing::info!(%key, "merged configuration from etcd");
+        }
+        Ok(Ok(None)) => tracing::info!(%key, "no configuration in etcd; using flags"),
+        Ok(Err(error)) => {
+            tracing::warn!(%error, "falling back to default configuration, could not read from etcd")
+        }
+        Err(_) => tracing::warn!(
+            "falling back to default configuration, could not read from etcd: timed out"
+        ),
+    }
+    settings.finish(flags, || {
+        nameservers_from_resolv_conf(Path::new("/etc/resolv.conf"))
+    })
+}

@@ -1,1 +1,51 @@
-fn main() {}
+//! `skydns`: parse flags, set up logging, serve until SIGTERM or Ctrl-C.
+
+use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
+
+fn main() -> ExitCode {
+    let flags = match skydns::config::parse_args(std::env::args_os()) {
+        Ok(flags) => flags,
+        Err(e) => e.exit(),
+    };
+    let default_level = if flags.verbose { "debug" } else { "info" };
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
+        )
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .init();
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("skydns: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let shutdown = CancellationToken::new();
+    runtime.spawn(stop_on_signal(shutdown.clone()));
+    match runtime.block_on(skydns::run(flags, shutdown)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("{e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn stop_on_signal(shutdown: CancellationToken) {
+    let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+        Ok(term) => term,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot listen for SIGTERM");
+            return;
+        }
+    };
+    tokio::select! {
+        _ = term.recv() => tracing::info!("received SIGTERM, stopping"),
+        _ = tokio::signal::ctrl_c() => tracing::info!("received SIGINT, stopping"),
+    }
+    shutdown.cancel();
+}

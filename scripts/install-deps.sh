@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the system packages the build and the tests need, if missing:
+# protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq.
+set -euo pipefail
+
+need=()
+command -v protoc   >/dev/null || need+=(protobuf-compiler)
+command -v etcd     >/dev/null || need+=(etcd-server)
+command -v etcdctl  >/dev/null || need+=(etcd-client)
+command -v dig      >/dev/null || need+=(dnsutils)
+command -v nslookup >/dev/null || need+=(dnsutils)
+command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
+command -v curl     >/dev/null || need+=(curl)
+
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  echo "==> installing: ${need[*]}"
+  $sudo apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+fi
+
+if ! command -v kubectl >/dev/null; then
+  echo "warning: kubectl is not installed; the kubectl-driven tests will fail and say so." >&2
+  echo "         install it from the Kubernetes package repository (package kubectl)." >&2
+fi

@@ -1,0 +1,268 @@
+//! SkyDNS configuration: flags, environment, the etcd `config` key, defaults.
+//!
+//! The order is SkyDNS's (reference §2): command-line flags (Go style
+//! `-domain=x` and `-ns-rotate=false` as well as `--domain x`) with their
+//! environment fallbacks fill a [`Settings`]; the JSON at `/<prefix>/config`
+//! in etcd, when present, overrides the keys it holds ([`Settings::merge_json`]);
+//! then [`Settings::finish`] applies the defaults and validates everything
+//! into a [`Config`]. Every error names the flag or key and the bad value.
+
+use crate::answer::Zone;
+use crate::path::PathPrefix;
+use crate::store::etcd::EtcdOptions;
+use clap::Parser;
+use serde::{Deserialize, Serialize};
+use std::ffi::OsString;
+use std::net::SocketAddr;
+use std::time::Duration;
+
+mod flags;
+pub use flags::{go_bool, go_duration, go_style_args, Flags};
+
+/// A configuration problem, naming the flag or key at fault.
+#[derive(Debug, thiserror::Error)]
+#[error("skydns: {0}")]
+pub struct ConfigError(pub String);
+
+/// The settings SkyDNS's `Config` struct holds, before defaults.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Settings {
+    /// `dns_addr`: listen address, `IP:port`.
+    pub dns_addr: String,
+    /// `domain`: the served domain.
+    pub domain: String,
+    /// `hostmaster`: SOA RNAME (`@` allowed).
+    pub hostmaster: String,
+    /// `round_robin`: shuffle A/AAAA answers.
+    pub round_robin: bool,
+    /// `ns_rotate`: pick the first forwarder by request ID.
+    pub ns_rotate: bool,
+    /// `nameservers`: forwarders, `IP:port`.
+    pub nameservers: Vec<String>,
+    /// `no_rec`: never forward.
+    pub no_rec: bool,
+    /// `read_timeout` in nanoseconds.
+    pub read_timeout: i64,
+    /// `priority`: default record priority.
+    pub priority: u16,
+    /// `ttl`: default record TTL.
+    pub ttl: u32,
+    /// `min_ttl`: SOA TTL in negative answers.
+    pub min_ttl: u32,
+    /// `rcache`: response cache capacity.
+    pub rcache: i64,
+    /// `rcache_ttl`: response cache lifetime in seconds.
+    pub rcache_ttl: i64,
+    /// `ndot`: labels a name needs to be forwarded.
+    pub ndot: i64,
+    /// `dnssec`: DNSSEC key file (unsupported).
+    pub dnssec: String,
+    /// `local`: the name `local.dns.<domain>` stands for (unsupported).
+    pub local: String,
+    /// `systemd`: socket activation (unsupported).
+    pub systemd: bool,
+    /// `scache`: signature cache (DNSSEC only, ignored).
+    pub scache: i64,
+}
+
+/// The validated configuration the server runs with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Config {
+    /// Settings of the authoritative zone.
+    pub zone: Zone,
+    /// Where to listen, UDP and TCP.
+    pub addr: SocketAddr,
+    /// Upstream resolvers.
+    pub nameservers: Vec<SocketAddr>,
+    /// Never forward.
+    pub no_rec: bool,
+    /// Shuffle A/AAAA answers.
+    pub round_robin: bool,
+    /// Pick the first forwarder by request ID.
+    pub ns_rotate: bool,
+    /// Labels a name needs before it is forwarded.
+    pub ndots: usize,
+    /// Upstream read/write timeout.
+    pub read_timeout: Duration,
+    /// How to reach etcd.
+    pub etcd: EtcdOptions,
+    /// Log every query.
+    pub verbose: bool,
+}
+
+impl Settings {
+    /// The settings the flags and environment give.
+    pub fn from_flags(f: &Flags) -> Self {
+        Settings {
+            dns_addr: f.addr.clone(),
+            domain: f.domain.clone(),
+            hostmaster: f.hostmaster.clone(),
+            round_robin: f.round_robin,
+            ns_rotate: f.ns_rotate,
+            nameservers: split_list(&f.nameservers),
+            no_rec: f.no_rec,
+            read_timeout: i64::try_from(f.rtimeout.as_nanos()).unwrap_or(i64::MAX),
+            rcache: f.rcache,
+            rcache_ttl: f.rcache_ttl,
+            ndot: f.ndots,
+            dnssec: f.dnssec.clone(),
+            local: f.local.clone(),
+            systemd: f.systemd,
+            scache: f.scache,
+            ..Settings::default()
+        }
+    }
+
+    /// Overrides the keys present in the etcd `config` JSON.
+    pub fn merge_json(&mut self, json: &[u8]) -> Result<(), ConfigError> {
+        let bad =
+            |e: serde_json::Error| ConfigError(format!("invalid JSON in the etcd config key: {e}"));
+        let value: serde_json::Value = serde_json::from_slice(json).map_err(bad)?;
+        let serde_json::Value::Object(present) = value else {
+            return Err(ConfigError(
+                "the etcd config key must hold a JSON object".into(),
+            ));
+        };
+        let mut merged = serde_json::to_value(&*self).map_err(bad)?;
+        if let serde_json::Value::Object(current) = &mut merged {
+            for (k, v) in present {
+                if current.contains_key(&k) {
+                    current.insert(k, v);
+                } else {
+                    tracing::warn!(key = %k, "ignoring unknown key in the etcd config");
+                }
+            }
+        }
+        *self = serde_json::from_value(merged)
+            .map_err(|e| ConfigError(format!("invalid value in the etcd config key: {e}")))?;
+        Ok(())
+    }
+
+    /// SkyDNS's `SetDefaults` plus validation.
+    pub fn finish(
+        self,
+        flags: &Flags,
+        resolv_conf: impl FnOnce() -> Result<Vec<SocketAddr>, String>,
+    ) -> Result<Config, ConfigError> {
+        for (on, what) in [
+            (!self.dnssec.is_empty(), "-dnssec (DNSSEC signing)"),
+            (!self.local.is_empty(), "-local"),
+            (self.systemd, "-systemd"),
+            (flags.discover, "-discover"),
+        ] {
+            if on {
+                return Err(ConfigError(format!(
+                    "{what} is not supported by this implementation"
+                )));
+            }
+        }
+        let domain = fqdn_lower(if self.domain.is_empty() {
+            "skydns.local."
+        } else {
+            &self.domain
+        });
+        let dns_addr = if self.dns_addr.is_empty() {
+            "127.0.0.1:53"
+        } else {
+            &self.dns_addr
+        };
+        let addr = parse_ip_port(dns_addr)
+            .map_err(|_| ConfigError(format!("addr is invalid: {dns_addr:?} (want IP:port)")))?;
+        let mut nameservers = Vec::new();
+        for ns in &self.nameservers {
+            nameservers.push(parse_ip_port(ns).map_err(|_| {
+                ConfigError(format!("nameserver is invalid: {ns:?} (want IP:port)"))
+            })?);
+        }
+        if nameservers.is_empty() && !self.no_rec {
+            nameservers = resolv_conf().map_err(|e| {
+                ConfigError(format!(
+                    "defaults could not be set from /etc/resolv.conf: {e}"
+                ))
+            })?;
+        }
+        let hostmaster = if self.hostmaster.is_empty() {
+            format!("hostmaster.{domain}")
+        } else {
+            self.hostmaster.clone()
+        };
+        let zone = Zone {
+            prefix: PathPrefix::new(&flags.path_prefix),
+            ttl: if self.ttl == 0 { 3600 } else { self.ttl },
+            min_ttl: if self.min_ttl == 0 { 60 } else { self.min_ttl },
+            priority: if self.priority == 0 {
+                10
+            } else {
+                self.priority
+            },
+            hostmaster: fqdn_lower(&hostmaster.replace('@', ".")),
+            domain,
+        };
+        let read_timeout = match self.read_timeout {
+            t if t <= 0 => Duration::from_secs(2),
+            t => Duration::from_nanos(t as u64),
+        };
+        Ok(Config {
+            zone,
+            addr,
+            nameservers,
+            no_rec: self.no_rec,
+            round_robin: self.round_robin,
+            ns_rotate: self.ns_rotate,
+            ndots: if self.ndot <= 0 {
+                2
+            } else {
+                self.ndot as usize
+            },
+            read_timeout,
+            etcd: flags.etcd_options(),
+            verbose: flags.verbose,
+        })
+    }
+}
+
+/// Parses argv (Go-style or GNU-style flags) into [`Flags`].
+pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Flags, clap::Error> {
+    Flags::try_parse_from(go_style_args(args))
+}
+
+fn split_list(s: &str) -> Vec<String> {
+    s.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(String::from)
+        .collect()
+}
+
+fn fqdn_lower(s: &str) -> String {
+    crate::path::fqdn(&s.to_ascii_lowercase())
+}
+
+/// `IP:port` with an IP literal host and a port in 1–65535.
+fn parse_ip_port(s: &str) -> Result<SocketAddr, ()> {
+    let addr: SocketAddr = s.parse().map_err(|_| ())?;
+    if addr.port() == 0 {
+        return Err(());
+    }
+    Ok(addr)
+}
+
+/// The `nameserver` lines of a resolv.conf, as `IP:53`.
+pub fn nameservers_from_resolv_conf(path: &std::path::Path) -> Result<Vec<SocketAddr>, String> {
+    let text = match std::fs::read(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(format!("{}: {e}", path.display())),
+    };
+    let parsed =
+        resolv_conf::Config::parse(&text).map_err(|e| format!("{}: {e}", path.display()))?;
+    Ok(parsed
+        .nameservers
+        .iter()
+        .map(|ns| SocketAddr::new(std::net::IpAddr::from(ns), 53))
+        .collect())
+}
+
+#[cfg(test)]
+mod tests;

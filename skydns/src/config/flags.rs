@@ -1,0 +1,195 @@
+//! The command line, as SkyDNS 2.5.2c accepted it (Go `flag` package).
+//!
+//! Go flags are written `-name=value`, `-name value` or `--name=value`, and
+//! boolean flags take `-name`, `-name=true` or `-name=false` but never a
+//! separate value. [`go_style_args`] rewrites single-dash long flags into
+//! GNU style so that clap can parse them; [`Flags`] lists every flag with its
+//! environment fallback and its SkyDNS default.
+
+use crate::store::etcd::EtcdOptions;
+use clap::Parser;
+use std::ffi::OsString;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Command-line flags of `skydns`.
+#[derive(Clone, Debug, Parser)]
+#[command(
+    name = "skydns",
+    version,
+    about = "SkyDNS 2.5.2c-compatible DNS server for the Kubernetes cluster domain, serving records from etcd v3.",
+    long_about = "Serves the SkyDNS records kube2sky writes to etcd (v3 API) as DNS over UDP and TCP.\n\
+Flags may be given Go style (-domain=cluster.local. -ns-rotate=false) or GNU style (--domain cluster.local.).\n\
+Settings in the JSON at /<path-prefix>/config in etcd, read once at start, override the flags."
+)]
+pub struct Flags {
+    /// Domain to serve (lowercased, made fully qualified).
+    #[arg(long, env = "SKYDNS_DOMAIN", default_value = "skydns.local.")]
+    pub domain: String,
+    /// Address to listen on, UDP and TCP, as IP:port.
+    #[arg(long, env = "SKYDNS_ADDR", default_value = "127.0.0.1:53")]
+    pub addr: String,
+    /// Upstream nameservers, comma-separated IP:port (default: /etc/resolv.conf).
+    #[arg(long, env = "SKYDNS_NAMESERVERS", default_value = "")]
+    pub nameservers: String,
+    /// Never forward queries for names outside the domain.
+    #[arg(long = "no-rec", value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub no_rec: bool,
+    /// etcd endpoints, comma-separated URLs.
+    #[arg(long, env = "ETCD_MACHINES", default_value = "http://127.0.0.1:2379")]
+    pub machines: String,
+    /// TLS client certificate (PEM) for etcd.
+    #[arg(long = "tls-pem", env = "ETCD_TLSPEM")]
+    pub tls_pem: Option<PathBuf>,
+    /// TLS client key (PEM) for etcd.
+    #[arg(long = "tls-key", env = "ETCD_TLSKEY")]
+    pub tls_key: Option<PathBuf>,
+    /// CA certificate (PEM) that signed etcd's certificate.
+    #[arg(long = "ca-cert", env = "ETCD_CACERT")]
+    pub ca_cert: Option<PathBuf>,
+    /// etcd user name (with --password).
+    #[arg(long, env = "ETCD_USERNAME")]
+    pub username: Option<String>,
+    /// etcd password.
+    #[arg(long, env = "ETCD_PASSWORD", hide_env_values = true)]
+    pub password: Option<String>,
+    /// Read/write timeout towards upstream nameservers (Go duration, e.g. 2s).
+    #[arg(long, value_parser = go_duration, default_value = "2s")]
+    pub rtimeout: Duration,
+    /// Shuffle A and AAAA answers.
+    #[arg(long = "round-robin", value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
+    pub round_robin: bool,
+    /// Choose the first upstream nameserver by request ID.
+    #[arg(long = "ns-rotate", value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
+    pub ns_rotate: bool,
+    /// SOA hostmaster (not derived from -domain, as in SkyDNS).
+    #[arg(long, default_value = "hostmaster@skydns.local.")]
+    pub hostmaster: String,
+    /// Response cache capacity (0 disables it).
+    #[arg(long, default_value_t = 0)]
+    pub rcache: i64,
+    /// Response cache TTL in seconds.
+    #[arg(long = "rcache-ttl", default_value_t = 60)]
+    pub rcache_ttl: i64,
+    /// DNSSEC signature cache capacity (accepted for compatibility; DNSSEC is not supported).
+    #[arg(long, default_value_t = 10000)]
+    pub scache: i64,
+    /// Labels a name needs before it is forwarded (0 = the default, 2).
+    #[arg(long, env = "SKYDNS_NDOTS", default_value_t = 0)]
+    pub ndots: i64,
+    /// etcd root of the records.
+    #[arg(
+        long = "path-prefix",
+        env = "SKYDNS_PATH_PREFIX",
+        default_value = "skydns"
+    )]
+    pub path_prefix: String,
+    /// DNSSEC key file (not supported; setting it is an error).
+    #[arg(long, default_value = "")]
+    pub dnssec: String,
+    /// Name that local.dns.<domain> stands for (not supported; setting it is an error).
+    #[arg(long, default_value = "")]
+    pub local: String,
+    /// Forward to stub zones (not implemented yet; accepted and ignored).
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub stubzones: bool,
+    /// Register in etcd (not supported; setting it is an error).
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub discover: bool,
+    /// Use systemd socket activation (not supported; setting it is an error).
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub systemd: bool,
+    /// Log every query.
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub verbose: bool,
+    /// Use the etcd v3 API (always on; accepted for compatibility with later SkyDNS).
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
+    pub etcd3: bool,
+}
+
+impl Flags {
+    /// etcd connection options from the flags.
+    pub fn etcd_options(&self) -> EtcdOptions {
+        EtcdOptions {
+            endpoints: self
+                .machines
+                .split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(String::from)
+                .collect(),
+            tls_cert: self.tls_pem.clone(),
+            tls_key: self.tls_key.clone(),
+            ca_cert: self.ca_cert.clone(),
+            user: self
+                .username
+                .clone()
+                .map(|u| (u, self.password.clone().unwrap_or_default())),
+        }
+    }
+}
+
+/// Rewrites Go-style `-name[=value]` into `--name[=value]`; short flags
+/// (`-h`, `-V`), `--` forms and values are left as they are.
+pub fn go_style_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
+    args.into_iter()
+        .enumerate()
+        .map(|(i, arg)| {
+            let Some(s) = arg.to_str() else { return arg };
+            let long_single_dash = i > 0
+                && s.len() > 2
+                && s.starts_with('-')
+                && !s.starts_with("--")
+                && s.as_bytes()[1].is_ascii_alphabetic();
+            if long_single_dash {
+                OsString::from(format!("-{s}"))
+            } else {
+                arg
+            }
+        })
+        .collect()
+}
+
+/// Go's `strconv.ParseBool`.
+pub fn go_bool(s: &str) -> Result<bool, String> {
+    match s {
+        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
+        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
+        _ => Err(format!("invalid boolean {s:?} (use true or false)")),
+    }
+}
+
+/// Go's `time.ParseDuration` for non-negative values: `300ms`, `2s`, `1m30s`, `1.5h`.
+pub fn go_duration(s: &str) -> Result<Duration, String> {
+    let bad = || format!("invalid duration {s:?} (examples: 500ms, 2s, 1m30s)");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut rest = s;
+    let mut total = 0f64;
+    if rest.is_empty() {
+        return Err(bad());
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(bad)?;
+        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let scale = match &rest[..unit_len] {
+            "ns" => 1e-9,
+            "us" | "µs" => 1e-6,
+            "ms" => 1e-3,
+            "s" => 1.0,
+            "m" => 60.0,
+            "h" => 3600.0,
+            _ => return Err(bad()),
+        };
+        total += value * scale;
+        rest = &rest[unit_len..];
+    }
+    Ok(Duration::from_secs_f64(total))
+}

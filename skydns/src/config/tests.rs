@@ -1,0 +1,141 @@
+//! Flag parsing, etcd config merging and defaults.
+
+use super::*;
+
+fn flags(args: &[&str]) -> Flags {
+    let argv = std::iter::once("skydns")
+        .chain(args.iter().copied())
+        .map(OsString::from);
+    parse_args(argv).unwrap_or_else(|e| panic!("{args:?}: {e}"))
+}
+
+fn config(args: &[&str]) -> Result<Config, ConfigError> {
+    let f = flags(args);
+    Settings::from_flags(&f).finish(&f, || Ok(vec!["192.0.2.1:53".parse().unwrap()]))
+}
+
+#[test]
+fn the_pod_arguments_of_kubernetes_1_2_parse() {
+    let c = config(&[
+        "-machines=http://127.0.0.1:4001",
+        "-addr=0.0.0.0:53",
+        "-ns-rotate=false",
+        "-domain=cluster.local.",
+    ])
+    .unwrap();
+    assert_eq!(c.zone.domain, "cluster.local.");
+    assert_eq!(c.addr, "0.0.0.0:53".parse().unwrap());
+    assert!(!c.ns_rotate && c.round_robin);
+    assert_eq!(c.etcd.endpoints, ["http://127.0.0.1:4001"]);
+    assert_eq!(c.zone.hostmaster, "hostmaster.skydns.local.");
+    assert_eq!(
+        (c.zone.ttl, c.zone.min_ttl, c.zone.priority, c.ndots),
+        (3600, 60, 10, 2)
+    );
+    assert_eq!(c.read_timeout, Duration::from_secs(2));
+    assert_eq!(c.nameservers, ["192.0.2.1:53".parse().unwrap()]);
+}
+
+#[test]
+fn defaults_match_skydns() {
+    let c = config(&[]).unwrap();
+    assert_eq!(c.zone.domain, "skydns.local.");
+    assert_eq!(c.addr, "127.0.0.1:53".parse().unwrap());
+    assert_eq!(c.etcd.endpoints, ["http://127.0.0.1:2379"]);
+    assert_eq!(c.zone.prefix.as_str(), "skydns");
+}
+
+#[test]
+fn gnu_style_and_bare_booleans_work_too() {
+    let c = config(&[
+        "--domain",
+        "Cluster.Local",
+        "--no-rec",
+        "-round-robin=false",
+        "--rtimeout=1m30s",
+    ])
+    .unwrap();
+    assert_eq!(c.zone.domain, "cluster.local.");
+    assert!(c.no_rec && !c.round_robin);
+    assert_eq!(c.read_timeout, Duration::from_secs(90));
+}
+
+#[test]
+fn bad_values_name_the_flag() {
+    let err = config(&["-addr=localhost:53"]).unwrap_err().to_string();
+    assert!(
+        err.contains("addr is invalid") && err.contains("localhost:53"),
+        "{err}"
+    );
+    let err = config(&["-addr=127.0.0.1:0"]).unwrap_err().to_string();
+    assert!(err.contains("addr"), "{err}");
+    let err = config(&["-nameservers=8.8.8.8"]).unwrap_err().to_string();
+    assert!(
+        err.contains("nameserver is invalid") && err.contains("8.8.8.8"),
+        "{err}"
+    );
+    let argv = ["skydns", "-rtimeout=soon"].map(OsString::from);
+    let err = parse_args(argv).unwrap_err().to_string();
+    assert!(err.contains("rtimeout") && err.contains("soon"), "{err}");
+    let argv = ["skydns", "-ns-rotate=maybe"].map(OsString::from);
+    assert!(parse_args(argv)
+        .unwrap_err()
+        .to_string()
+        .contains("ns-rotate"));
+    let argv = ["skydns", "-no-such-flag=1"].map(OsString::from);
+    assert!(parse_args(argv).is_err());
+    let err = config(&["-dnssec=Kexample.key"]).unwrap_err().to_string();
+    assert!(err.contains("dnssec"), "{err}");
+}
+
+#[test]
+fn etcd_config_json_overrides_present_keys_only() {
+    let f = flags(&["-domain=cluster.local.", "-ns-rotate=false"]);
+    let mut s = Settings::from_flags(&f);
+    s.merge_json(br#"{"ttl": 120, "min_ttl": 10, "hostmaster": "ops@example.org", "nameservers": ["10.1.1.1:53"], "whatever": 1}"#).unwrap();
+    let c = s.finish(&f, || Err("must not be read".into())).unwrap();
+    assert_eq!(c.zone.domain, "cluster.local.");
+    assert_eq!((c.zone.ttl, c.zone.min_ttl), (120, 10));
+    assert_eq!(c.zone.hostmaster, "ops.example.org.");
+    assert_eq!(c.nameservers, ["10.1.1.1:53".parse().unwrap()]);
+    assert!(!c.ns_rotate);
+}
+
+#[test]
+fn bad_etcd_config_json_is_an_error() {
+    let f = flags(&[]);
+    let mut s = Settings::from_flags(&f);
+    assert!(s
+        .merge_json(b"{")
+        .unwrap_err()
+        .to_string()
+        .contains("etcd config"));
+    let err = s.merge_json(br#"{"ttl": "long"}"#).unwrap_err().to_string();
+    assert!(err.contains("etcd config"), "{err}");
+}
+
+#[test]
+fn resolv_conf_nameservers_are_read() {
+    let dir = std::env::temp_dir().join(format!("skydns-resolv-{}", std::process::id()));
+    std::fs::write(&dir, "search x\nnameserver 10.9.8.7\nnameserver ::1\n").unwrap();
+    let ns = nameservers_from_resolv_conf(&dir).unwrap();
+    std::fs::remove_file(&dir).unwrap();
+    assert_eq!(
+        ns,
+        ["10.9.8.7:53".parse().unwrap(), "[::1]:53".parse().unwrap()]
+    );
+    assert!(
+        nameservers_from_resolv_conf(std::path::Path::new("/nonexistent/resolv.conf"))
+            .unwrap()
+            .is_empty()
+    );
+}
+
+#[test]
+fn go_durations() {
+    assert_eq!(go_duration("500ms").unwrap(), Duration::from_millis(500));
+    assert_eq!(go_duration("1.5s").unwrap(), Duration::from_millis(1500));
+    assert_eq!(go_duration("1h2m3s").unwrap(), Duration::from_secs(3723));
+    assert!(go_duration("5").is_err());
+    assert!(go_duration("").is_err());
+}

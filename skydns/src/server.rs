@@ -1,0 +1,131 @@
+//! The UDP and TCP listeners.
+//!
+//! [`Listeners::bind`] opens both sockets on one address; [`serve`] runs
+//! them until the shutdown token is cancelled. UDP is read by one task per
+//! core on the same socket, each answering inline (answers come from
+//! memory, so there is nothing to wait for). TCP gets one task per
+//! connection, serving length-prefixed messages until the client closes or
+//! stays idle for [`TCP_IDLE`].
+
+use crate::handler::{Handler, Transport};
+use std::io;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+/// How long a TCP connection may sit idle between queries.
+pub const TCP_IDLE: Duration = Duration::from_secs(10);
+
+/// A bound UDP socket and TCP listener.
+pub struct Listeners {
+    udp: Arc<UdpSocket>,
+    tcp: TcpListener,
+}
+
+impl Listeners {
+    /// Binds UDP and TCP on `addr`.
+    pub async fn bind(addr: SocketAddr) -> io::Result<Self> {
+        let udp = UdpSocket::bind(addr).await?;
+        let tcp = TcpListener::bind(udp.local_addr()?).await?;
+        Ok(Listeners {
+            udp: Arc::new(udp),
+            tcp,
+        })
+    }
+
+    /// The bound address.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.udp.local_addr()
+    }
+}
+
+/// Serves DNS on `listeners` until `shutdown` is cancelled.
+pub async fn serve(listeners: Listeners, handler: Handler, shutdown: CancellationToken) {
+    let mut tasks = JoinSet::new();
+    let readers = std::thread::available_parallelism().map_or(2, |n| n.get());
+    for _ in 0..readers {
+        tasks.spawn(serve_udp(
+            listeners.udp.clone(),
+            handler.clone(),
+            shutdown.clone(),
+        ));
+    }
+    tasks.spawn(serve_tcp(listeners.tcp, handler, shutdown.clone()));
+    while tasks.join_next().await.is_some() {}
+}
+
+async fn serve_udp(socket: Arc<UdpSocket>, handler: Handler, shutdown: CancellationToken) {
+    let mut buf = vec![0u8; 65535];
+    loop {
+        let (len, peer) = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            received = socket.recv_from(&mut buf) => match received {
+                Ok(r) => r,
+                Err(error) => {
+                    // e.g. ICMP port unreachable reported on a later recv.
+                    tracing::debug!(%error, "udp receive failed");
+                    continue;
+                }
+            },
+        };
+        if let Some(reply) = handler.handle(&buf[..len], Transport::Udp) {
+            if let Err(error) = socket.send_to(&reply, peer).await {
+                tracing::debug!(%error, %peer, "udp send failed");
+            }
+        }
+    }
+}
+
+async fn serve_tcp(listener: TcpListener, handler: Handler, shutdown: CancellationToken) {
+    let mut connections = JoinSet::new();
+    loop {
+        tokio::select! {
+            _ = shutdown.cancelled() => break,
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => {
+                    connections.spawn(serve_connection(stream, handler.clone(), shutdown.clone()));
+                }
+                Err(error) => {
+                    tracing::warn!(%error, "tcp accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            },
+            Some(_) = connections.join_next(), if !connections.is_empty() => {}
+        }
+    }
+    connections.shutdown().await;
+}
+
+async fn serve_connection(mut stream: TcpStream, handler: Handler, shutdown: CancellationToken) {
+    let mut buf = Vec::new();
+    loop {
+        let len = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            len = tokio::time::timeout(TCP_IDLE, stream.read_u16()) => match len {
+                Ok(Ok(len)) => usize::from(len),
+                _ => return,
+            },
+        };
+        buf.resize(len, 0);
+        match tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut buf)).await {
+            Ok(Ok(_)) => {}
+            _ => return,
+        }
+        let Some(reply) = handler.handle(&buf, Transport::Tcp) else {
+            continue;
+        };
+        let Ok(reply_len) = u16::try_from(reply.len()) else {
+            return;
+        };
+        let mut framed = Vec::with_capacity(reply.len() + 2);
+        framed.extend_from_slice(&reply_len.to_be_bytes());
+        framed.extend_from_slice(&reply);
+        if stream.write_all(&framed).await.is_err() {
+            return;
+        }
+    }
+}

@@ -1,0 +1,147 @@
+//! An in-memory [`Store`] for tests: a map with a revision counter and
+//! broadcast watches, plus switches to make it fail like a lost etcd.
+
+use super::{Batch, Changes, KeyValue, RawChange, Store, StoreError};
+use futures::StreamExt;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::broadcast;
+
+#[derive(Debug)]
+struct State {
+    revision: i64,
+    data: BTreeMap<String, Vec<u8>>,
+    down: bool,
+}
+
+/// A shared in-memory store; clones see the same data.
+#[derive(Clone, Debug)]
+pub struct MemoryStore {
+    state: Arc<Mutex<State>>,
+    events: broadcast::Sender<Batch>,
+}
+
+impl Default for MemoryStore {
+    fn default() -> Self {
+        MemoryStore {
+            state: Arc::new(Mutex::new(State {
+                revision: 1,
+                data: BTreeMap::new(),
+                down: false,
+            })),
+            events: broadcast::channel(1024).0,
+        }
+    }
+}
+
+impl MemoryStore {
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `key`, notifying watchers.
+    pub fn put(&self, key: &str, value: &str) {
+        let mut s = self.lock();
+        s.revision += 1;
+        s.data.insert(key.into(), value.as_bytes().to_vec());
+        let kv = KeyValue {
+            key: key.into(),
+            value: value.as_bytes().to_vec(),
+        };
+        let _ = self.events.send(Batch {
+            revision: s.revision,
+            changes: vec![RawChange::Put(kv)],
+        });
+    }
+
+    /// Deletes `key`, notifying watchers.
+    pub fn delete(&self, key: &str) {
+        let mut s = self.lock();
+        s.revision += 1;
+        s.data.remove(key);
+        let _ = self.events.send(Batch {
+            revision: s.revision,
+            changes: vec![RawChange::Delete(key.into())],
+        });
+    }
+
+    /// Makes every call fail (and ends watches) until [`MemoryStore::set_down`] with false.
+    pub fn set_down(&self, down: bool) {
+        self.lock().down = down;
+        if down {
+            // Closing the channel ends every open watch stream.
+            let _ = self.events.send(Batch {
+                revision: -1,
+                changes: Vec::new(),
+            });
+        }
+    }
+
+    fn check_up(&self) -> Result<(), StoreError> {
+        if self.lock().down {
+            Err(StoreError::Unavailable("memory store is down".into()))
+        } else {
+            Ok(())
+        }
+    }
+}
+
+impl Store for MemoryStore {
+    async fn load(&mut self, prefix: &str) -> Result<(i64, Vec<KeyValue>), StoreError> {
+        self.check_up()?;
+        let s = self.lock();
+        let kvs = s
+            .data
+            .iter()
+            .filter(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| KeyValue {
+                key: k.clone(),
+                value: v.clone(),
+            })
+            .collect();
+        Ok((s.revision, kvs))
+    }
+
+    async fn watch(&mut self, prefix: &str, after: i64) -> Result<Changes, StoreError> {
+        self.check_up()?;
+        let prefix = prefix.to_string();
+        let rx = {
+            let s = self.lock();
+            if s.revision != after {
+                // No history is kept: a gap must be filled by a new load.
+                return Err(StoreError::Compacted {
+                    requested: after + 1,
+                    compacted: s.revision,
+                });
+            }
+            tokio_stream_from(self.events.subscribe())
+        };
+        Ok(rx
+            .take_while(|b| futures::future::ready(b.revision >= 0))
+            .map(move |mut b| {
+                b.changes.retain(|c| match c {
+                    RawChange::Put(kv) => kv.key.starts_with(&prefix),
+                    RawChange::Delete(k) => k.starts_with(&prefix),
+                });
+                Ok(b)
+            })
+            .boxed())
+    }
+
+    async fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.check_up()?;
+        Ok(self.lock().data.get(key).cloned())
+    }
+}
+
+fn tokio_stream_from(rx: broadcast::Receiver<Batch>) -> impl futures::Stream<Item = Batch> {
+    futures::stream::unfold(rx, |mut rx| async move {
+        loop {
+            match rx.recv().await {
+                Ok(b) => return Some((b, rx)),
+                Err(broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(broadcast::error::RecvError::Closed) => return None,
+            }
+        }
+    })
+}

@@ -1,0 +1,87 @@
+//! The mirror loop against the in-memory store.
+
+use super::memory::MemoryStore;
+use super::*;
+use arc_swap::ArcSwapOption;
+use std::time::Duration;
+
+const A: &str = r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+
+async fn until(shared: &SharedSnapshot, what: &str, pred: impl Fn(&Snapshot) -> bool) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        if shared.load().as_deref().is_some_and(&pred) {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for: {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+#[tokio::test]
+async fn mirror_loads_then_follows_changes_and_survives_outages() {
+    let store = MemoryStore::default();
+    store.put("/skydns/local/cluster/a/x", A);
+    store.put("/skydns/local/cluster/bad/x", "{not json");
+    store.put("/other/key", A);
+    let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
+    let stop = CancellationToken::new();
+    let task = tokio::spawn(mirror(
+        store.clone(),
+        "/skydns/".into(),
+        shared.clone(),
+        stop.clone(),
+    ));
+
+    until(&shared, "first load", |s| {
+        s.get("/skydns/local/cluster/a/x").is_some()
+    })
+    .await;
+    let first = shared.load_full().unwrap();
+    assert_eq!(
+        first.len(),
+        1,
+        "bad JSON and keys outside the prefix are left out"
+    );
+
+    store.put("/skydns/local/cluster/b/x", A);
+    until(&shared, "put applied", |s| {
+        s.get("/skydns/local/cluster/b/x").is_some()
+    })
+    .await;
+    store.delete("/skydns/local/cluster/a/x");
+    until(&shared, "delete applied", |s| {
+        s.get("/skydns/local/cluster/a/x").is_none()
+    })
+    .await;
+
+    // A value turning bad removes the key rather than keeping stale data.
+    store.put("/skydns/local/cluster/b/x", "garbage");
+    until(&shared, "bad put removes", |s| {
+        s.get("/skydns/local/cluster/b/x").is_none()
+    })
+    .await;
+
+    store.set_down(true);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(
+        shared.load().is_some(),
+        "the last snapshot stays while the store is down"
+    );
+
+    store.set_down(false);
+    store.put("/skydns/local/cluster/c/x", A);
+    until(&shared, "changes flow after the outage", |s| {
+        s.get("/skydns/local/cluster/c/x").is_some()
+    })
+    .await;
+
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("mirror stops")
+        .unwrap();
+}
