@@ -89,6 +89,33 @@ pub struct Config {
     pub etcd: EtcdOptions,
     /// Log every query.
     pub verbose: bool,
+    /// Response cache capacity (0 = off).
+    pub rcache: usize,
+    /// Response cache TTL cap in seconds.
+    pub rcache_ttl: u32,
+    /// Forward stub zones.
+    pub stubzones: bool,
+    /// Where to serve metrics, if anywhere.
+    pub metrics_addr: Option<SocketAddr>,
+    /// Path of the metrics endpoint.
+    pub metrics_path: String,
+}
+
+impl Config {
+    /// The handler options this configuration asks for.
+    pub fn handler_options(&self) -> crate::handler::Options {
+        crate::handler::Options {
+            round_robin: self.round_robin,
+            nameservers: self.nameservers.clone(),
+            no_rec: self.no_rec,
+            ns_rotate: self.ns_rotate,
+            ndots: self.ndots,
+            read_timeout: self.read_timeout,
+            rcache: self.rcache,
+            rcache_ttl: self.rcache_ttl,
+            stubzones: self.stubzones,
+        }
+    }
 }
 
 impl Settings {
@@ -203,7 +230,24 @@ impl Settings {
             t if t <= 0 => Duration::from_secs(2),
             t => Duration::from_nanos(t as u64),
         };
+        let metrics_addr = metrics_addr(flags)?;
+        let rcache_ttl = if self.rcache_ttl <= 0 {
+            60
+        } else {
+            u32::try_from(self.rcache_ttl).unwrap_or(u32::MAX)
+        };
+        if !flags.prometheus_path.starts_with('/') {
+            return Err(ConfigError(format!(
+                "PROMETHEUS_PATH must start with '/': {:?}",
+                flags.prometheus_path
+            )));
+        }
         Ok(Config {
+            rcache: usize::try_from(self.rcache.max(0)).unwrap_or(usize::MAX),
+            rcache_ttl,
+            stubzones: flags.stubzones,
+            metrics_addr,
+            metrics_path: flags.prometheus_path.clone(),
             zone,
             addr,
             nameservers,
@@ -219,6 +263,25 @@ impl Settings {
             etcd: flags.etcd_options(),
             verbose: flags.verbose,
         })
+    }
+}
+
+/// `-metrics-addr`, else `0.0.0.0:$PROMETHEUS_PORT`, else none.
+fn metrics_addr(flags: &Flags) -> Result<Option<SocketAddr>, ConfigError> {
+    if let Some(addr) = &flags.metrics_addr {
+        let parsed = addr.parse().map_err(|_| {
+            ConfigError(format!("metrics-addr is invalid: {addr:?} (want IP:port)"))
+        })?;
+        return Ok(Some(parsed));
+    }
+    match flags.prometheus_port.as_deref() {
+        None | Some("") => Ok(None),
+        Some(port) => {
+            let port: u16 = port
+                .parse()
+                .map_err(|_| ConfigError(format!("PROMETHEUS_PORT is invalid: {port:?}")))?;
+            Ok(Some(SocketAddr::from(([0, 0, 0, 0], port))))
+        }
     }
 }
 

@@ -1,22 +1,32 @@
 //! One DNS request in, one reply out: SkyDNS's `ServeDNS` pipeline.
 //!
-//! [`Handler::handle`] decodes the packet, decides which path a question
-//! takes (refused, reverse, forwarded, CHAOS, authoritative — reference §5)
-//! and is the only place where answers become response codes: NOERROR,
-//! NODATA and NXDOMAIN with the SOA, SERVFAIL, REFUSED, FORMERR, NOTIMP.
-//! It never blocks on etcd: it reads whatever [`Snapshot`] is current.
-//! Malformed packets get FORMERR when they have a readable header and are
-//! dropped otherwise; nothing a client sends can make it panic.
+//! [`Handler::handle`] decodes the packet and routes the question (reference
+//! §5): refused (ANY), stub zone, reverse, forwarded (outside the domain) or
+//! authoritative. Everything answerable from memory is answered right away,
+//! without waiting on anything; the rest comes back as [`Outcome::Pending`],
+//! which [`Handler::resolve`] completes by talking to upstream servers (see
+//! `pending.rs`). This module is the only place where answers become
+//! response codes: NOERROR, NODATA and NXDOMAIN with the SOA, SERVFAIL,
+//! REFUSED, FORMERR, NOTIMP. Malformed packets get FORMERR when they have a
+//! readable header and are dropped otherwise; nothing a client sends can
+//! make it panic.
 
-use crate::answer::{self, Answer, Question, Zone};
+mod pending;
+
+use crate::answer::{self, Answer, Lookups, Question, Zone};
+use crate::cache::ResponseCache;
+use crate::forward::Upstreams;
+use crate::metrics::Metrics;
 use crate::path::{in_domain, is_addressable_label};
-use crate::response::{clamp_ttls, dedup, fit, shuffle};
+use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
 use crate::snapshot::Snapshot;
+use crate::stub::{has_loop_marker, StubZones};
 use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
-use std::sync::Arc;
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Which transport a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,41 +41,143 @@ pub enum Transport {
 /// `None` until the first complete read of etcd.
 pub type SharedSnapshot = Arc<ArcSwapOption<Snapshot>>;
 
+/// How names outside the domain are handled.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Options {
+    /// Shuffle A/AAAA answers.
+    pub round_robin: bool,
+    /// Upstream nameservers.
+    pub nameservers: Vec<SocketAddr>,
+    /// Never forward.
+    pub no_rec: bool,
+    /// First upstream chosen by request ID.
+    pub ns_rotate: bool,
+    /// Labels a name needs before it is forwarded.
+    pub ndots: usize,
+    /// Upstream timeout per attempt.
+    pub read_timeout: Duration,
+    /// Response cache capacity (0 = off).
+    pub rcache: usize,
+    /// Response cache lifetime cap and TTL of internal lookup answers.
+    pub rcache_ttl: u32,
+    /// Forward names in stub zones to their servers.
+    pub stubzones: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            round_robin: true,
+            nameservers: Vec::new(),
+            no_rec: false,
+            ns_rotate: true,
+            ndots: 2,
+            read_timeout: Duration::from_secs(2),
+            rcache: 0,
+            rcache_ttl: 60,
+            stubzones: false,
+        }
+    }
+}
+
+/// What [`Handler::handle`] produced.
+pub enum Outcome {
+    /// The reply to send (`None`: send nothing).
+    Done(Option<Vec<u8>>),
+    /// Needs upstream servers; finish with [`Handler::resolve`].
+    Pending(Box<Pending>),
+}
+
+/// A request waiting for upstream answers.
+pub struct Pending {
+    request: Request,
+    route: pending::Route,
+}
+
+/// A decoded request and what the reply depends on.
+struct Request {
+    message: Message,
+    packet: Vec<u8>,
+    q: Question,
+    tcp: bool,
+    limit: usize,
+    dnssec_ok: bool,
+    start: Instant,
+}
+
 /// Answers DNS requests from the shared snapshot.
 #[derive(Clone)]
 pub struct Handler {
-    zone: Arc<Zone>,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    zone: Zone,
     snapshot: SharedSnapshot,
-    round_robin: bool,
+    options: Options,
+    upstreams: Upstreams,
+    cache: Option<ResponseCache>,
+    stubs: Mutex<(i64, Arc<StubZones>)>,
+    metrics: Arc<Metrics>,
 }
 
 impl Handler {
     /// A handler for `zone` reading `snapshot`.
-    pub fn new(zone: Zone, snapshot: SharedSnapshot, round_robin: bool) -> Self {
+    pub fn new(
+        zone: Zone,
+        snapshot: SharedSnapshot,
+        options: Options,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        let upstreams = Upstreams::new(options.nameservers.clone(), options.read_timeout);
+        let cache = (options.rcache > 0).then(|| {
+            ResponseCache::new(
+                options.rcache,
+                Duration::from_secs(u64::from(options.rcache_ttl)),
+            )
+        });
         Handler {
-            zone: Arc::new(zone),
-            snapshot,
-            round_robin,
+            inner: Arc::new(Inner {
+                zone,
+                snapshot,
+                options,
+                upstreams,
+                cache,
+                stubs: Mutex::new((i64::MIN, Arc::default())),
+                metrics,
+            }),
         }
     }
 
-    /// Handles one request; `None` means "send nothing".
-    pub fn handle(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
-        let request = match Message::from_vec(packet) {
-            Ok(request) => request,
+    /// Handles one request, completing any upstream work.
+    pub async fn handle_async(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        match self.handle(packet, transport) {
+            Outcome::Done(reply) => reply,
+            Outcome::Pending(pending) => self.resolve(*pending).await,
+        }
+    }
+
+    /// Handles one request as far as memory allows.
+    pub fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
+        let start = Instant::now();
+        let tcp = transport == Transport::Tcp;
+        let message = match Message::from_vec(packet) {
+            Ok(message) => message,
             Err(error) => {
                 tracing::debug!(%error, len = packet.len(), "undecodable request");
-                return format_error(packet);
+                return Outcome::Done(format_error(packet));
             }
         };
-        if request.metadata.message_type != MessageType::Query {
-            return None;
+        if message.metadata.message_type != MessageType::Query {
+            return Outcome::Done(None);
         }
-        if request.metadata.op_code != OpCode::Query {
-            return error_reply(&request, ResponseCode::NotImp).to_vec().ok();
+        let dnssec_ok = message.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
+        self.inner.metrics.request(tcp, dnssec_ok);
+        if message.metadata.op_code != OpCode::Query {
+            return Outcome::Done(error_reply(&message, ResponseCode::NotImp).to_vec().ok());
         }
-        let Some(query) = request.queries.first() else {
-            return error_reply(&request, ResponseCode::FormErr).to_vec().ok();
+        let Some(query) = message.queries.first() else {
+            return Outcome::Done(error_reply(&message, ResponseCode::FormErr).to_vec().ok());
         };
         let q = Question::new(
             query.name().clone(),
@@ -74,54 +186,122 @@ impl Handler {
         );
         let limit = match transport {
             Transport::Tcp => 65535,
-            Transport::Udp => request
+            Transport::Udp => message
                 .edns
                 .as_ref()
                 .map_or(512, |e| usize::from(e.max_payload()).max(512)),
         };
-        let reply = self.reply(&request, &q);
-        tracing::debug!(name = %q.qname_text, qtype = %q.qtype, rcode = %reply.metadata.response_code, "reply");
-        fit(reply, limit, transport == Transport::Tcp)
+        let request = Request {
+            message,
+            packet: packet.to_vec(),
+            q,
+            tcp,
+            limit,
+            dnssec_ok,
+            start,
+        };
+        match self.route(&request) {
+            Route::Reply(reply) => Outcome::Done(self.send(&request, reply)),
+            Route::Drop => Outcome::Done(None),
+            Route::Pending(route) => Outcome::Pending(Box::new(Pending { request, route })),
+        }
     }
 
-    fn reply(&self, request: &Message, q: &Question) -> Message {
-        let mut reply = base_reply(request);
+    /// Decides the path of a request (reference §5) and answers what memory can.
+    fn route(&self, r: &Request) -> Route {
+        let q = &r.q;
+        let mut reply = base_reply(&r.message);
         if q.qtype == RecordType::ANY {
             reply.metadata.response_code = ResponseCode::Refused;
             reply.metadata.authoritative = false;
             reply.metadata.recursion_available = false;
             reply.metadata.recursion_desired = false;
-            return reply;
+            return Route::Reply(reply);
+        }
+        let snapshot = self.inner.snapshot.load_full();
+        if let Some(servers) = self.stub_servers(snapshot.as_deref(), &q.name) {
+            if has_loop_marker(&r.message) {
+                tracing::warn!(name = %q.qname_text, "dropping a stub-forwarded request that came back (loop)");
+                return Route::Drop;
+            }
+            return Route::Pending(pending::Route::Stub(servers));
         }
         let reverse = (q.qtype == RecordType::PTR && q.name.ends_with(".in-addr.arpa."))
             || q.name.ends_with(".ip6.arpa.");
-        let snapshot = self.snapshot.load_full();
         if reverse {
             let ptr = snapshot
                 .as_deref()
-                .and_then(|s| answer::reverse(&self.zone, s, q));
+                .and_then(|s| answer::reverse(&self.inner.zone, s, q));
             return match ptr {
                 Some(ptr) => {
                     reply.metadata.authoritative = false;
                     reply.answers.push(ptr);
-                    reply
+                    Route::Reply(reply)
                 }
-                None => self.forward(reply),
+                None => self.forward_route(reply, q),
             };
         }
-        if q.qclass != DNSClass::CH && !in_domain(&q.name, &self.zone.domain) {
-            return self.forward(reply);
+        if q.qclass != DNSClass::CH && !in_domain(&q.name, &self.inner.zone.domain) {
+            return self.forward_route(reply, q);
         }
         let Some(snapshot) = snapshot else {
             // Not synced with etcd yet: "I don't know", not "no such name".
             reply.metadata.response_code = ResponseCode::ServFail;
-            return reply;
+            return Route::Reply(reply);
         };
         if !addressable(&q.qname) {
-            return self.negative(reply, ResponseCode::NXDomain);
+            return Route::Reply(self.negative(reply, ResponseCode::NXDomain));
         }
-        let answer = answer::authoritative(&self.zone, &snapshot, q, unix_now());
-        self.finish(reply, q, answer)
+        let lookups = if self.can_forward() {
+            Lookups::new()
+        } else {
+            Lookups::disabled()
+        };
+        let answer = answer::authoritative(&self.inner.zone, &snapshot, q, unix_now(), &lookups);
+        if !lookups.take_missing().is_empty() {
+            return Route::Pending(pending::Route::Lookups);
+        }
+        Route::Reply(self.finish(reply, q, answer))
+    }
+
+    /// Forwarding, or the reply SkyDNS gives when it cannot forward.
+    fn forward_route(&self, mut reply: Message, q: &Question) -> Route {
+        reply.metadata.authoritative = false;
+        if self.inner.options.no_rec {
+            reply.metadata.response_code = ResponseCode::ServFail;
+            reply.metadata.recursion_available = false;
+            return Route::Reply(reply);
+        }
+        if self.inner.upstreams.is_empty()
+            || usize::from(q.qname.num_labels()) < self.inner.options.ndots
+        {
+            reply.metadata.response_code = ResponseCode::ServFail;
+            return Route::Reply(reply);
+        }
+        Route::Pending(pending::Route::Forward)
+    }
+
+    fn can_forward(&self) -> bool {
+        !self.inner.options.no_rec && !self.inner.upstreams.is_empty()
+    }
+
+    /// The stub servers for `name`, when stub zones are on and one matches.
+    fn stub_servers(&self, snapshot: Option<&Snapshot>, name: &str) -> Option<Vec<SocketAddr>> {
+        if !self.inner.options.stubzones {
+            return None;
+        }
+        let snapshot = snapshot?;
+        let zones = {
+            let mut cached = self.inner.stubs.lock().unwrap_or_else(|e| e.into_inner());
+            if cached.0 != snapshot.revision() {
+                *cached = (
+                    snapshot.revision(),
+                    Arc::new(StubZones::from_snapshot(snapshot, &self.inner.zone)),
+                );
+            }
+            cached.1.clone()
+        };
+        zones.servers_for(name).map(<[SocketAddr]>::to_vec)
     }
 
     /// The authoritative answer as a reply: post-processing and rcodes.
@@ -138,8 +318,10 @@ impl Handler {
             } => {
                 dedup(&mut answers);
                 dedup(&mut additionals);
-                clamp_ttls(&mut answers, self.zone.ttl);
-                if self.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA) {
+                clamp_ttls(&mut answers, self.inner.zone.ttl);
+                if self.inner.options.round_robin
+                    && matches!(q.qtype, RecordType::A | RecordType::AAAA)
+                {
                     shuffle(&mut answers);
                 }
                 if answers.is_empty() {
@@ -155,18 +337,31 @@ impl Handler {
     /// NXDOMAIN or NODATA: the rcode and the SOA (TTL `min_ttl`) as authority.
     fn negative(&self, mut reply: Message, rcode: ResponseCode) -> Message {
         reply.metadata.response_code = rcode;
-        let soa = answer::soa(&self.zone, unix_now(), self.zone.min_ttl);
+        let soa = answer::soa(&self.inner.zone, unix_now(), self.inner.zone.min_ttl);
         reply.authorities.push(soa);
         reply
     }
 
-    /// A name that is not ours. Forwarding is not configured here, so this is
-    /// SkyDNS's "no nameservers" reply: SERVFAIL, AA=0, RA=1.
-    fn forward(&self, mut reply: Message) -> Message {
-        reply.metadata.authoritative = false;
-        reply.metadata.response_code = ResponseCode::ServFail;
-        reply
+    /// Fits, encodes and accounts for a reply.
+    fn send(&self, r: &Request, reply: Message) -> Option<Vec<u8>> {
+        let (bytes, overflow) = fit_reporting(reply, r.limit, r.tcp)?;
+        self.account(r, &bytes, overflow);
+        Some(bytes)
     }
+
+    fn account(&self, r: &Request, bytes: &[u8], overflow: bool) {
+        self.inner
+            .metrics
+            .reply(r.tcp, bytes, r.start.elapsed(), overflow);
+        tracing::debug!(name = %r.q.qname_text, qtype = %r.q.qtype, rcode = bytes.get(3).map_or(0, |b| b & 0x0f), "reply");
+    }
+}
+
+/// Where a request goes after [`Handler::route`].
+enum Route {
+    Reply(Message),
+    Drop,
+    Pending(pending::Route),
 }
 
 /// The reply skeleton: ID, RD and the question copied; QR, AA and RA set.

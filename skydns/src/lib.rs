@@ -22,14 +22,18 @@
 //! reproduced exactly, so the request pipeline is ours.
 
 pub mod answer;
+pub mod cache;
 pub mod config;
+pub mod forward;
 pub mod handler;
+pub mod metrics;
 pub mod path;
 pub mod record;
 pub mod response;
 pub mod server;
 pub mod snapshot;
 pub mod store;
+pub mod stub;
 
 use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
 use crate::handler::{Handler, SharedSnapshot};
@@ -65,9 +69,33 @@ pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()
         etcd = ?config.etcd.endpoints,
         "ready for queries"
     );
-    let handler = Handler::new(config.zone.clone(), shared, config.round_robin);
+    let metrics = Arc::new(metrics::Metrics::default());
+    let metrics_task = match config.metrics_addr {
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .map_err(|e| ConfigError(format!("cannot serve metrics on {addr}: {e}")))?;
+            let serve = metrics::serve(
+                listener,
+                config.metrics_path.clone(),
+                metrics.clone(),
+                shutdown.clone(),
+            );
+            Some(tokio::spawn(serve))
+        }
+        None => None,
+    };
+    let handler = Handler::new(
+        config.zone.clone(),
+        shared,
+        config.handler_options(),
+        metrics,
+    );
     server::serve(listeners, handler, shutdown).await;
     mirror.await?;
+    if let Some(task) = metrics_task {
+        task.await??;
+    }
     tracing::info!("stopped");
     Ok(())
 }

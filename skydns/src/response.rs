@@ -53,21 +53,26 @@ pub fn shuffle(answers: &mut [Record]) {
 
 /// Encodes `reply` so it fits in `limit` bytes, following SkyDNS's `Fit`.
 /// Returns `None` only if hickory cannot encode the message at all.
-pub fn fit(mut reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
+pub fn fit(reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
+    fit_reporting(reply, limit, tcp).map(|(bytes, _)| bytes)
+}
+
+/// [`fit`], also telling whether a TCP reply overflowed into SERVFAIL.
+pub fn fit_reporting(mut reply: Message, limit: usize, tcp: bool) -> Option<(Vec<u8>, bool)> {
     let mut bytes = reply.to_vec().ok()?;
     if bytes.len() > limit && !reply.additionals.is_empty() {
         reply.additionals.clear();
         bytes = reply.to_vec().ok()?;
     }
     if bytes.len() < limit {
-        return Some(bytes);
+        return Some((bytes, false));
     }
     if tcp {
         let mut failure = Message::response(reply.metadata.id, reply.metadata.op_code);
         failure.metadata.response_code = ResponseCode::ServFail;
         failure.metadata.recursion_desired = reply.metadata.recursion_desired;
         failure.queries = reply.queries;
-        return failure.to_vec().ok();
+        return failure.to_vec().ok().map(|b| (b, true));
     }
     reply.metadata.truncation = true;
     let answers = std::mem::take(&mut reply.answers);
@@ -83,7 +88,7 @@ pub fn fit(mut reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
         }
     }
     reply.answers = answers.into_iter().take(lo).collect();
-    reply.to_vec().ok()
+    reply.to_vec().ok().map(|b| (b, false))
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! connection, serving length-prefixed messages until the client closes or
 //! stays idle for [`TCP_IDLE`].
 
-use crate::handler::{Handler, Transport};
+use crate::handler::{Handler, Outcome, Transport};
 use std::io;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -72,11 +72,25 @@ async fn serve_udp(socket: Arc<UdpSocket>, handler: Handler, shutdown: Cancellat
                 }
             },
         };
-        if let Some(reply) = handler.handle(&buf[..len], Transport::Udp) {
-            if let Err(error) = socket.send_to(&reply, peer).await {
-                tracing::debug!(%error, %peer, "udp send failed");
+        match handler.handle(&buf[..len], Transport::Udp) {
+            Outcome::Done(Some(reply)) => send_udp(&socket, &reply, peer).await,
+            Outcome::Done(None) => {}
+            Outcome::Pending(pending) => {
+                // Upstream work must not hold up the receive loop.
+                let (socket, handler) = (socket.clone(), handler.clone());
+                tokio::spawn(async move {
+                    if let Some(reply) = handler.resolve(*pending).await {
+                        send_udp(&socket, &reply, peer).await;
+                    }
+                });
             }
         }
+    }
+}
+
+async fn send_udp(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
+    if let Err(error) = socket.send_to(reply, peer).await {
+        tracing::debug!(%error, %peer, "udp send failed");
     }
 }
 
@@ -115,7 +129,7 @@ async fn serve_connection(mut stream: TcpStream, handler: Handler, shutdown: Can
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let Some(reply) = handler.handle(&buf, Transport::Tcp) else {
+        let Some(reply) = handler.handle_async(&buf, Transport::Tcp).await else {
             continue;
         };
         let Ok(reply_len) = u16::try_from(reply.len()) else {

@@ -8,10 +8,10 @@
 //! CNAME whose target yields nothing is left out.
 
 use super::records::{group, records};
-use super::{name, rr, Answer, Question, Zone};
+use super::{name, rr, Answer, Ctx, Question};
 use crate::path::fqdn;
+use crate::path::in_domain;
 use crate::record::HostKind;
-use crate::snapshot::Snapshot;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use std::net::IpAddr;
@@ -20,13 +20,13 @@ use std::net::IpAddr;
 const MAX_CHAIN: usize = 7;
 
 /// The A or AAAA answer for `q`.
-pub(super) fn answer(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
+pub(super) fn answer(ctx: &Ctx<'_>, q: &Question) -> Answer {
     let owner = Owner {
         name: &q.qname,
         text: &q.qname_text,
         lower: &q.name,
     };
-    match address_records(zone, snapshot, &owner, Family::of(q.qtype), &[]) {
+    match address_records(ctx, &owner, Family::of(q.qtype), &[]) {
         Some(records) => Answer::records(records),
         None => Answer::NameError,
     }
@@ -59,13 +59,12 @@ pub(super) struct Owner<'a> {
 
 /// Address records for `owner`; `None` when the name does not exist.
 pub(super) fn address_records(
-    zone: &Zone,
-    snapshot: &Snapshot,
+    ctx: &Ctx<'_>,
     owner: &Owner<'_>,
     family: Family,
     chain: &[Record],
 ) -> Option<Vec<Record>> {
-    let services = group(records(zone, snapshot, owner.lower, false)?);
+    let services = group(records(ctx.zone, ctx.snapshot, owner.lower, false)?);
     let mut out = Vec::new();
     for s in services {
         match s.record.host_kind() {
@@ -78,7 +77,7 @@ pub(super) fn address_records(
             HostKind::Ip(_) => {}
             HostKind::Name(host) => {
                 let target = fqdn(host);
-                if let Some(records) = chase(zone, snapshot, owner, &target, s.ttl, family, chain) {
+                if let Some(records) = chase(ctx, owner, &target, s.ttl, family, chain) {
                     out.extend(records);
                 }
             }
@@ -89,8 +88,7 @@ pub(super) fn address_records(
 
 /// `CNAME owner → target` plus the target's addresses, or `None` to skip.
 fn chase(
-    zone: &Zone,
-    snapshot: &Snapshot,
+    ctx: &Ctx<'_>,
     owner: &Owner<'_>,
     target: &str,
     ttl: u32,
@@ -120,9 +118,19 @@ fn chase(
         text: target,
         lower: &lower,
     };
-    // A target outside the domain that is not in the store would be looked
-    // up upstream; without forwarding it is skipped, as SkyDNS does on failure.
-    let found = address_records(zone, snapshot, &next, family, &next_chain)?;
+    let found = match address_records(ctx, &next, family, &next_chain) {
+        Some(found) => found,
+        // Not in the store: a target outside the domain is asked upstream.
+        None if !in_domain(&lower, &ctx.zone.domain) => {
+            let qtype = if family == Family::V6 {
+                RecordType::AAAA
+            } else {
+                RecordType::A
+            };
+            ctx.lookups.external(&target_name, qtype)?
+        }
+        None => return None,
+    };
     if found.is_empty() {
         return None;
     }

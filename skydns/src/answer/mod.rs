@@ -11,10 +11,12 @@
 //! SOA, PTR, CHAOS); `records` holds the lookup steps they share.
 
 mod address;
+mod lookups;
 mod other;
 mod records;
 mod srv;
 
+pub use lookups::Lookups;
 pub use other::{chaos, reverse, soa};
 pub use records::{group, records, target_strip, Service};
 pub use srv::weights;
@@ -108,9 +110,32 @@ impl Answer {
     }
 }
 
-/// Answers a question inside the domain from `snapshot` (reference §6).
-/// `now` is the Unix time, used only for the SOA serial.
-pub fn authoritative(zone: &Zone, snapshot: &Snapshot, q: &Question, now: u64) -> Answer {
+/// What an answer is computed from.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    /// Zone settings.
+    pub zone: &'a Zone,
+    /// The records.
+    pub snapshot: &'a Snapshot,
+    /// Upstream answers for targets outside the domain.
+    pub lookups: &'a Lookups,
+}
+
+/// Answers a question inside the domain (reference §6). `now` is the Unix
+/// time, used only for the SOA serial. Targets outside the domain are taken
+/// from `lookups`; those it lacks are noted there for the caller to fetch.
+pub fn authoritative(
+    zone: &Zone,
+    snapshot: &Snapshot,
+    q: &Question,
+    now: u64,
+    lookups: &Lookups,
+) -> Answer {
+    let ctx = Ctx {
+        zone,
+        snapshot,
+        lookups,
+    };
     if q.qclass == DNSClass::CH {
         return chaos(zone, q);
     }
@@ -118,14 +143,14 @@ pub fn authoritative(zone: &Zone, snapshot: &Snapshot, q: &Question, now: u64) -
         return Answer::records(vec![soa(zone, now, zone.ttl)]);
     }
     match q.qtype {
-        RecordType::A | RecordType::AAAA => address::answer(zone, snapshot, q),
-        RecordType::SRV => srv::answer(zone, snapshot, q),
-        RecordType::MX => srv::answer_mx(zone, snapshot, q),
+        RecordType::A | RecordType::AAAA => address::answer(&ctx, q),
+        RecordType::SRV => srv::answer(&ctx, q),
+        RecordType::MX => srv::answer_mx(&ctx, q),
         RecordType::TXT => other::answer_txt(zone, snapshot, q),
         RecordType::CNAME => other::answer_cname(zone, snapshot, q),
         RecordType::NS => other::answer_ns(zone, snapshot, q),
         // Every other type goes through the SRV path and keeps only its verdict.
-        _ => match srv::answer(zone, snapshot, q) {
+        _ => match srv::answer(&ctx, q) {
             Answer::NameError => Answer::NameError,
             _ => Answer::no_data(),
         },

@@ -9,18 +9,17 @@
 
 use super::address::{address_records, Family, Owner};
 use super::records::{group, records, target_strip, Service};
-use super::{name, rr, Answer, Question, Zone};
+use super::{name, rr, Answer, Ctx, Question};
 use crate::path::{fqdn, in_domain};
 use crate::record::HostKind;
-use crate::snapshot::Snapshot;
 use hickory_proto::rr::rdata::{A, AAAA, MX, SRV};
-use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::rr::{Name, RData, Record, RecordType};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 
 /// The SRV answer for `q`.
-pub(super) fn answer(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
-    let Some(services) = records(zone, snapshot, &q.name, false) else {
+pub(super) fn answer(ctx: &Ctx<'_>, q: &Question) -> Answer {
+    let Some(services) = records(ctx.zone, ctx.snapshot, &q.name, false) else {
         return Answer::NameError;
     };
     let services = group(services);
@@ -28,7 +27,7 @@ pub(super) fn answer(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
     let mut targets = Targets::default();
     let mut answers = Vec::with_capacity(services.len());
     for (s, weight) in services.iter().zip(weights) {
-        let Some(target) = targets.target(zone, snapshot, s) else {
+        let Some(target) = targets.target(ctx, s) else {
             continue;
         };
         let srv = SRV::new(s.record.priority, weight, s.record.port, target);
@@ -41,8 +40,8 @@ pub(super) fn answer(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
 }
 
 /// The MX answer for `q`: records with `mail: true` only, no group filter.
-pub(super) fn answer_mx(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
-    let Some(services) = records(zone, snapshot, &q.name, false) else {
+pub(super) fn answer_mx(ctx: &Ctx<'_>, q: &Question) -> Answer {
+    let Some(services) = records(ctx.zone, ctx.snapshot, &q.name, false) else {
         return Answer::NameError;
     };
     let mut targets = Targets {
@@ -51,7 +50,7 @@ pub(super) fn answer_mx(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answe
     };
     let mut answers = Vec::new();
     for s in services.iter().filter(|s| s.record.mail) {
-        let Some(exchange) = targets.target(zone, snapshot, s) else {
+        let Some(exchange) = targets.target(ctx, s) else {
             continue;
         };
         let mx = MX::new(s.record.priority, exchange);
@@ -89,17 +88,17 @@ struct Targets {
 }
 
 impl Targets {
-    fn target(&mut self, zone: &Zone, snapshot: &Snapshot, s: &Service) -> Option<Name> {
+    fn target(&mut self, ctx: &Ctx<'_>, s: &Service) -> Option<Name> {
         match s.record.host_kind() {
             HostKind::Name(host) => {
                 let target = name(&target_strip(&fqdn(host), s.record.targetstrip))?;
                 if self.seen.insert(target.clone()) {
-                    self.add_addresses_of(zone, snapshot, &target);
+                    self.add_addresses_of(ctx, &target);
                 }
                 Some(target)
             }
             HostKind::Ip(ip) => {
-                let full = zone.prefix.domain(&s.key);
+                let full = ctx.zone.prefix.domain(&s.key);
                 let target = name(&target_strip(&full, s.record.targetstrip))?;
                 let owner = if self.mx {
                     name(&full)?
@@ -116,11 +115,20 @@ impl Targets {
         }
     }
 
-    fn add_addresses_of(&mut self, zone: &Zone, snapshot: &Snapshot, target: &Name) {
+    fn add_addresses_of(&mut self, ctx: &Ctx<'_>, target: &Name) {
         let text = target.to_string();
         let lower = text.to_ascii_lowercase();
-        if !in_domain(&lower, &zone.domain) {
-            // Upstream lookups of outside targets belong to forwarding.
+        if !in_domain(&lower, &ctx.zone.domain) {
+            // Outside the domain: A (everything) and AAAA (no CNAMEs) upstream.
+            if let Some(a) = ctx.lookups.external(target, RecordType::A) {
+                self.additionals.extend(a);
+            }
+            if let Some(aaaa) = ctx.lookups.external(target, RecordType::AAAA) {
+                let no_cnames = aaaa
+                    .into_iter()
+                    .filter(|r| r.record_type() != RecordType::CNAME);
+                self.additionals.extend(no_cnames);
+            }
             return;
         }
         let owner = Owner {
@@ -128,7 +136,7 @@ impl Targets {
             text: &text,
             lower: &lower,
         };
-        if let Some(records) = address_records(zone, snapshot, &owner, Family::Both, &[]) {
+        if let Some(records) = address_records(ctx, &owner, Family::Both, &[]) {
             self.additionals.extend(records);
         }
     }

@@ -63,7 +63,7 @@ fn ask(name_text: &str, qtype: RecordType) -> Answer {
 
 fn ask_in(snap: &Snapshot, name_text: &str, qtype: RecordType) -> Answer {
     let q = Question::new(Name::from_ascii(name_text).unwrap(), qtype, DNSClass::IN);
-    authoritative(&zone(), snap, &q, NOW)
+    authoritative(&zone(), snap, &q, NOW, &Lookups::disabled())
 }
 
 /// Renders a section as `owner ttl TYPE rdata` lines for readable asserts.
@@ -457,6 +457,7 @@ fn chaos_names() {
         &cluster(),
         &q("version.bind.", RecordType::TXT),
         NOW,
+        &Lookups::disabled(),
     ));
     assert_eq!(ans, ["version.bind. 0 TXT 2.5.2c"]);
     let (ans, _) = sections(authoritative(
@@ -464,10 +465,17 @@ fn chaos_names() {
         &cluster(),
         &q("authors.bind.", RecordType::TXT),
         NOW,
+        &Lookups::disabled(),
     ));
     assert_eq!(ans.len(), 4);
     assert_eq!(
-        authoritative(&zone(), &cluster(), &q("other.bind.", RecordType::TXT), NOW),
+        authoritative(
+            &zone(),
+            &cluster(),
+            &q("other.bind.", RecordType::TXT),
+            NOW,
+            &Lookups::disabled()
+        ),
         Answer::ServerFailure
     );
 }
@@ -501,3 +509,72 @@ fn reverse_reads_one_leaf() {
 
 #[allow(dead_code)]
 fn _types_used(_: A, _: CNAME, _: SRV) {}
+
+#[test]
+fn targets_outside_the_domain_come_from_lookups() {
+    let snap = with(&[
+        ("ext/x", host("www.example.org")),
+        (
+            "srv/x",
+            SkyRecord {
+                host: "mail.example.org.".into(),
+                port: 25,
+                ..SkyRecord::default()
+            },
+        ),
+    ]);
+    let q = Question::new(
+        Name::from_ascii("ext.cluster.local.").unwrap(),
+        RecordType::A,
+        DNSClass::IN,
+    );
+    let mut lookups = Lookups::new();
+    let first = authoritative(&zone(), &snap, &q, NOW, &lookups);
+    assert_eq!(sections(first).0, Vec::<String>::new());
+    let missing = lookups.take_missing();
+    assert_eq!(
+        missing,
+        [(Name::from_ascii("www.example.org.").unwrap(), RecordType::A)]
+    );
+    let upstream = hickory_proto::rr::Record::from_rdata(
+        Name::from_ascii("www.example.org.").unwrap(),
+        60,
+        RData::A(A::new(192, 0, 2, 7)),
+    );
+    lookups.insert(missing[0].0.clone(), RecordType::A, Some(vec![upstream]));
+    let (ans, _) = sections(authoritative(&zone(), &snap, &q, NOW, &lookups));
+    assert_eq!(
+        ans,
+        [
+            "ext.cluster.local. 3600 CNAME www.example.org.",
+            "www.example.org. 60 A 192.0.2.7"
+        ]
+    );
+
+    let srv = Question::new(
+        Name::from_ascii("srv.cluster.local.").unwrap(),
+        RecordType::SRV,
+        DNSClass::IN,
+    );
+    let mut lookups = Lookups::new();
+    let _ = authoritative(&zone(), &snap, &srv, NOW, &lookups);
+    let missing = lookups.take_missing();
+    assert_eq!(missing.len(), 2, "A and AAAA of the target: {missing:?}");
+    lookups.insert(
+        Name::from_ascii("mail.example.org.").unwrap(),
+        RecordType::A,
+        None,
+    );
+    lookups.insert(
+        Name::from_ascii("mail.example.org.").unwrap(),
+        RecordType::AAAA,
+        None,
+    );
+    let (ans, add) = sections(authoritative(&zone(), &snap, &srv, NOW, &lookups));
+    assert_eq!(
+        ans,
+        ["srv.cluster.local. 3600 SRV 10 100 25 mail.example.org."]
+    );
+    assert!(add.is_empty());
+    assert!(lookups.take_missing().is_empty());
+}

@@ -16,6 +16,7 @@ use std::time::Duration;
 #[derive(Clone, Debug, Parser)]
 #[command(
     name = "skydns",
+    args_override_self = true,
     version,
     about = "SkyDNS 2.5.2c-compatible DNS server for the Kubernetes cluster domain, serving records from etcd v3.",
     long_about = "Serves the SkyDNS records kube2sky writes to etcd (v3 API) as DNS over UDP and TCP.\n\
@@ -102,6 +103,20 @@ pub struct Flags {
     /// Log every query.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub verbose: bool,
+    /// Serve Prometheus metrics on this address (IP:port); default from PROMETHEUS_PORT.
+    #[arg(long = "metrics-addr")]
+    pub metrics_addr: Option<String>,
+    /// Port for Prometheus metrics on all interfaces (as SkyDNS).
+    #[arg(long = "prometheus-port", env = "PROMETHEUS_PORT", hide = true)]
+    pub prometheus_port: Option<String>,
+    /// Path of the metrics endpoint.
+    #[arg(
+        long = "prometheus-path",
+        env = "PROMETHEUS_PATH",
+        default_value = "/metrics",
+        hide = true
+    )]
+    pub prometheus_path: String,
     /// Use the etcd v3 API (always on; accepted for compatibility with later SkyDNS).
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
     pub etcd3: bool,

@@ -2,13 +2,32 @@
 
 use super::*;
 use crate::answer::tests::{cluster, zone};
+use crate::metrics::Metrics;
 use hickory_proto::op::{Edns, Query};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::RData;
 
 fn handler(snapshot: Option<Snapshot>) -> Handler {
+    handler_with(
+        snapshot,
+        Options {
+            round_robin: false,
+            ..Options::default()
+        },
+    )
+}
+
+pub(crate) fn handler_with(snapshot: Option<Snapshot>, options: Options) -> Handler {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(snapshot.map(Arc::new)));
-    Handler::new(zone(), shared, false)
+    Handler::new(zone(), shared, options, Arc::new(Metrics::default()))
+}
+
+fn run(h: &Handler, packet: &[u8], t: Transport) -> Option<Vec<u8>> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
+        .block_on(h.handle_async(packet, t))
 }
 
 fn request(name: Name, qtype: RecordType) -> Message {
@@ -19,7 +38,7 @@ fn request(name: Name, qtype: RecordType) -> Message {
 }
 
 fn ask_msg(h: &Handler, m: &Message, t: Transport) -> Message {
-    let bytes = h.handle(&m.to_vec().unwrap(), t).expect("a reply");
+    let bytes = run(h, &m.to_vec().unwrap(), t).expect("a reply");
     let reply = Message::from_vec(&bytes).unwrap();
     assert_eq!(reply.metadata.id, m.metadata.id);
     reply
@@ -88,6 +107,7 @@ fn any_is_refused_without_flags() {
 
 #[test]
 fn names_outside_the_domain_get_servfail_without_forwarders() {
+    // (the test zone's handler has no nameservers)
     for name in ["foo.", "www.example.com.", "xcluster.local."] {
         let r = ask(name, RecordType::A);
         assert_eq!(r.metadata.response_code, ResponseCode::ServFail, "{name}");
@@ -206,11 +226,11 @@ fn large_answers_are_truncated_over_udp_but_not_tcp() {
 #[test]
 fn malformed_packets_get_formerr_or_nothing() {
     let h = handler(Some(cluster()));
-    assert!(h.handle(&[], Transport::Udp).is_none());
-    assert!(h.handle(&[1, 2, 3], Transport::Udp).is_none());
+    assert!(run(&h, &[], Transport::Udp).is_none());
+    assert!(run(&h, &[1, 2, 3], Transport::Udp).is_none());
     let mut garbage = vec![0xab, 0xcd, 0x01, 0x00, 0x00, 0x01, 0, 0, 0, 0, 0, 0];
     garbage.extend_from_slice(&[0x3f, b'x']);
-    let reply = Message::from_vec(&h.handle(&garbage, Transport::Udp).expect("formerr")).unwrap();
+    let reply = Message::from_vec(&run(&h, &garbage, Transport::Udp).expect("formerr")).unwrap();
     assert_eq!(reply.metadata.id, 0xabcd);
     assert_eq!(reply.metadata.response_code, ResponseCode::FormErr);
     let no_question = Message::query();
@@ -225,9 +245,12 @@ fn responses_are_never_answered() {
         RecordType::A,
     );
     m.metadata.message_type = MessageType::Response;
-    assert!(handler(Some(cluster()))
-        .handle(&m.to_vec().unwrap(), Transport::Udp)
-        .is_none());
+    assert!(run(
+        &handler(Some(cluster())),
+        &m.to_vec().unwrap(),
+        Transport::Udp
+    )
+    .is_none());
 }
 
 #[test]
@@ -252,4 +275,46 @@ fn random_packets_never_panic() {
         p.truncate(p.len() - (state as usize % 5));
         let _ = h.handle(&p, Transport::Udp);
     }
+}
+
+#[test]
+fn no_rec_servfail_has_no_recursion_available() {
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            no_rec: true,
+            nameservers: vec!["127.0.0.1:9".parse().unwrap()],
+            ..Options::default()
+        },
+    );
+    let r = ask_msg(
+        &h,
+        &request(Name::from_ascii("www.example.com.").unwrap(), RecordType::A),
+        Transport::Udp,
+    );
+    assert_eq!(r.metadata.response_code, ResponseCode::ServFail);
+    assert!(!r.metadata.recursion_available && !r.metadata.authoritative);
+}
+
+#[test]
+fn single_label_names_are_never_forwarded() {
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            nameservers: vec!["127.0.0.1:9".parse().unwrap()],
+            ..Options::default()
+        },
+    );
+    let out = h.handle(
+        &request(Name::from_ascii("foo.").unwrap(), RecordType::A)
+            .to_vec()
+            .unwrap(),
+        Transport::Udp,
+    );
+    let Outcome::Done(Some(bytes)) = out else {
+        panic!("answered without upstream work")
+    };
+    let r = Message::from_vec(&bytes).unwrap();
+    assert_eq!(r.metadata.response_code, ResponseCode::ServFail);
+    assert!(r.metadata.recursion_available);
 }

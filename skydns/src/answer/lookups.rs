@@ -1,0 +1,69 @@
+//! Answers from upstream that an authoritative answer may need.
+//!
+//! A CNAME or SRV/MX target outside the domain is resolved upstream
+//! (SkyDNS's internal `Lookup`, reference §8.2). To keep the answer functions
+//! pure, they read such results from a [`Lookups`] table instead of doing
+//! I/O: a name the table does not know yet is recorded as missing, the
+//! handler fetches every missing name, and the answer is computed again.
+//! With forwarding off, [`Lookups::disabled`] makes every lookup a failure.
+
+use hickory_proto::rr::{Name, Record, RecordType};
+use std::cell::RefCell;
+use std::collections::{BTreeSet, HashMap};
+
+/// Upstream results by (name, type); `None` is a failed lookup.
+#[derive(Debug, Default)]
+pub struct Lookups {
+    enabled: bool,
+    settled: bool,
+    known: HashMap<(Name, RecordType), Option<Vec<Record>>>,
+    missing: RefCell<BTreeSet<(Name, RecordType)>>,
+}
+
+impl Lookups {
+    /// An empty table that records what is missing.
+    pub fn new() -> Self {
+        Lookups {
+            enabled: true,
+            ..Lookups::default()
+        }
+    }
+
+    /// A table where every lookup fails (no forwarding).
+    pub fn disabled() -> Self {
+        Lookups::default()
+    }
+
+    /// The upstream answer records for `name`/`qtype`, if known and successful.
+    pub fn external(&self, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
+        if !self.enabled {
+            return None;
+        }
+        let key = (name.to_lowercase(), qtype);
+        match self.known.get(&key) {
+            Some(result) => result.clone(),
+            None if self.settled => None,
+            None => {
+                self.missing.borrow_mut().insert(key);
+                None
+            }
+        }
+    }
+
+    /// The lookups asked for but not known, and forgets them.
+    pub fn take_missing(&self) -> Vec<(Name, RecordType)> {
+        std::mem::take(&mut *self.missing.borrow_mut())
+            .into_iter()
+            .collect()
+    }
+
+    /// From now on, lookups not known are failures, not missing.
+    pub fn settle(&mut self) {
+        self.settled = true;
+    }
+
+    /// Records the result of one lookup.
+    pub fn insert(&mut self, name: Name, qtype: RecordType, result: Option<Vec<Record>>) {
+        self.known.insert((name.to_lowercase(), qtype), result);
+    }
+}

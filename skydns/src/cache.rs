@@ -1,0 +1,284 @@
+//! The response cache for forwarded answers (`-rcache`, `-rcache-ttl`).
+//!
+//! Keys are the question (name compared case-insensitively, type, class)
+//! plus the DO bit and the transport, as in SkyDNS. Positive answers live for
+//! the smallest answer TTL, negative ones (NXDOMAIN, NODATA) for the SOA's
+//! negative TTL (RFC 2308: the smaller of its TTL and MINIMUM), both capped at
+//! `-rcache-ttl`. Unlike SkyDNS, a hit returns TTLs counted down by the time
+//! spent in the cache. When full, expired entries go first, then the oldest
+//! inserted one (FIFO). The clock is an argument, so tests control time.
+
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, RecordType};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What a cached reply answers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct CacheKey {
+    /// Lowercased query name.
+    pub name: String,
+    /// Query type.
+    pub qtype: RecordType,
+    /// Query class, as a number.
+    pub qclass: u16,
+    /// The DO bit of the query.
+    pub dnssec_ok: bool,
+    /// Whether the query came over TCP.
+    pub tcp: bool,
+}
+
+struct Entry {
+    reply: Message,
+    stored: Instant,
+    expires: Instant,
+}
+
+/// A bounded cache of upstream replies.
+pub struct ResponseCache {
+    capacity: usize,
+    max_ttl: Duration,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<CacheKey, Entry>,
+    order: VecDeque<(CacheKey, Instant)>,
+}
+
+impl ResponseCache {
+    /// A cache of at most `capacity` replies, each kept at most `max_ttl`.
+    pub fn new(capacity: usize, max_ttl: Duration) -> Self {
+        ResponseCache {
+            capacity,
+            max_ttl,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// Number of cached replies (expired ones included until purged).
+    pub fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    /// Whether the cache holds nothing.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cached reply for `key` with TTLs counted down, if still fresh.
+    pub fn get(&self, key: &CacheKey, now: Instant) -> Option<Message> {
+        let mut inner = self.lock();
+        let entry = inner.entries.get(key)?;
+        if now >= entry.expires {
+            inner.entries.remove(key);
+            return None;
+        }
+        let elapsed = u32::try_from(now.duration_since(entry.stored).as_secs()).unwrap_or(u32::MAX);
+        let mut reply = entry.reply.clone();
+        for r in reply
+            .answers
+            .iter_mut()
+            .chain(reply.authorities.iter_mut())
+            .chain(reply.additionals.iter_mut())
+        {
+            r.ttl = r.ttl.saturating_sub(elapsed);
+        }
+        Some(reply)
+    }
+
+    /// Stores `reply` if it is cacheable; returns whether it was stored.
+    pub fn insert(&self, key: CacheKey, reply: Message, now: Instant) -> bool {
+        let Some(lifetime) = self.lifetime(&reply) else {
+            return false;
+        };
+        if self.capacity == 0 {
+            return false;
+        }
+        let mut inner = self.lock();
+        if !inner.entries.contains_key(&key) && inner.entries.len() >= self.capacity {
+            inner.entries.retain(|_, e| e.expires > now);
+            while inner.entries.len() >= self.capacity {
+                let Some((oldest, stored)) = inner.order.pop_front() else {
+                    break;
+                };
+                // Skip order records of entries replaced since.
+                if inner
+                    .entries
+                    .get(&oldest)
+                    .is_some_and(|e| e.stored == stored)
+                {
+                    inner.entries.remove(&oldest);
+                }
+            }
+        }
+        inner.order.push_back((key.clone(), now));
+        let expires = now + lifetime;
+        inner.entries.insert(
+            key,
+            Entry {
+                reply,
+                stored: now,
+                expires,
+            },
+        );
+        if inner.order.len() > self.capacity.saturating_mul(4) {
+            let Inner { entries, order } = &mut *inner;
+            order.retain(|(k, s)| entries.get(k).is_some_and(|e| e.stored == *s));
+        }
+        true
+    }
+
+    /// How long `reply` may be served from the cache, if at all.
+    fn lifetime(&self, reply: &Message) -> Option<Duration> {
+        if reply.metadata.truncation {
+            return None;
+        }
+        let seconds = match reply.metadata.response_code {
+            ResponseCode::NoError if !reply.answers.is_empty() => {
+                reply.answers.iter().map(|r| r.ttl).min()?
+            }
+            ResponseCode::NoError | ResponseCode::NXDomain => negative_ttl(reply)?,
+            _ => return None,
+        };
+        let lifetime = Duration::from_secs(u64::from(seconds)).min(self.max_ttl);
+        (!lifetime.is_zero()).then_some(lifetime)
+    }
+}
+
+/// RFC 2308 §5: the negative TTL is min(SOA TTL, SOA MINIMUM).
+fn negative_ttl(reply: &Message) -> Option<u32> {
+    reply.authorities.iter().find_map(|r| match &r.data {
+        RData::SOA(soa) => Some(r.ttl.min(soa.minimum)),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::{MessageType, OpCode};
+    use hickory_proto::rr::rdata::{A, SOA};
+    use hickory_proto::rr::{Name, Record};
+
+    fn key(name: &str) -> CacheKey {
+        CacheKey {
+            name: name.into(),
+            qtype: RecordType::A,
+            qclass: 1,
+            dnssec_ok: false,
+            tcp: false,
+        }
+    }
+
+    fn positive(ttl: u32) -> Message {
+        let mut m = Message::new(1, MessageType::Response, OpCode::Query);
+        m.answers.push(Record::from_rdata(
+            Name::from_ascii("x.").unwrap(),
+            ttl,
+            RData::A(A::new(1, 2, 3, 4)),
+        ));
+        m
+    }
+
+    fn negative(soa_ttl: u32, minimum: u32) -> Message {
+        let mut m = Message::new(1, MessageType::Response, OpCode::Query);
+        m.metadata.response_code = ResponseCode::NXDomain;
+        let n = Name::from_ascii("example.").unwrap();
+        let soa = SOA::new(n.clone(), n.clone(), 1, 2, 3, 4, minimum);
+        m.authorities
+            .push(Record::from_rdata(n, soa_ttl, RData::SOA(soa)));
+        m
+    }
+
+    #[test]
+    fn hits_count_ttls_down_and_expire() {
+        let cache = ResponseCache::new(10, Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert!(cache.insert(key("x."), positive(30), t0));
+        assert_eq!(cache.get(&key("x."), t0).unwrap().answers[0].ttl, 30);
+        assert_eq!(
+            cache
+                .get(&key("x."), t0 + Duration::from_secs(12))
+                .unwrap()
+                .answers[0]
+                .ttl,
+            18
+        );
+        assert!(cache
+            .get(&key("x."), t0 + Duration::from_secs(30))
+            .is_none());
+    }
+
+    #[test]
+    fn lifetime_is_capped_by_rcache_ttl() {
+        let cache = ResponseCache::new(10, Duration::from_secs(5));
+        let t0 = Instant::now();
+        cache.insert(key("x."), positive(300), t0);
+        assert!(cache.get(&key("x."), t0 + Duration::from_secs(4)).is_some());
+        assert!(cache.get(&key("x."), t0 + Duration::from_secs(5)).is_none());
+    }
+
+    #[test]
+    fn negative_answers_live_for_the_soa_negative_ttl() {
+        let cache = ResponseCache::new(10, Duration::from_secs(60));
+        let t0 = Instant::now();
+        assert!(cache.insert(key("n."), negative(900, 10), t0));
+        assert!(cache.get(&key("n."), t0 + Duration::from_secs(9)).is_some());
+        assert!(cache
+            .get(&key("n."), t0 + Duration::from_secs(10))
+            .is_none());
+        let mut no_soa = negative(1, 1);
+        no_soa.authorities.clear();
+        assert!(
+            !cache.insert(key("m."), no_soa, t0),
+            "no SOA: not cacheable"
+        );
+    }
+
+    #[test]
+    fn servfail_and_truncated_replies_are_not_cached() {
+        let cache = ResponseCache::new(10, Duration::from_secs(60));
+        let mut fail = positive(30);
+        fail.metadata.response_code = ResponseCode::ServFail;
+        assert!(!cache.insert(key("a."), fail, Instant::now()));
+        let mut tc = positive(30);
+        tc.metadata.truncation = true;
+        assert!(!cache.insert(key("b."), tc, Instant::now()));
+    }
+
+    #[test]
+    fn full_cache_evicts_expired_then_oldest() {
+        let cache = ResponseCache::new(2, Duration::from_secs(60));
+        let t0 = Instant::now();
+        cache.insert(key("a."), positive(5), t0);
+        cache.insert(key("b."), positive(50), t0 + Duration::from_secs(1));
+        cache.insert(key("c."), positive(50), t0 + Duration::from_secs(10));
+        assert!(
+            cache
+                .get(&key("a."), t0 + Duration::from_secs(10))
+                .is_none(),
+            "expired a went first"
+        );
+        assert!(cache
+            .get(&key("b."), t0 + Duration::from_secs(10))
+            .is_some());
+        cache.insert(key("d."), positive(50), t0 + Duration::from_secs(11));
+        assert!(
+            cache
+                .get(&key("b."), t0 + Duration::from_secs(11))
+                .is_none(),
+            "then the oldest"
+        );
+        assert!(cache
+            .get(&key("c."), t0 + Duration::from_secs(11))
+            .is_some());
+        assert_eq!(cache.len(), 2);
+    }
+}

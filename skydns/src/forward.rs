@@ -1,0 +1,238 @@
+//! Talking to upstream nameservers: relaying queries and internal lookups.
+//!
+//! [`Upstreams::relay`] sends a client's request unchanged to the upstream
+//! servers over the client's transport, starting at a chosen server and
+//! failing over to the next one (n+1 attempts in all, each bounded by the
+//! read timeout), and returns the first reply whose ID and question match.
+//! Identical requests in flight at the same time share one upstream
+//! exchange ([`Coalescer`]). [`Upstreams::lookup`] is SkyDNS's internal
+//! `Lookup`: a fresh UDP query for a CNAME or SRV target outside the domain.
+
+use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::rr::{Name, Record, RecordType};
+use std::collections::HashMap;
+use std::io;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpStream, UdpSocket};
+use tokio::sync::oneshot;
+
+/// The upstream nameservers and how to use them.
+#[derive(Clone, Debug)]
+pub struct Upstreams {
+    servers: Arc<[SocketAddr]>,
+    timeout: Duration,
+    coalescer: Coalescer,
+}
+
+impl Upstreams {
+    /// Upstreams `servers`, each exchange bounded by `timeout`.
+    pub fn new(servers: Vec<SocketAddr>, timeout: Duration) -> Self {
+        Upstreams {
+            servers: servers.into(),
+            timeout,
+            coalescer: Coalescer::default(),
+        }
+    }
+
+    /// Whether any server is configured.
+    pub fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Number of servers.
+    pub fn len(&self) -> usize {
+        self.servers.len()
+    }
+
+    /// Relays `packet` (a client request) starting at server `first`,
+    /// trying each server in turn, n+1 attempts in all. Identical requests
+    /// in flight share the exchange; the reply carries the caller's ID.
+    pub async fn relay(&self, packet: &[u8], first: usize, tcp: bool) -> Option<Vec<u8>> {
+        if packet.len() < 12 {
+            return None;
+        }
+        let id = [packet[0], packet[1]];
+        let mut key = packet[2..].to_vec();
+        key.push(u8::from(tcp));
+        let mut reply = match self.coalescer.join(&key) {
+            Turn::Follower(rx) => rx.await.ok().flatten()?,
+            Turn::Leader => {
+                // Followers are released even if this future is dropped.
+                let mut leader = Leader {
+                    coalescer: &self.coalescer,
+                    key: &key,
+                    reply: None,
+                };
+                leader.reply = self.attempts(packet, first, tcp).await;
+                leader.reply.clone()?
+            }
+        };
+        reply[..2].copy_from_slice(&id);
+        Some(reply)
+    }
+
+    async fn attempts(&self, packet: &[u8], first: usize, tcp: bool) -> Option<Vec<u8>> {
+        let n = self.servers.len();
+        for attempt in 0..=n {
+            let server = self.servers[(first + attempt) % n];
+            let result = if tcp {
+                exchange_tcp(server, packet, self.timeout).await
+            } else {
+                exchange_udp(server, packet, self.timeout).await
+            };
+            match result {
+                Ok(reply) => return Some(reply),
+                Err(error) => tracing::debug!(%server, %error, "upstream exchange failed"),
+            }
+        }
+        tracing::warn!(servers = ?self.servers, "failure to forward request");
+        None
+    }
+
+    /// SkyDNS `Lookup`: a fresh UDP query for `name`/`qtype` with EDNS0
+    /// (`bufsize`, `dnssec_ok`), first server chosen by the message ID.
+    /// Only a NOERROR reply counts; its TTLs are set to `ttl`.
+    pub async fn lookup(
+        &self,
+        name: &Name,
+        qtype: RecordType,
+        bufsize: u16,
+        dnssec_ok: bool,
+        ttl: u32,
+    ) -> Option<Vec<Record>> {
+        if self.servers.is_empty() {
+            return None;
+        }
+        let mut query = Message::query();
+        query.metadata.recursion_desired = true;
+        query.queries.push(Query::query(name.clone(), qtype));
+        let mut edns = Edns::new();
+        edns.set_max_payload(bufsize.max(512));
+        edns.set_dnssec_ok(dnssec_ok);
+        query.edns = Some(edns);
+        let packet = query.to_vec().ok()?;
+        let first = usize::from(query.metadata.id) % self.servers.len();
+        let reply = Message::from_vec(&self.attempts(&packet, first, false).await?).ok()?;
+        if reply.metadata.response_code != ResponseCode::NoError {
+            return None;
+        }
+        let mut answers = reply.answers;
+        for r in &mut answers {
+            r.ttl = ttl;
+        }
+        Some(answers)
+    }
+}
+
+/// One UDP exchange: waits for a reply with the same ID, up to `timeout`.
+async fn exchange_udp(server: SocketAddr, packet: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
+    let local: SocketAddr = if server.is_ipv4() {
+        "0.0.0.0:0"
+    } else {
+        "[::]:0"
+    }
+    .parse()
+    .map_err(io::Error::other)?;
+    let socket = UdpSocket::bind(local).await?;
+    socket.connect(server).await?;
+    socket.send(packet).await?;
+    let mut buf = vec![0u8; 65535];
+    tokio::time::timeout(timeout, async {
+        loop {
+            let len = socket.recv(&mut buf).await?;
+            if is_reply_to(&buf[..len], packet) {
+                return Ok(buf[..len].to_vec());
+            }
+        }
+    })
+    .await
+    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "upstream timed out"))?
+}
+
+/// One TCP exchange (length-prefixed), bounded by `timeout` overall.
+async fn exchange_tcp(server: SocketAddr, packet: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
+    tokio::time::timeout(timeout, async {
+        let mut stream = TcpStream::connect(server).await?;
+        let len = u16::try_from(packet.len()).map_err(io::Error::other)?;
+        let mut framed = len.to_be_bytes().to_vec();
+        framed.extend_from_slice(packet);
+        stream.write_all(&framed).await?;
+        let len = usize::from(stream.read_u16().await?);
+        let mut reply = vec![0u8; len];
+        stream.read_exact(&mut reply).await?;
+        if !is_reply_to(&reply, packet) {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "reply does not match the query",
+            ));
+        }
+        Ok(reply)
+    })
+    .await
+    .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "upstream timed out"))?
+}
+
+/// Same ID and a response: good enough to relay.
+fn is_reply_to(reply: &[u8], query: &[u8]) -> bool {
+    reply.len() >= 12 && reply[..2] == query[..2] && reply[2] & 0x80 != 0
+}
+
+/// Where a follower's reply goes.
+type ReplySender = oneshot::Sender<Option<Vec<u8>>>;
+
+/// Shares one upstream exchange among identical concurrent requests.
+#[derive(Clone, Debug, Default)]
+pub struct Coalescer {
+    waiting: Arc<Mutex<HashMap<Vec<u8>, Vec<ReplySender>>>>,
+}
+
+/// Who does the exchange.
+enum Turn {
+    Leader,
+    Follower(oneshot::Receiver<Option<Vec<u8>>>),
+}
+
+impl Coalescer {
+    fn join(&self, key: &[u8]) -> Turn {
+        let mut waiting = self.waiting.lock().unwrap_or_else(|e| e.into_inner());
+        match waiting.get_mut(key) {
+            Some(followers) => {
+                let (tx, rx) = oneshot::channel();
+                followers.push(tx);
+                Turn::Follower(rx)
+            }
+            None => {
+                waiting.insert(key.to_vec(), Vec::new());
+                Turn::Leader
+            }
+        }
+    }
+
+    fn finish(&self, key: &[u8], reply: Option<Vec<u8>>) {
+        let followers = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key)
+            .unwrap_or_default();
+        for tx in followers {
+            let _ = tx.send(reply.clone());
+        }
+    }
+}
+
+/// The exchange of a leader; on drop, hands its reply (or `None`) to the followers.
+struct Leader<'a> {
+    coalescer: &'a Coalescer,
+    key: &'a [u8],
+    reply: Option<Vec<u8>>,
+}
+
+impl Drop for Leader<'_> {
+    fn drop(&mut self) {
+        self.coalescer.finish(self.key, self.reply.take());
+    }
+}

@@ -1,0 +1,144 @@
+//! The asynchronous half of the pipeline: requests that need upstream servers.
+//!
+//! Three routes lead here from [`Handler::handle`]: a name outside the domain
+//! (relayed verbatim to the upstream resolvers, through the response cache
+//! when `-rcache` is set), a name in a stub zone (relayed to that zone's
+//! servers with the loop marker), and an authoritative answer whose CNAME or
+//! SRV targets lie outside the domain (internal lookups, then the answer is
+//! computed again). When every upstream fails the client gets SERVFAIL, which
+//! SkyDNS built but never sent.
+
+use super::{base_reply, unix_now, Handler, Pending, Request};
+use crate::answer::{self, Lookups};
+use crate::cache::CacheKey;
+use crate::forward::Upstreams;
+use crate::stub;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{Name, Record, RecordType};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// Most rounds of internal lookups for one answer.
+const LOOKUP_ROUNDS: usize = 4;
+
+/// Which upstream work a pending request needs.
+pub(super) enum Route {
+    /// Relay to the upstream resolvers.
+    Forward,
+    /// Relay to these stub-zone servers.
+    Stub(Vec<SocketAddr>),
+    /// Authoritative answer needing internal lookups.
+    Lookups,
+}
+
+impl Handler {
+    /// Completes a pending request; `None` means "send nothing".
+    pub async fn resolve(&self, pending: Pending) -> Option<Vec<u8>> {
+        let Pending { request, route } = pending;
+        match route {
+            Route::Forward => self.forward(&request).await,
+            Route::Stub(servers) => self.stub_forward(&request, servers).await,
+            Route::Lookups => self.answer_with_lookups(&request).await,
+        }
+    }
+
+    async fn forward(&self, r: &Request) -> Option<Vec<u8>> {
+        let key = CacheKey {
+            name: r.q.name.clone(),
+            qtype: r.q.qtype,
+            qclass: u16::from(r.q.qclass),
+            dnssec_ok: r.dnssec_ok,
+            tcp: r.tcp,
+        };
+        if let Some(cache) = &self.inner.cache {
+            if let Some(mut cached) = cache.get(&key, Instant::now()) {
+                cached.metadata.id = r.message.metadata.id;
+                cached.queries = r.message.queries.iter().take(1).cloned().collect();
+                return self.send(r, cached);
+            }
+            self.inner.metrics.cache_miss();
+        }
+        self.inner.metrics.external("recursive");
+        let upstreams = &self.inner.upstreams;
+        let first = if self.inner.options.ns_rotate {
+            usize::from(r.message.metadata.id) % upstreams.len()
+        } else {
+            0
+        };
+        let Some(bytes) = upstreams.relay(&r.packet, first, r.tcp).await else {
+            return self.upstream_failure(r);
+        };
+        if let Some(cache) = &self.inner.cache {
+            if let Ok(reply) = Message::from_vec(&bytes) {
+                cache.insert(key, reply, Instant::now());
+            }
+        }
+        self.account(r, &bytes, false);
+        Some(bytes)
+    }
+
+    async fn stub_forward(&self, r: &Request, servers: Vec<SocketAddr>) -> Option<Vec<u8>> {
+        self.inner.metrics.external("stub");
+        let packet = stub::mark(&r.message)?;
+        let upstreams = Upstreams::new(servers, self.inner.options.read_timeout);
+        let first = usize::from(r.message.metadata.id) % upstreams.len();
+        match upstreams.relay(&packet, first, r.tcp).await {
+            Some(bytes) => {
+                self.account(r, &bytes, false);
+                Some(bytes)
+            }
+            None => self.upstream_failure(r),
+        }
+    }
+
+    /// SERVFAIL after every upstream failed (SkyDNS left the client waiting).
+    fn upstream_failure(&self, r: &Request) -> Option<Vec<u8>> {
+        let mut reply = base_reply(&r.message);
+        reply.metadata.authoritative = false;
+        reply.metadata.response_code = ResponseCode::ServFail;
+        self.send(r, reply)
+    }
+
+    async fn answer_with_lookups(&self, r: &Request) -> Option<Vec<u8>> {
+        let Some(snapshot) = self.inner.snapshot.load_full() else {
+            let mut reply = base_reply(&r.message);
+            reply.metadata.response_code = ResponseCode::ServFail;
+            return self.send(r, reply);
+        };
+        let mut lookups = Lookups::new();
+        for round in 0..=LOOKUP_ROUNDS {
+            let answer =
+                answer::authoritative(&self.inner.zone, &snapshot, &r.q, unix_now(), &lookups);
+            let missing = lookups.take_missing();
+            if missing.is_empty() {
+                let reply = self.finish(base_reply(&r.message), &r.q, answer);
+                return self.send(r, reply);
+            }
+            if round == LOOKUP_ROUNDS - 1 {
+                lookups.settle();
+            }
+            let fetches = missing.into_iter().map(|(name, qtype)| async move {
+                let result = self.lookup(r, &name, qtype).await;
+                (name, qtype, result)
+            });
+            for (name, qtype, result) in futures::future::join_all(fetches).await {
+                lookups.insert(name, qtype, result);
+            }
+        }
+        None
+    }
+
+    /// SkyDNS `Lookup` for one target outside the domain.
+    async fn lookup(&self, r: &Request, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
+        if usize::from(name.num_labels()) < self.inner.options.ndots {
+            return None;
+        }
+        self.inner.metrics.external("lookup");
+        let bufsize = r.message.edns.as_ref().map_or(512, |e| e.max_payload());
+        let ttl = self.inner.options.rcache_ttl;
+        self.inner
+            .upstreams
+            .lookup(name, qtype, bufsize, r.dnssec_ok, ttl)
+            .await
+    }
+}

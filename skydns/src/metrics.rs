@@ -1,0 +1,224 @@
+//! Prometheus metrics with SkyDNS's names (reference §10), and their endpoint.
+//!
+//! Counters and histograms live in one [`Metrics`] value shared by every
+//! listener. Unlike SkyDNS, the `nxdomain`, `nodata` and `servfail` error
+//! labels are really counted. The text is served by [`serve`] (axum) at the
+//! path given by `PROMETHEUS_PATH`, on `PROMETHEUS_PORT` or `-metrics-addr`.
+//! prometheus-client writes OpenMetrics text, where counters carry the
+//! `_total` suffix (`skydns_dns_request_count_total`).
+
+use axum::http::header::CONTENT_TYPE;
+use axum::response::IntoResponse;
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+type Labels = Vec<(&'static str, &'static str)>;
+
+/// SkyDNS's metrics.
+pub struct Metrics {
+    registry: Registry,
+    requests: Family<Labels, Counter>,
+    dnssec_ok: Counter,
+    errors: Family<Labels, Counter>,
+    cache_misses: Family<Labels, Counter>,
+    duration: Family<Labels, Histogram>,
+    size: Family<Labels, Histogram>,
+    external: Family<Labels, Counter>,
+}
+
+fn duration_histogram() -> Histogram {
+    Histogram::new([
+        0.001, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+    ])
+}
+
+fn size_histogram() -> Histogram {
+    let mut buckets = vec![0.0, 512.0, 1024.0, 1500.0, 2048.0, 4096.0];
+    buckets.extend((2..=16).map(|i| f64::from(i * 4096)));
+    Histogram::new(buckets)
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("skydns_dns");
+        let m = Metrics {
+            requests: Family::default(),
+            dnssec_ok: Counter::default(),
+            errors: Family::default(),
+            cache_misses: Family::default(),
+            duration: Family::new_with_constructor(duration_histogram),
+            size: Family::new_with_constructor(size_histogram),
+            external: Family::default(),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "request_count",
+            "Counter of DNS requests made.",
+            m.requests.clone(),
+        );
+        registry.register(
+            "dnssec_ok_count",
+            "Counter of DNSSEC requests.",
+            m.dnssec_ok.clone(),
+        );
+        registry.register(
+            "error_count",
+            "Counter of DNS requests resulting in an error.",
+            m.errors.clone(),
+        );
+        registry.register(
+            "cache_miss_count",
+            "Counter of DNS requests that result in a cache miss.",
+            m.cache_misses.clone(),
+        );
+        registry.register(
+            "request_duration",
+            "Histogram of the time (in seconds) each request took to resolve.",
+            m.duration.clone(),
+        );
+        registry.register(
+            "response_size",
+            "Size of the returns response in bytes.",
+            m.size.clone(),
+        );
+        registry.register(
+            "request_external_count",
+            "Counter of external DNS requests.",
+            m.external.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+/// The transport label.
+pub fn transport_label(tcp: bool) -> &'static str {
+    if tcp {
+        "tcp"
+    } else {
+        "udp"
+    }
+}
+
+impl Metrics {
+    /// A request arrived.
+    pub fn request(&self, tcp: bool, dnssec_ok: bool) {
+        self.requests
+            .get_or_create(&vec![("type", transport_label(tcp))])
+            .inc();
+        if dnssec_ok {
+            self.dnssec_ok.inc();
+        }
+    }
+
+    /// A reply of `bytes` was sent after `elapsed`; counts its error class.
+    pub fn reply(&self, tcp: bool, bytes: &[u8], elapsed: Duration, overflow: bool) {
+        let t = vec![("type", transport_label(tcp))];
+        self.duration
+            .get_or_create(&t)
+            .observe(elapsed.as_secs_f64());
+        self.size.get_or_create(&t).observe(bytes.len() as f64);
+        if bytes.len() < 12 {
+            return;
+        }
+        let rcode = bytes[3] & 0x0f;
+        let answers = u16::from_be_bytes([bytes[6], bytes[7]]);
+        let error = match rcode {
+            _ if overflow => Some("overflow"),
+            2 => Some("servfail"),
+            3 => Some("nxdomain"),
+            5 => Some("refused"),
+            0 if bytes[2] & 0x02 != 0 => Some("truncated"),
+            0 if answers == 0 => Some("nodata"),
+            _ => None,
+        };
+        if let Some(error) = error {
+            self.errors.get_or_create(&vec![("error", error)]).inc();
+        }
+    }
+
+    /// A response-cache miss.
+    pub fn cache_miss(&self) {
+        self.cache_misses
+            .get_or_create(&vec![("type", "response")])
+            .inc();
+    }
+
+    /// An upstream request of `kind` (`recursive`, `stub` or `lookup`).
+    pub fn external(&self, kind: &'static str) {
+        self.external.get_or_create(&vec![("type", kind)]).inc();
+    }
+
+    /// The OpenMetrics text of every metric.
+    pub fn render(&self) -> String {
+        let mut out = String::new();
+        if let Err(error) = encode(&mut out, &self.registry) {
+            tracing::error!(%error, "cannot encode metrics");
+        }
+        out
+    }
+}
+
+/// Serves `metrics` at `path` on `listener` until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    path: String,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> std::io::Result<()> {
+    tracing::info!(addr = %listener.local_addr()?, %path, "serving metrics");
+    let app = axum::Router::new().route(
+        &path,
+        axum::routing::get(move || {
+            let metrics = metrics.clone();
+            async move {
+                (
+                    [(
+                        CONTENT_TYPE,
+                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                    )],
+                    metrics.render(),
+                )
+                    .into_response()
+            }
+        }),
+    );
+    axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counters_render_with_skydns_names_and_labels() {
+        let m = Metrics::default();
+        m.request(false, false);
+        m.request(true, true);
+        // NXDOMAIN header: rcode 3.
+        let nx = [0, 1, 0x81, 0x83, 0, 1, 0, 0, 0, 0, 0, 0];
+        m.reply(false, &nx, Duration::from_millis(2), false);
+        m.external("recursive");
+        m.cache_miss();
+        let text = m.render();
+        for needle in [
+            "skydns_dns_request_count_total{type=\"udp\"} 1",
+            "skydns_dns_request_count_total{type=\"tcp\"} 1",
+            "skydns_dns_dnssec_ok_count_total 1",
+            "skydns_dns_error_count_total{error=\"nxdomain\"} 1",
+            "skydns_dns_request_external_count_total{type=\"recursive\"} 1",
+            "skydns_dns_cache_miss_count_total{type=\"response\"} 1",
+            "skydns_dns_request_duration_bucket{le=\"0.003\",type=\"udp\"} 1",
+            "skydns_dns_response_size_bucket{le=\"512.0\",type=\"udp\"} 1",
+        ] {
+            assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+    }
+}
