@@ -1,0 +1,120 @@
+//! Discovery and health endpoints: what kubectl reads before it does anything.
+//!
+//! Serves `/version`, `/api` (APIVersions), `/api/v1` (APIResourceList built
+//! from [`ResourceKind::ALL`]), `/apis` (an empty APIGroupList), and the
+//! `/healthz`, `/livez`, `/readyz` probes. Responses are plain
+//! `application/json`, so clients asking for aggregated discovery fall back
+//! to these legacy documents exactly as they do with older servers.
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::response::Response;
+use axum::routing::get;
+use axum::Router;
+use http::StatusCode;
+use serde_json::{json, Value};
+
+use super::resource::ResourceKind;
+use super::status::json_response;
+use super::AppState;
+
+/// The routes owned by this module.
+pub(crate) fn routes() -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/version", get(version))
+        .route("/api", get(api_versions))
+        .route("/api/v1", get(api_v1))
+        .route("/apis", get(apis))
+        .route("/healthz", get(health))
+        .route("/livez", get(health))
+        .route("/readyz", get(health))
+}
+
+async fn version() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "major": "1",
+            "minor": "33",
+            "gitVersion": "v1.33.0-kube-api-test-server",
+            "gitCommit": "0000000000000000000000000000000000000000",
+            "gitTreeState": "clean",
+            "buildDate": "2025-01-01T00:00:00Z",
+            "goVersion": "go1.24.0",
+            "compiler": "gc",
+            "platform": "linux/amd64"
+        }),
+    )
+}
+
+async fn api_versions(State(app): State<Arc<AppState>>) -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({
+            "kind": "APIVersions",
+            "versions": ["v1"],
+            "serverAddressByClientCIDRs": [
+                { "clientCIDR": "0.0.0.0/0", "serverAddress": app.addr.to_string() }
+            ]
+        }),
+    )
+}
+
+async fn api_v1() -> Response {
+    json_response(StatusCode::OK, &api_resource_list())
+}
+
+async fn apis() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": [] }),
+    )
+}
+
+async fn health() -> &'static str {
+    "ok"
+}
+
+/// The `/api/v1` APIResourceList.
+pub(crate) fn api_resource_list() -> Value {
+    let verbs = [
+        "create",
+        "delete",
+        "deletecollection",
+        "get",
+        "list",
+        "patch",
+        "update",
+        "watch",
+    ];
+    let mut resources = Vec::new();
+    for kind in ResourceKind::ALL {
+        let mut entry = json!({
+            "name": kind.plural(),
+            "singularName": kind.singular(),
+            "namespaced": kind.namespaced(),
+            "kind": kind.kind(),
+            "verbs": verbs,
+            "shortNames": kind.short_names(),
+        });
+        if kind != ResourceKind::Namespace {
+            entry["categories"] = json!(["all"]);
+        }
+        resources.push(entry);
+        if kind.has_status() {
+            resources.push(json!({
+                "name": format!("{}/status", kind.plural()),
+                "singularName": "",
+                "namespaced": kind.namespaced(),
+                "kind": kind.kind(),
+                "verbs": ["get", "patch", "update"],
+            }));
+        }
+    }
+    json!({
+        "kind": "APIResourceList",
+        "groupVersion": "v1",
+        "resources": resources,
+    })
+}

@@ -1,0 +1,205 @@
+//! List requests: resourceVersion semantics, selectors, paging, Tables.
+//!
+//! A list answers with the store version it reflects in
+//! `metadata.resourceVersion`. `resourceVersion` unset or `0` reads the
+//! latest state; `N` with `resourceVersionMatch=Exact` reads the state as of
+//! `N` (rebuilt from history, 410 if compacted); `N` otherwise reads the
+//! latest, or 504 if `N` is in the future. `limit` cuts pages whose
+//! `continue` token pins the first page's version, so later pages are
+//! consistent with it, exactly like etcd-backed paging.
+
+use std::collections::HashMap;
+
+use http::{HeaderMap, StatusCode};
+use serde_json::{json, Value};
+
+use super::history::Key;
+use super::resource::ResourceKind;
+use super::selector::Selector;
+use super::status::{json_response, ApiError};
+use super::store::Store;
+use super::table;
+
+/// Query parameters, as sent.
+pub(crate) type Params = HashMap<String, String>;
+
+/// Reads a query parameter, treating empty as absent.
+pub(crate) fn param<'a>(q: &'a Params, name: &str) -> Option<&'a str> {
+    q.get(name).map(String::as_str).filter(|s| !s.is_empty())
+}
+
+/// Whether a boolean query parameter is set (`true` or `1`).
+pub(crate) fn flag(q: &Params, name: &str) -> bool {
+    matches!(param(q, name), Some("true" | "1"))
+}
+
+/// Parses a resourceVersion parameter (400 if not a number).
+pub(crate) fn parse_rv(rv: &str) -> Result<u64, ApiError> {
+    rv.parse()
+        .map_err(|_| ApiError::bad_request(format!("invalid resource version {rv:?}")))
+}
+
+fn encode_continue(rv: u64, key: &Key) -> String {
+    format!("{rv}/{}/{}", key.namespace, key.name)
+        .bytes()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token:?}"));
+    if !token.len().is_multiple_of(2) || !token.is_ascii() {
+        return Err(bad());
+    }
+    let bytes: Vec<u8> = (0..token.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(&token[i..i + 2], 16))
+        .collect::<Result<_, _>>()
+        .map_err(|_| bad())?;
+    let text = String::from_utf8(bytes).map_err(|_| bad())?;
+    let mut parts = text.splitn(3, '/');
+    let (Some(rv), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    Ok((
+        rv.parse().map_err(|_| bad())?,
+        ns.to_string(),
+        name.to_string(),
+    ))
+}
+
+/// `(namespace, name)` of the last object on the previous page.
+type ResumeAfter = Option<(String, String)>;
+
+/// Which version to read, and where to resume, for a list request.
+fn read_point(store: &Store, q: &Params) -> Result<(Option<u64>, ResumeAfter), ApiError> {
+    if let Some(token) = param(q, "continue") {
+        if param(q, "resourceVersion").is_some_and(|rv| rv != "0") {
+            return Err(ApiError::bad_request(
+                "specifying resource version is not allowed when using continue",
+            ));
+        }
+        let (rv, ns, name) = decode_continue(token)?;
+        return Ok((Some(rv), Some((ns, name))));
+    }
+    let Some(rv) = param(q, "resourceVersion").filter(|rv| *rv != "0") else {
+        return Ok((None, None));
+    };
+    let rv = parse_rv(rv)?;
+    if param(q, "resourceVersionMatch") == Some("Exact") {
+        return Ok((Some(rv), None));
+    }
+    let current = store.current_rv();
+    if rv > current {
+        return Err(ApiError::too_large_resource_version(rv, current));
+    }
+    Ok((None, None))
+}
+
+/// The `metadata` and `items` of a list page.
+pub(crate) struct Page {
+    /// List metadata (`resourceVersion`, `continue`, `remainingItemCount`).
+    pub metadata: Value,
+    /// The objects on this page.
+    pub items: Vec<Value>,
+}
+
+/// Reads one page of `kind` objects for a list request.
+pub(crate) fn read_page(
+    store: &Store,
+    kind: ResourceKind,
+    namespace: Option<&str>,
+    q: &Params,
+) -> Result<Page, ApiError> {
+    let selector = Selector::parse(param(q, "labelSelector"), param(q, "fieldSelector"))?;
+    let limit: usize = match param(q, "limit") {
+        Some(l) => l
+            .parse()
+            .map_err(|_| ApiError::bad_request(format!("invalid limit {l:?}")))?,
+        None => 0,
+    };
+    let (at, after) = read_point(store, q)?;
+    let continuing = after.is_some();
+    let (objects, rv) = store.list(kind, namespace, at).map_err(|e| {
+        if continuing && e.code == 410 {
+            ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+        } else {
+            e
+        }
+    })?;
+    let matching: Vec<(Key, Value)> = objects
+        .into_iter()
+        .filter(|(k, _)| {
+            after
+                .as_ref()
+                .is_none_or(|(ns, name)| (&k.namespace, &k.name) > (ns, name))
+        })
+        .filter(|(_, v)| selector.matches(v))
+        .collect();
+    let mut metadata = json!({ "resourceVersion": rv.to_string() });
+    let take = if limit == 0 {
+        matching.len()
+    } else {
+        limit.min(matching.len())
+    };
+    if take < matching.len() {
+        if let Some((last, _)) = matching.get(take.wrapping_sub(1)) {
+            metadata["continue"] = json!(encode_continue(rv, last));
+            metadata["remainingItemCount"] = json!(matching.len() - take);
+        }
+    }
+    let items = matching
+        .into_iter()
+        .take(take)
+        .map(|(_, mut v)| {
+            if let Some(m) = v.as_object_mut() {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            v
+        })
+        .collect();
+    Ok(Page { metadata, items })
+}
+
+/// Handles a list GET (as a `<Kind>List`, or a Table when asked for).
+pub(crate) fn list(
+    store: &Store,
+    kind: ResourceKind,
+    namespace: Option<&str>,
+    q: &Params,
+    headers: &HeaderMap,
+) -> Result<axum::response::Response, ApiError> {
+    let page = read_page(store, kind, namespace, q)?;
+    let body = if table::wants_table(headers) {
+        table::table(kind, &page.items, page.metadata, param(q, "includeObject"))
+    } else {
+        json!({
+            "kind": format!("{}List", kind.kind()),
+            "apiVersion": "v1",
+            "metadata": page.metadata,
+            "items": page.items,
+        })
+    };
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn continue_token_roundtrip() {
+        let key = Key {
+            kind: ResourceKind::Service,
+            namespace: "default".into(),
+            name: "web".into(),
+        };
+        let token = encode_continue(42, &key);
+        assert_eq!(
+            decode_continue(&token).unwrap(),
+            (42, "default".into(), "web".into())
+        );
+        assert!(decode_continue("zz").is_err());
+    }
+}

@@ -1,0 +1,283 @@
+//! An in-memory Kubernetes core/v1 API server for tests and the local demo.
+//!
+//! Serves `namespaces`, `services`, `endpoints` and `pods` over plain HTTP
+//! with kube-apiserver's observable semantics: a global resourceVersion,
+//! optimistic concurrency, list paging, watch with history replay, bookmarks
+//! and 410 Expired, discovery and Table printing for kubectl, `Status`
+//! errors. [`ApiServer::start`] runs it on a loopback port and returns an
+//! [`ApiServerHandle`] that exposes the fault switches tests need and stops
+//! the server when dropped.
+//!
+//! ```no_run
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! use integration_tests::apiserver::{ApiServer, Config};
+//! let server = ApiServer::start(Config::default()).await?;
+//! let url = server.url(); // e.g. "http://127.0.0.1:41234"
+//! server.drop_watches();
+//! server.expire_history();
+//! # Ok(()) }
+//! ```
+
+mod discovery;
+mod faults;
+mod handlers;
+mod history;
+mod ipalloc;
+mod list;
+mod patch;
+mod resource;
+mod seed;
+mod selector;
+mod status;
+mod store;
+mod table;
+mod watch;
+mod writes;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::response::IntoResponse;
+use axum::routing::any;
+use axum::Router;
+use serde_json::Value;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+pub use faults::PauseMode;
+pub use history::Key;
+pub use ipalloc::Ipv4Cidr;
+pub use resource::ResourceKind;
+pub use seed::{load_file, parse_documents, SeedError};
+pub use status::ApiError;
+pub use store::{Preconditions, Store};
+
+/// How to run the server.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// Address to bind; port 0 picks a free one. Default `127.0.0.1:0`.
+    pub listen: SocketAddr,
+    /// Range Service cluster IPs come from. Default `10.0.0.0/24`.
+    pub service_cidr: Ipv4Cidr,
+    /// When set, every API request needs `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// How many events the watch history keeps. Default 1000.
+    pub history: usize,
+    /// How often watches with `allowWatchBookmarks` get a BOOKMARK. Default 5s.
+    pub bookmark_interval: Duration,
+    /// Objects to create before serving (see [`load_file`]).
+    pub seed: Vec<Value>,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            listen: SocketAddr::from(([127, 0, 0, 1], 0)),
+            service_cidr: Ipv4Cidr::default_service_cidr(),
+            token: None,
+            history: 1000,
+            bookmark_interval: Duration::from_secs(5),
+            seed: Vec::new(),
+        }
+    }
+}
+
+impl Config {
+    /// Adds the objects of a YAML/JSON seed file.
+    pub fn with_seed_file(mut self, path: impl AsRef<Path>) -> Result<Self, SeedError> {
+        self.seed.extend(load_file(path.as_ref())?);
+        Ok(self)
+    }
+
+    /// Adds seed objects from YAML/JSON text.
+    pub fn with_seed_text(mut self, text: &str) -> Result<Self, SeedError> {
+        self.seed.extend(parse_documents(text)?);
+        Ok(self)
+    }
+}
+
+/// Why the server could not start.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// Binding the listen address failed.
+    #[error("binding {addr}: {source}")]
+    Bind {
+        /// The address.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The seed objects were rejected.
+    #[error(transparent)]
+    Seed(#[from] SeedError),
+}
+
+/// State shared by every request handler.
+pub(crate) struct AppState {
+    pub(crate) store: Store,
+    pub(crate) faults: Arc<faults::Faults>,
+    pub(crate) token: Option<String>,
+    pub(crate) shutdown: CancellationToken,
+    pub(crate) bookmark_interval: Duration,
+    pub(crate) addr: SocketAddr,
+}
+
+/// Entry point: see [`ApiServer::start`].
+#[derive(Debug)]
+pub struct ApiServer;
+
+impl ApiServer {
+    /// Seeds a store, binds `config.listen` and serves until the returned
+    /// handle is dropped or [`ApiServerHandle::shutdown`] is called.
+    pub async fn start(config: Config) -> Result<ApiServerHandle, StartError> {
+        let store = Store::new(config.service_cidr, config.history);
+        seed::apply(&store, &config.seed)?;
+        let listener = tokio::net::TcpListener::bind(config.listen)
+            .await
+            .map_err(|source| StartError::Bind {
+                addr: config.listen,
+                source,
+            })?;
+        let addr = listener.local_addr().map_err(|source| StartError::Bind {
+            addr: config.listen,
+            source,
+        })?;
+        let state = Arc::new(AppState {
+            store,
+            faults: Arc::new(faults::Faults::default()),
+            token: config.token,
+            shutdown: CancellationToken::new(),
+            bookmark_interval: config.bookmark_interval.max(Duration::from_millis(10)),
+            addr,
+        });
+        let app = router(state.clone());
+        let shutdown = state.shutdown.clone();
+        let task = tokio::spawn(async move {
+            let served = axum::serve(listener, app)
+                .with_graceful_shutdown(async move { shutdown.cancelled().await })
+                .await;
+            if let Err(e) = served {
+                tracing::error!("kube-api-test-server stopped: {e}");
+            }
+        });
+        tracing::info!(%addr, "kube-api-test-server listening");
+        Ok(ApiServerHandle {
+            state,
+            task: Some(task),
+        })
+    }
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .merge(discovery::routes())
+        .merge(faults::admin_routes())
+        .route("/api/v1/{*rest}", any(handlers::api_v1))
+        .fallback(|| async { ApiError::no_such_resource().into_response() })
+        .layer(axum::middleware::from_fn_with_state(
+            state.clone(),
+            faults::gate,
+        ))
+        .with_state(state)
+}
+
+/// A running server. Dropping it stops the server.
+pub struct ApiServerHandle {
+    state: Arc<AppState>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl std::fmt::Debug for ApiServerHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiServerHandle")
+            .field("addr", &self.state.addr)
+            .finish()
+    }
+}
+
+impl ApiServerHandle {
+    /// Base URL, e.g. `http://127.0.0.1:41234`.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.state.addr)
+    }
+
+    /// The bound socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.state.addr
+    }
+
+    /// Direct access to the store (create/update/delete without HTTP).
+    pub fn store(&self) -> &Store {
+        &self.state.store
+    }
+
+    /// The current global resourceVersion.
+    pub fn resource_version(&self) -> u64 {
+        self.state.store.current_rv()
+    }
+
+    /// Ends every open watch stream; clients must re-watch.
+    pub fn drop_watches(&self) {
+        self.state.faults.drop_watches();
+    }
+
+    /// Forgets all history: watches from any older version get 410.
+    pub fn expire_history(&self) {
+        self.state.store.expire_history();
+    }
+
+    /// Number of watch streams currently open.
+    pub fn open_watches(&self) -> usize {
+        self.state.faults.open_watches()
+    }
+
+    /// Waits until exactly `n` watch streams are open (wrap in a timeout).
+    pub async fn wait_for_open_watches(&self, n: usize) {
+        self.state.faults.wait_open_watches(n).await;
+    }
+
+    /// Makes requests (and watch event delivery) hang until [`Self::resume`].
+    pub fn pause(&self) {
+        self.state.faults.set_pause(PauseMode::Hang);
+    }
+
+    /// Makes requests fail with 503 until [`Self::resume`].
+    pub fn pause_unavailable(&self) {
+        self.state.faults.set_pause(PauseMode::Unavailable);
+    }
+
+    /// Serves normally again.
+    pub fn resume(&self) {
+        self.state.faults.set_pause(PauseMode::Running);
+    }
+
+    /// Stops serving and waits until the server task has finished.
+    pub async fn shutdown(mut self) {
+        self.state.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            // A panicked or cancelled server task has stopped all the same.
+            let _ = task.await;
+        }
+    }
+
+    /// Waits until the server stops (for the binary: after `shutdown`).
+    pub async fn stopped(&self) {
+        self.state.shutdown.cancelled().await;
+    }
+
+    /// Asks the server to stop without waiting.
+    pub fn stop(&self) {
+        self.state.shutdown.cancel();
+    }
+}
+
+impl Drop for ApiServerHandle {
+    fn drop(&mut self) {
+        self.state.shutdown.cancel();
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}

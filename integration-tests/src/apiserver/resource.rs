@@ -1,0 +1,250 @@
+//! The resource types the server knows, and their per-type rules.
+//!
+//! [`ResourceKind`] names each served core/v1 resource (plural, kind, scope,
+//! short names) and owns the type-specific parts of a write: validating a body
+//! by deserializing it into the k8s-openapi type, filling in the defaults the
+//! real API server applies, and which parts are the `status` subresource.
+
+use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+use serde_json::{json, Value};
+
+use super::status::ApiError;
+
+/// A core/v1 resource served by the test server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ResourceKind {
+    /// `namespaces` (cluster scoped).
+    Namespace,
+    /// `services`.
+    Service,
+    /// `endpoints`.
+    Endpoints,
+    /// `pods`.
+    Pod,
+}
+
+impl ResourceKind {
+    /// All served resources, in discovery order.
+    pub const ALL: [ResourceKind; 4] = [Self::Namespace, Self::Service, Self::Endpoints, Self::Pod];
+
+    /// The URL plural, e.g. `services`.
+    pub fn plural(self) -> &'static str {
+        match self {
+            Self::Namespace => "namespaces",
+            Self::Service => "services",
+            Self::Endpoints => "endpoints",
+            Self::Pod => "pods",
+        }
+    }
+
+    /// The lowercase singular name used in discovery.
+    pub fn singular(self) -> &'static str {
+        match self {
+            Self::Namespace => "namespace",
+            Self::Service => "service",
+            Self::Endpoints => "endpoints",
+            Self::Pod => "pod",
+        }
+    }
+
+    /// The `kind` field value.
+    pub fn kind(self) -> &'static str {
+        match self {
+            Self::Namespace => "Namespace",
+            Self::Service => "Service",
+            Self::Endpoints => "Endpoints",
+            Self::Pod => "Pod",
+        }
+    }
+
+    /// Short names advertised in discovery (what `kubectl get svc` resolves).
+    pub fn short_names(self) -> &'static [&'static str] {
+        match self {
+            Self::Namespace => &["ns"],
+            Self::Service => &["svc"],
+            Self::Endpoints => &["ep"],
+            Self::Pod => &["po"],
+        }
+    }
+
+    /// Whether objects of this kind live in a namespace.
+    pub fn namespaced(self) -> bool {
+        !matches!(self, Self::Namespace)
+    }
+
+    /// Whether the resource has a `status` subresource.
+    pub fn has_status(self) -> bool {
+        !matches!(self, Self::Endpoints)
+    }
+
+    /// Whether a PUT to a missing object creates it (true for endpoints only).
+    pub fn create_on_update(self) -> bool {
+        matches!(self, Self::Endpoints)
+    }
+
+    /// Looks a resource up by URL plural.
+    pub fn from_plural(plural: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.plural() == plural)
+    }
+
+    /// Looks a resource up by `kind` (used by seeding).
+    pub fn from_kind(kind: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|k| k.kind() == kind)
+    }
+
+    /// Validates `body` as this kind and returns its normalized JSON form.
+    ///
+    /// Missing `apiVersion`/`kind` are filled in (as the server does from the
+    /// URL); wrong ones, unknown enum values, wrong field types and the like
+    /// are a 400 BadRequest, just as a decode failure is on the real server.
+    pub fn decode(self, mut body: Value) -> Result<Value, ApiError> {
+        let Some(obj) = body.as_object_mut() else {
+            return Err(ApiError::bad_request(
+                "the request body must be a JSON object",
+            ));
+        };
+        obj.entry("apiVersion").or_insert_with(|| json!("v1"));
+        obj.entry("kind").or_insert_with(|| json!(self.kind()));
+        let api_version = obj
+            .get("apiVersion")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
+        if api_version != "v1" || kind != self.kind() {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({api_version}) and kind ({kind}) do not match the resource v1 {} ",
+                self.kind()
+            )));
+        }
+        match self {
+            Self::Namespace => roundtrip::<Namespace>(body),
+            Self::Service => roundtrip::<Service>(body),
+            Self::Endpoints => roundtrip::<Endpoints>(body),
+            Self::Pod => roundtrip::<Pod>(body),
+        }
+    }
+
+    /// Applies the defaults kube-apiserver sets on create.
+    pub fn apply_create_defaults(self, obj: &mut Value) {
+        match self {
+            Self::Namespace => {
+                let name = obj["metadata"]["name"].clone();
+                obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = name;
+                obj["spec"] = json!({ "finalizers": ["kubernetes"] });
+                obj["status"] = json!({ "phase": "Active" });
+            }
+            Self::Service => default_service(obj),
+            Self::Endpoints => {}
+            Self::Pod => default_pod(obj),
+        }
+    }
+
+    /// Resets the status a client sent on create, as the real server does.
+    pub fn reset_status_on_create(self, obj: &mut Value) {
+        match self {
+            Self::Service => obj["status"] = json!({ "loadBalancer": {} }),
+            Self::Pod => obj["status"] = json!({ "phase": "Pending", "qosClass": "BestEffort" }),
+            Self::Namespace | Self::Endpoints => {}
+        }
+    }
+
+    /// Checks a name the way the real server does for this kind.
+    pub fn validate_name(self, name: &str) -> Result<(), String> {
+        let label = |s: &str| {
+            !s.is_empty()
+                && s.len() <= 63
+                && s.bytes()
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                && !s.starts_with('-')
+                && !s.ends_with('-')
+        };
+        let ok = match self {
+            // DNS-1035 label for services, DNS-1123 label for namespaces.
+            Self::Service => label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
+            Self::Namespace => label(name),
+            // DNS-1123 subdomain for the rest.
+            Self::Endpoints | Self::Pod => name.len() <= 253 && name.split('.').all(label),
+        };
+        if ok {
+            Ok(())
+        } else {
+            Err(format!(
+                "metadata.name: Invalid value: \"{name}\": a lowercase RFC 1123 name must consist of lower case alphanumeric characters or '-', and must start and end with an alphanumeric character"
+            ))
+        }
+    }
+}
+
+fn roundtrip<T: DeserializeOwned + Serialize>(body: Value) -> Result<Value, ApiError> {
+    let typed: T = serde_json::from_value(body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}")))?;
+    serde_json::to_value(typed)
+        .map_err(|e| ApiError::bad_request(format!("error encoding object: {e}")))
+}
+
+fn default_service(obj: &mut Value) {
+    let spec = &mut obj["spec"];
+    if !spec.is_object() {
+        *spec = json!({});
+    }
+    for (field, value) in [
+        ("type", "ClusterIP"),
+        ("sessionAffinity", "None"),
+        ("internalTrafficPolicy", "Cluster"),
+        ("ipFamilyPolicy", "SingleStack"),
+    ] {
+        if spec.get(field).is_none() {
+            spec[field] = json!(value);
+        }
+    }
+    if spec.get("ipFamilies").is_none() {
+        spec["ipFamilies"] = json!(["IPv4"]);
+    }
+    if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
+        for port in ports {
+            if port.get("protocol").is_none() {
+                port["protocol"] = json!("TCP");
+            }
+            if port.get("targetPort").is_none() {
+                port["targetPort"] = port["port"].clone();
+            }
+        }
+    }
+}
+
+fn default_pod(obj: &mut Value) {
+    let spec = &mut obj["spec"];
+    if !spec.is_object() {
+        *spec = json!({ "containers": [] });
+    }
+    for (field, value) in [
+        ("restartPolicy", json!("Always")),
+        ("dnsPolicy", json!("ClusterFirst")),
+        ("schedulerName", json!("default-scheduler")),
+        ("terminationGracePeriodSeconds", json!(30)),
+        ("securityContext", json!({})),
+    ] {
+        if spec.get(field).is_none() {
+            spec[field] = value;
+        }
+    }
+}
+
+/// Splits an object into (status, rest) so status updates can be applied
+/// separately from spec/metadata updates.
+pub(crate) fn status_of(obj: &Value) -> Value {
+    obj.get("status").cloned().unwrap_or(Value::Null)
+}
+
+/// Replaces (or removes, for `Null`) the `status` field of `obj`.
+pub(crate) fn set_status(obj: &mut Value, status: Value) {
+    if let Some(map) = obj.as_object_mut() {
+        if status.is_null() {
+            map.remove("status");
+        } else {
+            map.insert("status".into(), status);
+        }
+    }
+}

@@ -1,0 +1,179 @@
+//! Label and field selectors for list and watch.
+//!
+//! Parses `labelSelector` (equality and set-based: `a=b`, `a==b`, `a!=b`,
+//! `a`, `!a`, `a in (x,y)`, `a notin (x,y)`) and `fieldSelector` (`path=v`,
+//! `path==v`, `path!=v`, where `path` is a dotted JSON path such as
+//! `metadata.name`, `metadata.namespace`, `spec.nodeName`, `status.phase`),
+//! and matches them against stored objects.
+
+use serde_json::Value;
+
+use super::status::ApiError;
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Requirement {
+    Equals(String, String),
+    NotEquals(String, String),
+    Exists(String),
+    NotExists(String),
+    In(String, Vec<String>),
+    NotIn(String, Vec<String>),
+}
+
+/// A parsed label selector plus field selector; empty matches everything.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub(crate) struct Selector {
+    labels: Vec<Requirement>,
+    fields: Vec<Requirement>,
+}
+
+impl Selector {
+    /// Parses the two query parameters (either may be absent or empty).
+    pub(crate) fn parse(
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Result<Self, ApiError> {
+        let labels = parse_terms(label_selector.unwrap_or_default(), true)
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = parse_terms(field_selector.unwrap_or_default(), false)
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        Ok(Self { labels, fields })
+    }
+
+    /// Whether `obj` satisfies every requirement.
+    pub(crate) fn matches(&self, obj: &Value) -> bool {
+        let labels = &obj["metadata"]["labels"];
+        let label = |k: &str| labels.get(k).and_then(Value::as_str).map(str::to_string);
+        let field = |path: &str| field_value(obj, path);
+        self.labels.iter().all(|r| eval(r, label)) && self.fields.iter().all(|r| eval(r, field))
+    }
+}
+
+fn eval(req: &Requirement, lookup: impl Fn(&str) -> Option<String>) -> bool {
+    match req {
+        Requirement::Equals(k, v) => lookup(k).as_deref() == Some(v.as_str()),
+        Requirement::NotEquals(k, v) => lookup(k).as_deref() != Some(v.as_str()),
+        Requirement::Exists(k) => lookup(k).is_some(),
+        Requirement::NotExists(k) => lookup(k).is_none(),
+        Requirement::In(k, vs) => lookup(k).is_some_and(|v| vs.contains(&v)),
+        Requirement::NotIn(k, vs) => lookup(k).is_none_or(|v| !vs.contains(&v)),
+    }
+}
+
+/// Resolves a dotted field path to its string form; missing fields read as "".
+fn field_value(obj: &Value, path: &str) -> Option<String> {
+    let mut cur = obj;
+    for part in path.split('.') {
+        cur = match cur.get(part) {
+            Some(v) => v,
+            None => return Some(String::new()),
+        };
+    }
+    Some(match cur {
+        Value::String(s) => s.clone(),
+        Value::Null => String::new(),
+        other => other.to_string(),
+    })
+}
+
+/// Splits on commas that are not inside parentheses.
+fn split_terms(s: &str) -> Vec<&str> {
+    let mut out = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in s.char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => depth -= 1,
+            ',' if depth == 0 => {
+                out.push(&s[start..i]);
+                start = i + 1;
+            }
+            _ => {}
+        }
+    }
+    out.push(&s[start..]);
+    out
+}
+
+fn parse_terms(s: &str, set_based: bool) -> Result<Vec<Requirement>, String> {
+    if s.trim().is_empty() {
+        return Ok(Vec::new());
+    }
+    split_terms(s)
+        .into_iter()
+        .map(|t| parse_term(t.trim(), set_based))
+        .collect()
+}
+
+fn parse_term(t: &str, set_based: bool) -> Result<Requirement, String> {
+    let key = |k: &str| -> Result<String, String> {
+        let k = k.trim();
+        if k.is_empty() || k.contains(char::is_whitespace) {
+            Err(format!("invalid key in {t:?}"))
+        } else {
+            Ok(k.to_string())
+        }
+    };
+    if let Some((k, v)) = t.split_once("!=") {
+        return Ok(Requirement::NotEquals(key(k)?, v.trim().to_string()));
+    }
+    if let Some((k, v)) = t.split_once("==").or_else(|| t.split_once('=')) {
+        return Ok(Requirement::Equals(key(k)?, v.trim().to_string()));
+    }
+    if !set_based {
+        return Err(format!("invalid selector: '{t}'; can't understand '{t}'"));
+    }
+    for (op, negate) in [(" notin ", true), (" in ", false)] {
+        if let Some((k, rest)) = t.split_once(op) {
+            let rest = rest.trim();
+            let inner = rest
+                .strip_prefix('(')
+                .and_then(|r| r.strip_suffix(')'))
+                .ok_or_else(|| format!("expected parenthesised values in {t:?}"))?;
+            let values = inner.split(',').map(|v| v.trim().to_string()).collect();
+            return Ok(if negate {
+                Requirement::NotIn(key(k)?, values)
+            } else {
+                Requirement::In(key(k)?, values)
+            });
+        }
+    }
+    match t.strip_prefix('!') {
+        Some(k) => Ok(Requirement::NotExists(key(k)?)),
+        None => Ok(Requirement::Exists(key(t)?)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn obj() -> Value {
+        json!({"metadata": {"name": "web", "namespace": "default", "labels": {"app": "web", "tier": "fe"}},
+               "status": {"phase": "Running"}})
+    }
+
+    #[test]
+    fn label_selectors() {
+        let m = |l: &str| Selector::parse(Some(l), None).map(|s| s.matches(&obj()));
+        assert_eq!(m("app=web"), Ok(true));
+        assert_eq!(m("app==web,tier!=be"), Ok(true));
+        assert_eq!(m("app in (web, api),tier"), Ok(true));
+        assert_eq!(m("app notin (web)"), Ok(false));
+        assert_eq!(m("!missing"), Ok(true));
+        assert_eq!(m("missing"), Ok(false));
+    }
+
+    #[test]
+    fn field_selectors() {
+        let m = |f: &str| Selector::parse(None, Some(f)).map(|s| s.matches(&obj()));
+        assert_eq!(m("metadata.name=web"), Ok(true));
+        assert_eq!(m("metadata.name=other"), Ok(false));
+        assert_eq!(
+            m("metadata.namespace!=kube-system,status.phase=Running"),
+            Ok(true)
+        );
+        assert!(m("metadata.name").is_err());
+    }
+}

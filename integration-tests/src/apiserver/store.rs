@@ -1,0 +1,370 @@
+//! The in-memory object store: objects, the global resourceVersion, writes.
+//!
+//! All state sits behind one mutex: the objects (validated k8s-openapi objects
+//! in their JSON form), the global monotonically increasing resourceVersion,
+//! the bounded [`History`], and the cluster IP pool. Every write bumps the
+//! version, records a [`StoredEvent`] and broadcasts it while still holding
+//! the lock, so watchers see writes in version order with no gaps between a
+//! replay and the live feed.
+
+use std::collections::BTreeMap;
+use std::hash::{BuildHasher, RandomState};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use serde_json::{json, Value};
+use tokio::sync::broadcast;
+
+use super::history::{EventType, History, Key, StoredEvent};
+use super::ipalloc::{IpAllocator, Ipv4Cidr};
+use super::resource::{set_status, status_of, ResourceKind};
+use super::status::ApiError;
+use super::writes;
+
+/// Namespaces the real API server always creates.
+pub(crate) const SYSTEM_NAMESPACES: [&str; 4] =
+    ["default", "kube-system", "kube-public", "kube-node-lease"];
+
+/// Capacity of the live event broadcast; a watcher lagging further than this
+/// is disconnected and resumes from history, as with a real server.
+const BROADCAST_CAPACITY: usize = 4096;
+
+pub(crate) struct Inner {
+    pub(crate) rv: u64,
+    pub(crate) objects: BTreeMap<Key, Value>,
+    pub(crate) history: History,
+    pub(crate) ips: IpAllocator,
+}
+
+/// The store shared by all request handlers.
+pub struct Store {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Arc<StoredEvent>>,
+}
+
+/// Where a watch starts: the events to send first, then the live feed.
+pub(crate) struct WatchStart {
+    /// The store version the replay/initial state corresponds to.
+    pub rv: u64,
+    /// Events to send before live ones (replay, or synthetic ADDED).
+    pub initial: Vec<StoredEvent>,
+    /// Live events after `rv`.
+    pub live: broadcast::Receiver<Arc<StoredEvent>>,
+}
+
+/// Preconditions a DELETE may carry.
+#[derive(Debug, Default, Clone)]
+pub struct Preconditions {
+    /// Required `metadata.uid`.
+    pub uid: Option<String>,
+    /// Required `metadata.resourceVersion`.
+    pub resource_version: Option<String>,
+}
+
+impl Store {
+    /// An empty store (plus the system namespaces).
+    pub fn new(cidr: Ipv4Cidr, history: usize) -> Self {
+        let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
+        let store = Self {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                objects: BTreeMap::new(),
+                history: History::new(history),
+                ips: IpAllocator::new(cidr),
+            }),
+            events,
+        };
+        for ns in SYSTEM_NAMESPACES {
+            // Cannot fail on an empty store; ignore to keep construction infallible.
+            let _ = store.create(
+                ResourceKind::Namespace,
+                None,
+                json!({"metadata": {"name": ns}}),
+                false,
+            );
+        }
+        store
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The current global resourceVersion.
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        event_type: EventType,
+        key: Key,
+        mut object: Value,
+        prev: Option<Value>,
+    ) -> Value {
+        inner.rv += 1;
+        let rv = inner.rv;
+        object["metadata"]["resourceVersion"] = json!(rv.to_string());
+        if event_type == EventType::Deleted {
+            inner.objects.remove(&key);
+        } else {
+            inner.objects.insert(key.clone(), object.clone());
+        }
+        let event = StoredEvent {
+            rv,
+            event_type,
+            key,
+            object: object.clone(),
+            prev,
+        };
+        inner.history.push(event.clone());
+        // No receivers is fine: nobody is watching.
+        let _ = self.events.send(Arc::new(event));
+        object
+    }
+
+    /// Reads one object.
+    pub fn get(&self, key: &Key) -> Result<Value, ApiError> {
+        self.lock()
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(key.kind.plural(), &key.name))
+    }
+
+    /// Creates an object from a client body. `keep_status` keeps the body's
+    /// status (used by seeding; API creates reset it like the real server).
+    pub fn create(
+        &self,
+        kind: ResourceKind,
+        namespace: Option<&str>,
+        body: Value,
+        keep_status: bool,
+    ) -> Result<Value, ApiError> {
+        let mut obj = kind.decode(body)?;
+        let mut inner = self.lock();
+        let key = writes::prepare_create(&mut inner, kind, namespace, &mut obj, keep_status)?;
+        Ok(self.commit(&mut inner, EventType::Added, key, obj, None))
+    }
+
+    /// Replaces an object (PUT). With `status_only`, only `status` changes.
+    /// Returns the stored object and whether it was created.
+    pub fn update(
+        &self,
+        key: &Key,
+        body: Value,
+        status_only: bool,
+    ) -> Result<(Value, bool), ApiError> {
+        let mut obj = key.kind.decode(body)?;
+        writes::check_identity(key, &mut obj)?;
+        let mut inner = self.lock();
+        let Some(old) = inner.objects.get(key).cloned() else {
+            if key.kind.create_on_update() && !status_only {
+                let ns = key.kind.namespaced().then_some(key.namespace.as_str());
+                let key = writes::prepare_create(&mut inner, key.kind, ns, &mut obj, false)?;
+                return Ok((
+                    self.commit(&mut inner, EventType::Added, key, obj, None),
+                    true,
+                ));
+            }
+            return Err(ApiError::not_found(key.kind.plural(), &key.name));
+        };
+        let sent_rv = obj["metadata"]["resourceVersion"]
+            .as_str()
+            .unwrap_or_default();
+        if !sent_rv.is_empty() && Some(sent_rv) != old["metadata"]["resourceVersion"].as_str() {
+            return Err(ApiError::stale(key.kind.plural(), &key.name));
+        }
+        let new = if status_only {
+            let mut new = old.clone();
+            set_status(&mut new, status_of(&obj));
+            new
+        } else {
+            writes::prepare_update(&mut inner, key, &old, obj)?
+        };
+        if new == old {
+            return Ok((old, false));
+        }
+        Ok((
+            self.commit(&mut inner, EventType::Modified, key.clone(), new, Some(old)),
+            false,
+        ))
+    }
+
+    /// Deletes an object (cascading through a namespace's contents) and
+    /// returns its final state.
+    pub fn delete(&self, key: &Key, pre: &Preconditions) -> Result<Value, ApiError> {
+        let mut inner = self.lock();
+        let old = inner
+            .objects
+            .get(key)
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(key.kind.plural(), &key.name))?;
+        let (plural, name) = (key.kind.plural(), key.name.as_str());
+        if let Some(uid) = pre
+            .uid
+            .as_deref()
+            .filter(|u| Some(*u) != old["metadata"]["uid"].as_str())
+        {
+            let why = format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                old["metadata"]["uid"].as_str().unwrap_or_default()
+            );
+            return Err(ApiError::conflict(plural, name, &why));
+        }
+        if let Some(rv) = pre
+            .resource_version
+            .as_deref()
+            .filter(|rv| Some(*rv) != old["metadata"]["resourceVersion"].as_str())
+        {
+            let why = format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                old["metadata"]["resourceVersion"].as_str().unwrap_or_default()
+            );
+            return Err(ApiError::conflict(plural, name, &why));
+        }
+        if key.kind == ResourceKind::Namespace {
+            if SYSTEM_NAMESPACES[..3].contains(&name) {
+                return Err(ApiError::forbidden(
+                    plural,
+                    name,
+                    "this namespace may not be deleted",
+                ));
+            }
+            let contents: Vec<(Key, Value)> = inner
+                .objects
+                .iter()
+                .filter(|(k, _)| k.kind.namespaced() && k.namespace == key.name)
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            for (k, v) in contents {
+                writes::release(&mut inner, &k, &v);
+                self.commit(&mut inner, EventType::Deleted, k, v.clone(), Some(v));
+            }
+        }
+        writes::release(&mut inner, key, &old);
+        Ok(self.commit(
+            &mut inner,
+            EventType::Deleted,
+            key.clone(),
+            old.clone(),
+            Some(old),
+        ))
+    }
+
+    /// Objects of `kind` (optionally in one namespace), sorted by key, as of
+    /// `at` (None: now). Returns them with the version they reflect.
+    pub fn list(
+        &self,
+        kind: ResourceKind,
+        namespace: Option<&str>,
+        at: Option<u64>,
+    ) -> Result<(Vec<(Key, Value)>, u64), ApiError> {
+        let inner = self.lock();
+        let in_scope = |k: &Key| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns);
+        let mut objects: BTreeMap<Key, Value> = inner
+            .objects
+            .iter()
+            .filter(|(k, _)| k.kind == kind)
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let rv = match at {
+            Some(at) if at < inner.rv => {
+                if !inner.history.covers(at) {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {at} ({})",
+                        inner.history.compacted_rv()
+                    )));
+                }
+                inner.history.rewind(kind, &mut objects, at);
+                at
+            }
+            _ => inner.rv,
+        };
+        Ok((
+            objects.into_iter().filter(|(k, _)| in_scope(k)).collect(),
+            rv,
+        ))
+    }
+
+    /// Starts a watch of `kind`. With `from = Some(rv)`, replays newer events
+    /// from history (410 Expired if compacted away); with `None`, starts with
+    /// synthetic ADDED events for every current object.
+    pub(crate) fn watch(
+        &self,
+        kind: ResourceKind,
+        from: Option<u64>,
+    ) -> Result<WatchStart, ApiError> {
+        let inner = self.lock();
+        let initial = match from {
+            Some(from) => {
+                if !inner.history.covers(from) {
+                    return Err(ApiError::expired(format!(
+                        "too old resource version: {from} ({})",
+                        inner.history.compacted_rv()
+                    )));
+                }
+                inner
+                    .history
+                    .since(from)
+                    .filter(|e| e.key.kind == kind)
+                    .cloned()
+                    .collect()
+            }
+            None => inner
+                .objects
+                .iter()
+                .filter(|(k, _)| k.kind == kind)
+                .map(|(k, v)| StoredEvent {
+                    rv: inner.rv,
+                    event_type: EventType::Added,
+                    key: k.clone(),
+                    object: v.clone(),
+                    prev: None,
+                })
+                .collect(),
+        };
+        Ok(WatchStart {
+            rv: inner.rv,
+            initial,
+            live: self.events.subscribe(),
+        })
+    }
+
+    /// Compacts the whole history: any watch or continue token from an older
+    /// version now gets 410 Expired.
+    pub fn expire_history(&self) {
+        let mut inner = self.lock();
+        let rv = inner.rv;
+        inner.history.compact_to(rv);
+    }
+
+    /// Creates a fresh timestamp in the API's format.
+    pub fn now() -> Value {
+        serde_json::to_value(Time(now_timestamp())).unwrap_or(Value::Null)
+    }
+
+    /// A random RFC 4122-shaped UID.
+    pub fn new_uid() -> String {
+        let a = RandomState::new().hash_one(0u8);
+        let b = RandomState::new().hash_one(1u8);
+        format!(
+            "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+            a >> 32,
+            (a >> 16) & 0xffff,
+            a & 0xfff,
+            b >> 52,
+            b & 0xffff_ffff_ffff
+        )
+    }
+}
+
+/// The current time, to the second.
+pub(crate) fn now_timestamp() -> k8s_openapi::jiff::Timestamp {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    k8s_openapi::jiff::Timestamp::from_second(i64::try_from(secs).unwrap_or(i64::MAX))
+        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}

@@ -1,0 +1,9 @@
+//! Integration-test harnesses for the kube-dns workspace.
+//!
+//! - [`apiserver`]: an in-memory Kubernetes core/v1 API server (services,
+//!   endpoints, pods, namespaces) with real list/watch semantics, used by the
+//!   kube2sky tests, by kubectl-driven tests and by the local demo.
+//! - [`etcd`]: a harness that runs a real etcd for the skydns tests.
+
+pub mod apiserver;
+pub mod etcd;

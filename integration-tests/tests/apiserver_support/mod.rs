@@ -1,0 +1,83 @@
+//! Shared helpers for the `apiserver_*` tests: starting a server, building
+//! kube clients for it, and awaiting with a deadline instead of sleeping.
+
+#![allow(dead_code, unreachable_pub)]
+
+use std::future::Future;
+use std::time::Duration;
+
+use integration_tests::apiserver::{ApiServer, ApiServerHandle, Config};
+use k8s_openapi::api::core::v1::Service;
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::Client;
+use serde_json::json;
+
+/// Upper bound for anything a test waits on.
+pub const WAIT: Duration = Duration::from_secs(15);
+
+/// Starts a server with the given config (port 0 unless set).
+pub async fn start(config: Config) -> ApiServerHandle {
+    ApiServer::start(config).await.expect("start api server")
+}
+
+/// Starts a server with default settings and fast bookmarks.
+pub async fn start_default() -> ApiServerHandle {
+    start(Config {
+        bookmark_interval: Duration::from_millis(200),
+        ..Config::default()
+    })
+    .await
+}
+
+/// A kube client for `server`, optionally with a bearer token, built from a
+/// kubeconfig document so nothing on the machine is read.
+pub async fn client_with_token(server: &ApiServerHandle, token: Option<&str>) -> Client {
+    client_with(server, token, true).await
+}
+
+/// A kube client for `server`; `retry: false` turns off kube's default
+/// retrying of 429/503/504 so tests can observe those codes directly.
+pub async fn client_with(server: &ApiServerHandle, token: Option<&str>, retry: bool) -> Client {
+    let user = match token {
+        Some(t) => json!({ "name": "test", "user": { "token": t } }),
+        None => json!({ "name": "test", "user": {} }),
+    };
+    let kubeconfig = json!({
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{ "name": "test", "cluster": { "server": server.url() } }],
+        "users": [user],
+        "contexts": [{ "name": "test", "context": { "cluster": "test", "user": "test", "namespace": "default" } }],
+        "current-context": "test",
+    });
+    let kubeconfig = Kubeconfig::from_yaml(&kubeconfig.to_string()).expect("kubeconfig");
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+            .await
+            .expect("kube config");
+    config.default_retry = retry;
+    Client::try_from(config).expect("kube client")
+}
+
+/// A kube client for `server` without credentials.
+pub async fn client(server: &ApiServerHandle) -> Client {
+    client_with_token(server, None).await
+}
+
+/// Awaits `fut`, failing the test with `what` if it takes longer than [`WAIT`].
+pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
+    tokio::time::timeout(WAIT, fut)
+        .await
+        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+}
+
+/// A ClusterIP Service named `name` with one TCP port.
+pub fn service(name: &str, port: i32) -> Service {
+    serde_json::from_value(json!({
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": { "name": name },
+        "spec": { "ports": [{ "name": "http", "port": port }] },
+    }))
+    .expect("service")
+}

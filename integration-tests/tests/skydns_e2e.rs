@@ -1,0 +1,295 @@
+//! skydns end to end: a real etcd, the records of reference kube2sky.md §9
+//! written with `etcdctl`, skydns running in-process on a free port, and
+//! `dig` as the client.
+
+mod skydns_support;
+
+use integration_tests::etcd::Etcd;
+use skydns_support::SkyDns;
+use std::time::{Duration, Instant};
+
+const RECORDS: &[(&str, &str)] = &[
+    (
+        "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
+        r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
+        r#"{"host":"kubernetes.default.svc.cluster.local.","port":443,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/kube-system/kube-dns/21172049",
+        r#"{"host":"10.0.0.10","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/kube-system/kube-dns/_udp/_dns/21172049",
+        r#"{"host":"kube-dns.kube-system.svc.cluster.local.","port":53,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/kube-system/kube-dns/_tcp/_dns-tcp/21172049",
+        r#"{"host":"kube-dns.kube-system.svc.cluster.local.","port":53,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/pod/default/1-2-3-4/ad70cf0f",
+        r#"{"host":"1.2.3.4","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/arpa/in-addr/10/0/0/1",
+        r#"{"host":"kubernetes.default.svc.cluster.local.","ttl":30}"#,
+    ),
+];
+
+fn seeded_etcd() -> Etcd {
+    let etcd = Etcd::start().unwrap();
+    for (k, v) in RECORDS {
+        etcd.put(k, v).unwrap();
+    }
+    etcd
+}
+
+const SOA: &str = "cluster.local. 60 IN SOA ns.dns.cluster.local. hostmaster.skydns.local.";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dig_gets_the_reference_answers() {
+    let etcd = seeded_etcd();
+    let dns = SkyDns::start(&etcd, &[]).await;
+
+    let r = dns
+        .dig(&["kubernetes.default.svc.cluster.local", "A"])
+        .await;
+    assert_eq!(r.status, "NOERROR");
+    assert!(
+        r.flags.contains(&"aa".into()) && r.flags.contains(&"ra".into()),
+        "{r:?}"
+    );
+    assert_eq!(
+        r.answer,
+        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
+    );
+
+    let r = dns
+        .dig(&["_https._tcp.kubernetes.default.svc.cluster.local", "SRV"])
+        .await;
+    assert_eq!(r.answer, ["_https._tcp.kubernetes.default.svc.cluster.local. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."]);
+    assert_eq!(
+        r.additional,
+        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
+    );
+
+    let r = dns
+        .dig(&["kubernetes.default.svc.cluster.local", "SRV"])
+        .await;
+    assert_eq!(r.answer, ["kubernetes.default.svc.cluster.local. 30 IN SRV 10 100 0 c88f1059.kubernetes.default.svc.cluster.local."]);
+    assert_eq!(
+        r.additional,
+        ["c88f1059.kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
+    );
+
+    for (name, qtype) in [
+        ("kubernetes.default.svc.cluster.local", "AAAA"),
+        ("kubernetes.default.svc.cluster.local", "TXT"),
+    ] {
+        let r = dns.dig(&[name, qtype]).await;
+        assert_eq!(r.status, "NOERROR", "{qtype}");
+        assert!(r.answer.is_empty(), "{qtype}: {r:?}");
+        assert!(r.authority[0].starts_with(SOA), "{qtype}: {r:?}");
+    }
+
+    let r = dns.dig(&["nosuch.default.svc.cluster.local", "A"]).await;
+    assert_eq!(r.status, "NXDOMAIN");
+    assert!(r.flags.contains(&"aa".into()));
+    assert!(
+        r.authority[0].starts_with(SOA) && r.authority[0].ends_with("28800 7200 604800 60"),
+        "{r:?}"
+    );
+
+    let r = dns.dig(&["1-2-3-4.default.pod.cluster.local", "A"]).await;
+    assert_eq!(
+        r.answer,
+        ["1-2-3-4.default.pod.cluster.local. 30 IN A 1.2.3.4"]
+    );
+
+    let r = dns.dig(&["cluster.local", "SOA"]).await;
+    assert!(
+        r.answer[0].starts_with(
+            "cluster.local. 3600 IN SOA ns.dns.cluster.local. hostmaster.skydns.local."
+        ),
+        "{r:?}"
+    );
+
+    assert_eq!(dns.dig(&["cluster.local", "NS"]).await.status, "NXDOMAIN");
+
+    let r = dns.dig(&["default.svc.cluster.local", "A"]).await;
+    assert_eq!(r.answer, ["default.svc.cluster.local. 30 IN A 10.0.0.1"]);
+    let r = dns.dig(&["*.kube-system.svc.cluster.local", "A"]).await;
+    assert_eq!(
+        r.answer,
+        ["*.kube-system.svc.cluster.local. 30 IN A 10.0.0.10"]
+    );
+
+    let r = dns.dig(&["-x", "10.0.0.1"]).await;
+    assert_eq!(
+        r.answer,
+        ["1.0.0.10.in-addr.arpa. 30 IN PTR kubernetes.default.svc.cluster.local."]
+    );
+    assert!(
+        !r.flags.contains(&"aa".into()),
+        "PTR is not authoritative: {r:?}"
+    );
+
+    let r = dns.dig(&["foo.", "A"]).await;
+    assert_eq!(r.status, "SERVFAIL");
+    assert_eq!(
+        dns.dig(&["kubernetes.default.svc.cluster.local", "ANY"])
+            .await
+            .status,
+        "REFUSED"
+    );
+
+    let r = dns
+        .dig(&["+tcp", "kubernetes.default.svc.cluster.local", "A"])
+        .await;
+    assert_eq!(
+        r.answer,
+        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
+    );
+    let r = dns
+        .dig(&[
+            "+edns=0",
+            "+bufsize=4096",
+            "kubernetes.default.svc.cluster.local",
+            "A",
+        ])
+        .await;
+    assert_eq!(r.answer.len(), 1);
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcd_changes_show_up_within_a_second() {
+    let etcd = seeded_etcd();
+    let dns = SkyDns::start(&etcd, &[]).await;
+    let key = "/skydns/local/cluster/svc/default/web/0a000005";
+    etcd.put(
+        key,
+        r#"{"host":"10.0.0.5","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    )
+    .unwrap();
+    let start = Instant::now();
+    dns.wait_for("web.default.svc.cluster.local", "A", |r| {
+        r.answer.len() == 1
+    })
+    .await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "put took {:?}",
+        start.elapsed()
+    );
+
+    etcd.del(key).unwrap();
+    let start = Instant::now();
+    dns.wait_for("web.default.svc.cluster.local", "A", |r| {
+        r.status == "NXDOMAIN"
+    })
+    .await;
+    assert!(
+        start.elapsed() < Duration::from_secs(1),
+        "delete took {:?}",
+        start.elapsed()
+    );
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_value_is_skipped_and_the_rest_still_answers() {
+    let etcd = seeded_etcd();
+    etcd.put("/skydns/local/cluster/svc/default/broken/1", "{not json")
+        .unwrap();
+    etcd.put(
+        "/skydns/local/cluster/svc/default/half/1",
+        r#"{"host":"10.0.0.7"}"#,
+    )
+    .unwrap();
+    etcd.put(
+        "/skydns/local/cluster/svc/default/half/2",
+        r#"{"host":"10.0.0.8","port":"x"}"#,
+    )
+    .unwrap();
+    let dns = SkyDns::start(&etcd, &[]).await;
+    assert_eq!(
+        dns.dig(&["kubernetes.default.svc.cluster.local", "A"])
+            .await
+            .answer
+            .len(),
+        1
+    );
+    assert_eq!(
+        dns.dig(&["broken.default.svc.cluster.local", "A"])
+            .await
+            .status,
+        "NXDOMAIN"
+    );
+    let r = dns.dig(&["half.default.svc.cluster.local", "A"]).await;
+    assert_eq!(
+        r.answer,
+        ["half.default.svc.cluster.local. 3600 IN A 10.0.0.7"]
+    );
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answers_continue_while_etcd_is_down_and_changes_flow_when_it_is_back() {
+    let mut etcd = seeded_etcd();
+    let dns = SkyDns::start(&etcd, &[]).await;
+    etcd.stop();
+    for _ in 0..5 {
+        let r = dns
+            .dig(&["kubernetes.default.svc.cluster.local", "A"])
+            .await;
+        assert_eq!(
+            r.answer,
+            ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
+        );
+    }
+    etcd.restart().unwrap();
+    etcd.put(
+        "/skydns/local/cluster/svc/default/after/1",
+        r#"{"host":"10.0.0.9","ttl":30}"#,
+    )
+    .unwrap();
+    dns.wait_for("after.default.svc.cluster.local", "A", |r| {
+        r.answer.len() == 1
+    })
+    .await;
+
+    // The pod's etcd restarting on an empty emptyDir: skydns follows it.
+    etcd.restart_empty().unwrap();
+    dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
+        r.status == "NXDOMAIN"
+    })
+    .await;
+    etcd.put(RECORDS[0].0, RECORDS[0].1).unwrap();
+    dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
+        r.answer.len() == 1
+    })
+    .await;
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_etcd_config_key_overrides_flags() {
+    let etcd = seeded_etcd();
+    etcd.put(
+        "/skydns/config",
+        r#"{"min_ttl":5,"hostmaster":"dns-admin@example.org"}"#,
+    )
+    .unwrap();
+    let dns = SkyDns::start(&etcd, &[]).await;
+    let r = dns.dig(&["nosuch.default.svc.cluster.local", "A"]).await;
+    assert!(
+        r.authority[0]
+            .starts_with("cluster.local. 5 IN SOA ns.dns.cluster.local. dns-admin.example.org."),
+        "{r:?}"
+    );
+    dns.shutdown().await;
+}

@@ -1,0 +1,277 @@
+//! skydns as a resolver for pods: forwarding to upstream servers (dnsmasq
+//! and a second skydns on loopback), failover, SERVFAIL for dead upstreams,
+//! the response cache, internal lookups, stub zones and /metrics.
+
+mod skydns_support;
+
+use integration_tests::etcd::{free_port, Etcd};
+use skydns_support::{black_hole, Dnsmasq, SkyDns};
+use std::time::{Duration, Instant};
+
+const KUBE: (&str, &str) = (
+    "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
+    r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+);
+
+fn etcd() -> Etcd {
+    let etcd = Etcd::start().unwrap();
+    etcd.put(KUBE.0, KUBE.1).unwrap();
+    etcd
+}
+
+async fn resolver(etcd: &Etcd, extra: &[&str]) -> SkyDns {
+    SkyDns::start_with(
+        etcd,
+        &["-domain=cluster.local.", "-ns-rotate=false"],
+        extra,
+        "kubernetes.default.svc.cluster.local",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn forwards_over_udp_and_tcp_and_relays_nxdomain() {
+    let etcd = etcd();
+    let up = Dnsmasq::start(&[
+        "--address=/www.example.org/192.0.2.10",
+        "--address=/nx.example.org/",
+    ]);
+    let dns = resolver(&etcd, &[&format!("-nameservers=127.0.0.1:{}", up.port)]).await;
+    let r = dns.dig(&["www.example.org", "A"]).await;
+    assert_eq!(r.status, "NOERROR");
+    assert_eq!(r.answer, ["www.example.org. 100 IN A 192.0.2.10"]);
+    let r = dns.dig(&["+tcp", "www.example.org", "A"]).await;
+    assert_eq!(r.answer, ["www.example.org. 100 IN A 192.0.2.10"]);
+    assert_eq!(dns.dig(&["a.nx.example.org", "A"]).await.status, "NXDOMAIN");
+    // Single-label names are never forwarded (ndots 2).
+    let r = dns.dig(&["localhost.", "A"]).await;
+    assert_eq!(r.status, "SERVFAIL");
+    assert!(r.flags.contains(&"ra".into()));
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_rec_never_forwards() {
+    let etcd = etcd();
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let dns = resolver(
+        &etcd,
+        &[&format!("-nameservers=127.0.0.1:{}", up.port), "-no-rec"],
+    )
+    .await;
+    let r = dns.dig(&["www.example.org", "A"]).await;
+    assert_eq!(r.status, "SERVFAIL");
+    assert!(!r.flags.contains(&"ra".into()));
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_upstream_gets_a_prompt_servfail_and_the_next_server_is_tried() {
+    let etcd = etcd();
+    let (_hole, dead) = black_hole();
+    let dns = resolver(
+        &etcd,
+        &[&format!("-nameservers=127.0.0.1:{dead}"), "-rtimeout=300ms"],
+    )
+    .await;
+    let start = Instant::now();
+    let r = dns.dig(&["www.example.org", "A"]).await;
+    let took = start.elapsed();
+    assert_eq!(r.status, "SERVFAIL", "{r:?}");
+    // One server: 2 attempts of 300 ms; dig itself waits 2 s.
+    assert!(took < Duration::from_millis(1800), "SERVFAIL took {took:?}");
+    dns.shutdown().await;
+
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let dns = resolver(
+        &etcd,
+        &[
+            &format!("-nameservers=127.0.0.1:{dead},127.0.0.1:{}", up.port),
+            "-rtimeout=300ms",
+        ],
+    )
+    .await;
+    let r = dns.dig(&["www.example.org", "A"]).await;
+    assert_eq!(
+        r.answer,
+        ["www.example.org. 100 IN A 192.0.2.10"],
+        "failover to the second server"
+    );
+    dns.shutdown().await;
+}
+
+/// A second skydns serving `example.org.` from the same etcd: an upstream
+/// that gives SOAs with its negative answers.
+async fn upstream_skydns(etcd: &Etcd) -> SkyDns {
+    etcd.put(
+        "/skydns/org/example/www/1",
+        r#"{"host":"192.0.2.20","ttl":100}"#,
+    )
+    .unwrap();
+    SkyDns::start_with(
+        etcd,
+        &["-domain=example.org.", "-no-rec"],
+        &[],
+        "www.example.org",
+    )
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_response_cache_counts_ttls_down_and_keeps_negative_answers() {
+    let etcd = etcd();
+    let up = upstream_skydns(&etcd).await;
+    let dns = resolver(
+        &etcd,
+        &[
+            &format!("-nameservers=127.0.0.1:{}", up.port),
+            "-rcache=100",
+        ],
+    )
+    .await;
+    let first = dns.dig(&["www.example.org", "A"]).await;
+    assert_eq!(first.answer, ["www.example.org. 100 IN A 192.0.2.20"]);
+    assert_eq!(
+        dns.dig(&["nosuch.example.org", "A"]).await.status,
+        "NXDOMAIN"
+    );
+    up.shutdown().await;
+    tokio::time::sleep(Duration::from_millis(1100)).await; // let one TTL second pass
+    let cached = dns.dig(&["WWW.Example.org", "A"]).await;
+    assert_eq!(
+        cached.status, "NOERROR",
+        "served from the cache with the upstream gone: {cached:?}"
+    );
+    let ttl: u32 = cached.answer[0].split(' ').nth(1).unwrap().parse().unwrap();
+    assert!(ttl < 100, "TTL counted down: {cached:?}");
+    let negative = dns.dig(&["nosuch.example.org", "A"]).await;
+    assert_eq!(
+        negative.status, "NXDOMAIN",
+        "negative answer cached: {negative:?}"
+    );
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cname_and_srv_targets_outside_the_domain_are_looked_up() {
+    let etcd = etcd();
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    etcd.put(
+        "/skydns/local/cluster/svc/default/ext/1",
+        r#"{"host":"www.example.org","ttl":30}"#,
+    )
+    .unwrap();
+    // Round robin would shuffle the CNAME behind the A record (as SkyDNS does).
+    let dns = resolver(
+        &etcd,
+        &[
+            &format!("-nameservers=127.0.0.1:{}", up.port),
+            "-round-robin=false",
+        ],
+    )
+    .await;
+    let r = dns.dig(&["ext.default.svc.cluster.local", "A"]).await;
+    assert_eq!(
+        r.answer,
+        [
+            "ext.default.svc.cluster.local. 30 IN CNAME www.example.org.",
+            "www.example.org. 30 IN A 192.0.2.10"
+        ]
+    );
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
+    let etcd = etcd();
+    let up = Dnsmasq::start(&["--address=/www.stub.test/192.0.2.30"]);
+    etcd.put(
+        "/skydns/local/cluster/dns/stub/test/stub/ns1",
+        &format!(r#"{{"host":"127.0.0.1","port":{}}}"#, up.port),
+    )
+    .unwrap();
+    let port = free_port().unwrap();
+    // A stub zone pointing back at skydns itself: a loop.
+    etcd.put(
+        "/skydns/local/cluster/dns/stub/test/loop/ns1",
+        &format!(r#"{{"host":"127.0.0.1","port":{port}}}"#),
+    )
+    .unwrap();
+    let dns = resolver(
+        &etcd,
+        &[
+            "-stubzones",
+            "-rtimeout=300ms",
+            "-nameservers=127.0.0.1:9",
+            &format!("-addr=127.0.0.1:{port}"),
+        ],
+    )
+    .await;
+    let r = dns.dig(&["www.stub.test", "A"]).await;
+    assert_eq!(r.answer, ["www.stub.test. 100 IN A 192.0.2.30"]);
+    let r = dns.dig(&["www.loop.test", "A"]).await;
+    assert_eq!(
+        r.status, "SERVFAIL",
+        "the looped request is dropped and the client told: {r:?}"
+    );
+    dns.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_requests_errors_and_external_queries() {
+    let etcd = etcd();
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let mport = free_port().unwrap();
+    let dns = resolver(
+        &etcd,
+        &[
+            &format!("-nameservers=127.0.0.1:{}", up.port),
+            &format!("-metrics-addr=127.0.0.1:{mport}"),
+        ],
+    )
+    .await;
+    let scrape = || async move { reqwest_get(&format!("http://127.0.0.1:{mport}/metrics")).await };
+    let before = scrape().await;
+    dns.dig(&["nosuch.default.svc.cluster.local", "A"]).await;
+    dns.dig(&["+tcp", "kubernetes.default.svc.cluster.local", "A"])
+        .await;
+    dns.dig(&["www.example.org", "A"]).await;
+    let after = scrape().await;
+    let count = |text: &str, needle: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with(needle))
+            .and_then(|l| l.rsplit(' ').next())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    for (needle, delta) in [
+        ("skydns_dns_request_count_total{type=\"udp\"}", 2),
+        ("skydns_dns_request_count_total{type=\"tcp\"}", 1),
+        ("skydns_dns_error_count_total{error=\"nxdomain\"}", 1),
+        (
+            "skydns_dns_request_external_count_total{type=\"recursive\"}",
+            1,
+        ),
+    ] {
+        assert_eq!(
+            count(&after, needle) - count(&before, needle),
+            delta,
+            "{needle}\n{after}"
+        );
+    }
+    dns.shutdown().await;
+}
+
+/// A plain HTTP GET with tokio (the tests need nothing fancier).
+async fn reqwest_get(url: &str) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_at(rest.find('/').unwrap());
+    let mut stream = tokio::net::TcpStream::connect(host).await.unwrap();
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(req.as_bytes()).await.unwrap();
+    let mut out = String::new();
+    stream.read_to_string(&mut out).await.unwrap();
+    assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+    out
+}
