@@ -16,6 +16,7 @@ mod pending;
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::cache::ResponseCache;
 use crate::forward::Upstreams;
+use crate::hot::{PlainQuery, QuestionKey, ReplyCache};
 use crate::metrics::Metrics;
 use crate::path::{in_domain, is_addressable_label};
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
@@ -118,6 +119,7 @@ struct Inner {
     upstreams: Upstreams,
     cache: Option<ResponseCache>,
     stubs: Mutex<(i64, Arc<StubZones>)>,
+    replies: ReplyCache,
     metrics: Arc<Metrics>,
 }
 
@@ -144,6 +146,7 @@ impl Handler {
                 upstreams,
                 cache,
                 stubs: Mutex::new((i64::MIN, Arc::default())),
+                replies: ReplyCache::default(),
                 metrics,
             }),
         }
@@ -161,6 +164,19 @@ impl Handler {
     pub fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
         let start = Instant::now();
         let tcp = transport == Transport::Tcp;
+        let plain = QuestionKey::parse(packet, tcp);
+        let snapshot = self.inner.snapshot.load_full();
+        let revision = snapshot.as_ref().map_or(-1, |s| s.revision());
+        let hour = unix_now() / 3600;
+        if let Some(q) = &plain {
+            if let Some(reply) = self.inner.replies.get(q, revision, hour) {
+                self.inner.metrics.request(tcp, q.dnssec_ok);
+                self.inner
+                    .metrics
+                    .reply(tcp, &reply, start.elapsed(), false);
+                return Outcome::Done(Some(reply));
+            }
+        }
         let message = match Message::from_vec(packet) {
             Ok(message) => message,
             Err(error) => {
@@ -200,15 +216,30 @@ impl Handler {
             dnssec_ok,
             start,
         };
-        match self.route(&request) {
-            Route::Reply(reply) => Outcome::Done(self.send(&request, reply)),
+        match self.route(&request, snapshot) {
+            Route::Reply(reply) => {
+                let bytes = self.send(&request, reply);
+                if let (Some(plain), Some(bytes)) = (&plain, &bytes) {
+                    self.remember(plain, &request.q, bytes, revision, hour);
+                }
+                Outcome::Done(bytes)
+            }
             Route::Drop => Outcome::Done(None),
             Route::Pending(route) => Outcome::Pending(Box::new(Pending { request, route })),
         }
     }
 
+    /// Keeps an encoded reply for the hot path.
+    fn remember(&self, plain: &PlainQuery, q: &Question, bytes: &[u8], revision: i64, hour: u64) {
+        let shufflable =
+            self.inner.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
+        self.inner
+            .replies
+            .insert(plain, bytes, revision, hour, shufflable);
+    }
+
     /// Decides the path of a request (reference §5) and answers what memory can.
-    fn route(&self, r: &Request) -> Route {
+    fn route(&self, r: &Request, snapshot: Option<Arc<Snapshot>>) -> Route {
         let q = &r.q;
         let mut reply = base_reply(&r.message);
         if q.qtype == RecordType::ANY {
@@ -218,7 +249,6 @@ impl Handler {
             reply.metadata.recursion_desired = false;
             return Route::Reply(reply);
         }
-        let snapshot = self.inner.snapshot.load_full();
         if let Some(servers) = self.stub_servers(snapshot.as_deref(), &q.name) {
             if has_loop_marker(&r.message) {
                 tracing::warn!(name = %q.qname_text, "dropping a stub-forwarded request that came back (loop)");

@@ -26,6 +26,7 @@ pub mod cache;
 pub mod config;
 pub mod forward;
 pub mod handler;
+pub mod hot;
 pub mod metrics;
 pub mod path;
 pub mod record;

@@ -23,12 +23,13 @@ type Labels = Vec<(&'static str, &'static str)>;
 /// SkyDNS's metrics.
 pub struct Metrics {
     registry: Registry,
-    requests: Family<Labels, Counter>,
+    /// Per-transport handles, index 0 = udp, 1 = tcp (no lookup per query).
+    requests: [Counter; 2],
+    duration: [Histogram; 2],
+    size: [Histogram; 2],
     dnssec_ok: Counter,
     errors: Family<Labels, Counter>,
-    cache_misses: Family<Labels, Counter>,
-    duration: Family<Labels, Histogram>,
-    size: Family<Labels, Histogram>,
+    cache_misses: Counter,
     external: Family<Labels, Counter>,
 }
 
@@ -47,70 +48,75 @@ fn size_histogram() -> Histogram {
 impl Default for Metrics {
     fn default() -> Self {
         let mut registry = Registry::with_prefix("skydns_dns");
-        let m = Metrics {
-            requests: Family::default(),
-            dnssec_ok: Counter::default(),
-            errors: Family::default(),
-            cache_misses: Family::default(),
-            duration: Family::new_with_constructor(duration_histogram),
-            size: Family::new_with_constructor(size_histogram),
-            external: Family::default(),
-            registry: Registry::default(),
-        };
+        let requests: Family<Labels, Counter> = Family::default();
+        let duration: Family<Labels, Histogram> = Family::new_with_constructor(duration_histogram);
+        let size: Family<Labels, Histogram> = Family::new_with_constructor(size_histogram);
+        let cache_misses: Family<Labels, Counter> = Family::default();
+        let errors: Family<Labels, Counter> = Family::default();
+        let external: Family<Labels, Counter> = Family::default();
+        let dnssec_ok = Counter::default();
         registry.register(
             "request_count",
             "Counter of DNS requests made.",
-            m.requests.clone(),
+            requests.clone(),
         );
         registry.register(
             "dnssec_ok_count",
             "Counter of DNSSEC requests.",
-            m.dnssec_ok.clone(),
+            dnssec_ok.clone(),
         );
         registry.register(
             "error_count",
             "Counter of DNS requests resulting in an error.",
-            m.errors.clone(),
+            errors.clone(),
         );
         registry.register(
             "cache_miss_count",
             "Counter of DNS requests that result in a cache miss.",
-            m.cache_misses.clone(),
+            cache_misses.clone(),
         );
         registry.register(
             "request_duration",
             "Histogram of the time (in seconds) each request took to resolve.",
-            m.duration.clone(),
+            duration.clone(),
         );
         registry.register(
             "response_size",
             "Size of the returns response in bytes.",
-            m.size.clone(),
+            size.clone(),
         );
         registry.register(
             "request_external_count",
             "Counter of external DNS requests.",
-            m.external.clone(),
+            external.clone(),
         );
-        Metrics { registry, ..m }
-    }
-}
-
-/// The transport label.
-pub fn transport_label(tcp: bool) -> &'static str {
-    if tcp {
-        "tcp"
-    } else {
-        "udp"
+        let by = |t: &'static str| vec![("type", t)];
+        Metrics {
+            registry,
+            requests: [
+                requests.get_or_create_owned(&by("udp")),
+                requests.get_or_create_owned(&by("tcp")),
+            ],
+            duration: [
+                duration.get_or_create_owned(&by("udp")),
+                duration.get_or_create_owned(&by("tcp")),
+            ],
+            size: [
+                size.get_or_create_owned(&by("udp")),
+                size.get_or_create_owned(&by("tcp")),
+            ],
+            dnssec_ok,
+            errors,
+            cache_misses: cache_misses.get_or_create_owned(&by("response")),
+            external,
+        }
     }
 }
 
 impl Metrics {
     /// A request arrived.
     pub fn request(&self, tcp: bool, dnssec_ok: bool) {
-        self.requests
-            .get_or_create(&vec![("type", transport_label(tcp))])
-            .inc();
+        self.requests[usize::from(tcp)].inc();
         if dnssec_ok {
             self.dnssec_ok.inc();
         }
@@ -118,11 +124,8 @@ impl Metrics {
 
     /// A reply of `bytes` was sent after `elapsed`; counts its error class.
     pub fn reply(&self, tcp: bool, bytes: &[u8], elapsed: Duration, overflow: bool) {
-        let t = vec![("type", transport_label(tcp))];
-        self.duration
-            .get_or_create(&t)
-            .observe(elapsed.as_secs_f64());
-        self.size.get_or_create(&t).observe(bytes.len() as f64);
+        self.duration[usize::from(tcp)].observe(elapsed.as_secs_f64());
+        self.size[usize::from(tcp)].observe(bytes.len() as f64);
         if bytes.len() < 12 {
             return;
         }
@@ -144,9 +147,7 @@ impl Metrics {
 
     /// A response-cache miss.
     pub fn cache_miss(&self) {
-        self.cache_misses
-            .get_or_create(&vec![("type", "response")])
-            .inc();
+        self.cache_misses.inc();
     }
 
     /// An upstream request of `kind` (`recursive`, `stub` or `lookup`).

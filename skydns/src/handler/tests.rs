@@ -318,3 +318,44 @@ fn single_label_names_are_never_forwarded() {
     assert_eq!(r.metadata.response_code, ResponseCode::ServFail);
     assert!(r.metadata.recursion_available);
 }
+
+#[test]
+fn cached_replies_follow_snapshot_changes() {
+    let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(Some(Arc::new(cluster()))));
+    let h = Handler::new(
+        zone(),
+        shared.clone(),
+        Options {
+            round_robin: false,
+            ..Options::default()
+        },
+        Arc::new(Metrics::default()),
+    );
+    let m = request(
+        Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+        RecordType::A,
+    );
+    for _ in 0..3 {
+        assert_eq!(
+            ask_msg(&h, &m, Transport::Udp).answers[0].data.to_string(),
+            "10.0.0.1"
+        );
+    }
+    let changed = cluster().with_changes(
+        99,
+        [crate::snapshot::Change::Put(
+            "/skydns/local/cluster/svc/default/kubernetes/c88f1059".into(),
+            crate::record::Record::kube2sky_address("10.0.0.2"),
+        )],
+    );
+    shared.store(Some(Arc::new(changed)));
+    let mut again = m.clone();
+    again.metadata.id = m.metadata.id.wrapping_add(1);
+    again.metadata.recursion_desired = false;
+    let r = ask_msg(&h, &again, Transport::Udp);
+    assert_eq!(r.answers[0].data.to_string(), "10.0.0.2");
+    assert!(
+        !r.metadata.recursion_desired,
+        "RD follows the request on cached replies too"
+    );
+}

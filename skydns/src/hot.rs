@@ -1,0 +1,290 @@
+//! The hot path: encoded replies reused until the records change.
+//!
+//! Every authoritative reply is a function of the question (exact bytes,
+//! since owners keep the query's case), the client's size limit, the
+//! snapshot revision and, through the SOA serial, the hour. [`ReplyCache`]
+//! keeps encoded replies under exactly that key, so a repeated question is
+//! answered by copying bytes and patching the ID and RD bit — no decoding,
+//! no lookup, no encoding. [`QuestionKey::parse`] reads just enough of a
+//! plain query (one question, at most an OPT record) to build the key;
+//! anything else takes the full path. Round robin still works on cached
+//! replies: when every answer is an A/AAAA record owned by the question name,
+//! the answer records are re-shuffled as byte ranges on each hit. The cache
+//! is emptied whenever the revision changes and is bounded in size.
+
+use rand::seq::SliceRandom;
+use std::collections::HashMap;
+use std::ops::Range;
+use std::sync::{Arc, RwLock};
+
+/// Most cached replies before the cache is emptied and refilled.
+const MAX_ENTRIES: usize = 20_000;
+
+/// What identifies a reply: the question bytes, the size limit, the transport.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct QuestionKey {
+    question: Vec<u8>,
+    limit: u16,
+    tcp: bool,
+}
+
+/// A plain query as the hot path sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PlainQuery {
+    /// The cache key.
+    pub key: QuestionKey,
+    /// Request ID.
+    pub id: u16,
+    /// Recursion desired.
+    pub rd: bool,
+    /// EDNS0 DO bit.
+    pub dnssec_ok: bool,
+}
+
+impl QuestionKey {
+    /// Parses a plain query (QUERY opcode, one question, no answer or
+    /// authority records, at most one OPT record); `None` for anything else.
+    pub fn parse(packet: &[u8], tcp: bool) -> Option<PlainQuery> {
+        let header = packet.get(..12)?;
+        let count = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
+        // QR=0, opcode 0; qd=1, an=0, ns=0, ar<=1.
+        if header[2] & 0xf8 != 0 || count(4) != 1 || count(6) != 0 || count(8) != 0 || count(10) > 1
+        {
+            return None;
+        }
+        let mut pos = 12;
+        loop {
+            let len = usize::from(*packet.get(pos)?);
+            if len == 0 {
+                pos += 1;
+                break;
+            }
+            if len > 63 || pos - 12 > 255 {
+                return None;
+            }
+            pos += 1 + len;
+        }
+        let question_end = pos + 4;
+        let question = packet.get(12..question_end)?;
+        let (limit, dnssec_ok) = if count(10) == 1 {
+            parse_opt(packet.get(question_end..)?)?
+        } else if packet.len() == question_end {
+            (512, false)
+        } else {
+            return None;
+        };
+        Some(PlainQuery {
+            key: QuestionKey {
+                question: question.to_vec(),
+                limit: if tcp { u16::MAX } else { limit.max(512) },
+                tcp,
+            },
+            id: count(0),
+            rd: header[2] & 0x01 != 0,
+            dnssec_ok,
+        })
+    }
+}
+
+/// An OPT record filling the rest of the packet: (payload size, DO bit).
+fn parse_opt(rest: &[u8]) -> Option<(u16, bool)> {
+    // root name, TYPE 41, CLASS = payload, TTL = ext-rcode, version, flags.
+    if rest.len() < 11 || rest[0] != 0 || rest[1..3] != [0, 41] || rest[6] != 0 {
+        return None;
+    }
+    let rdlen = usize::from(u16::from_be_bytes([rest[9], rest[10]]));
+    if rest.len() != 11 + rdlen {
+        return None;
+    }
+    Some((u16::from_be_bytes([rest[3], rest[4]]), rest[7] & 0x80 != 0))
+}
+
+struct Entry {
+    reply: Vec<u8>,
+    hour: u64,
+    /// Byte ranges of the answer records, when they may be shuffled.
+    shuffle: Option<Arc<[Range<usize>]>>,
+}
+
+/// Encoded replies by question, valid for one snapshot revision.
+#[derive(Default)]
+pub struct ReplyCache {
+    inner: RwLock<(i64, HashMap<QuestionKey, Entry>)>,
+}
+
+impl ReplyCache {
+    /// The cached reply to `q`, ready to send, if valid for `revision`/`hour`.
+    pub fn get(&self, q: &PlainQuery, revision: i64, hour: u64) -> Option<Vec<u8>> {
+        let (mut out, shuffle) = {
+            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            if inner.0 != revision {
+                return None;
+            }
+            let entry = inner.1.get(&q.key).filter(|e| e.hour == hour)?;
+            (entry.reply.clone(), entry.shuffle.clone())
+        };
+        out[..2].copy_from_slice(&q.id.to_be_bytes());
+        out[2] = (out[2] & !0x01) | u8::from(q.rd);
+        if let Some(ranges) = shuffle {
+            shuffle_ranges(&mut out, &ranges);
+        }
+        Some(out)
+    }
+
+    /// Remembers `reply` (as sent to `q`) for `revision`/`hour`;
+    /// `shufflable` says whether round robin applies to its answers.
+    pub fn insert(&self, q: &PlainQuery, reply: &[u8], revision: i64, hour: u64, shufflable: bool) {
+        let shuffle = if shufflable {
+            answer_ranges(reply).map(Arc::from)
+        } else {
+            None
+        };
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.0 != revision || inner.1.len() >= MAX_ENTRIES {
+            inner.0 = revision;
+            inner.1.clear();
+        }
+        inner.1.insert(
+            q.key.clone(),
+            Entry {
+                reply: reply.to_vec(),
+                hour,
+                shuffle,
+            },
+        );
+    }
+}
+
+/// Byte ranges of the answer records when each is an A/AAAA record whose
+/// owner is a pointer to the question name (so records can be reordered).
+fn answer_ranges(reply: &[u8]) -> Option<Vec<Range<usize>>> {
+    let answers = usize::from(u16::from_be_bytes([*reply.get(6)?, *reply.get(7)?]));
+    if answers < 2 {
+        return None;
+    }
+    let mut pos = 12;
+    while *reply.get(pos)? != 0 {
+        pos += 1 + usize::from(reply[pos]);
+    }
+    pos += 5;
+    let mut ranges = Vec::with_capacity(answers);
+    for _ in 0..answers {
+        let rr = reply.get(pos..pos + 12)?;
+        let rtype = u16::from_be_bytes([rr[2], rr[3]]);
+        if rr[..2] != [0xc0, 0x0c] || !(rtype == 1 || rtype == 28) {
+            return None;
+        }
+        let end = pos + 12 + usize::from(u16::from_be_bytes([rr[10], rr[11]]));
+        reply.get(pos..end)?;
+        ranges.push(pos..end);
+        pos = end;
+    }
+    Some(ranges)
+}
+
+/// Rewrites the records at `ranges` (contiguous) in a random order.
+fn shuffle_ranges(out: &mut [u8], ranges: &[Range<usize>]) {
+    let (Some(first), Some(last)) = (ranges.first(), ranges.last()) else {
+        return;
+    };
+    let mut order: Vec<&Range<usize>> = ranges.iter().collect();
+    order.shuffle(&mut rand::rng());
+    let mut shuffled = Vec::with_capacity(last.end - first.start);
+    for r in order {
+        shuffled.extend_from_slice(&out[r.clone()]);
+    }
+    out[first.start..last.end].copy_from_slice(&shuffled);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::op::{Edns, Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::rdata::A;
+    use hickory_proto::rr::{Name, RData, Record, RecordType};
+
+    fn query(name: &str, edns: Option<u16>) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.recursion_desired = true;
+        m.queries
+            .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        if let Some(size) = edns {
+            let mut e = Edns::new();
+            e.set_max_payload(size);
+            e.set_dnssec_ok(true);
+            m.edns = Some(e);
+        }
+        m.to_vec().unwrap()
+    }
+
+    #[test]
+    fn plain_queries_parse_and_others_do_not() {
+        let q = QuestionKey::parse(&query("Kube.default.", None), false).unwrap();
+        assert!(q.rd && !q.dnssec_ok);
+        assert_eq!(q.key.limit, 512);
+        let e = QuestionKey::parse(&query("kube.default.", Some(4096)), false).unwrap();
+        assert!(e.dnssec_ok);
+        assert_eq!(e.key.limit, 4096);
+        assert_ne!(
+            q.key,
+            QuestionKey::parse(&query("kube.default.", None), false)
+                .unwrap()
+                .key,
+            "case matters"
+        );
+        let mut reply = query("a.", None);
+        reply[2] |= 0x80;
+        assert!(QuestionKey::parse(&reply, false).is_none());
+        let mut trailing = query("a.", None);
+        trailing.push(0);
+        assert!(QuestionKey::parse(&trailing, false).is_none());
+        assert!(QuestionKey::parse(&[0; 11], false).is_none());
+        assert!(QuestionKey::parse(&query("a.", None)[..14], false).is_none());
+    }
+
+    fn reply(n: u8) -> Vec<u8> {
+        let mut m = Message::new(0, MessageType::Response, OpCode::Query);
+        let name = Name::from_ascii("svc.cluster.local.").unwrap();
+        m.queries.push(Query::query(name.clone(), RecordType::A));
+        for i in 0..n {
+            m.answers.push(Record::from_rdata(
+                name.clone(),
+                30,
+                RData::A(A::new(10, 0, 0, i)),
+            ));
+        }
+        m.to_vec().unwrap()
+    }
+
+    #[test]
+    fn hits_patch_id_and_rd_and_expire_with_the_revision_or_hour() {
+        let cache = ReplyCache::default();
+        let q = QuestionKey::parse(&query("svc.cluster.local.", None), false).unwrap();
+        cache.insert(&q, &reply(1), 7, 100, false);
+        let hit = cache.get(&q, 7, 100).unwrap();
+        assert_eq!(u16::from_be_bytes([hit[0], hit[1]]), q.id);
+        assert_eq!(hit[2] & 1, 1);
+        assert!(cache.get(&q, 8, 100).is_none());
+        assert!(cache.get(&q, 7, 101).is_none());
+    }
+
+    #[test]
+    fn shufflable_answers_are_reordered_but_stay_valid() {
+        let cache = ReplyCache::default();
+        let q = QuestionKey::parse(&query("svc.cluster.local.", None), false).unwrap();
+        let original = reply(6);
+        assert_eq!(answer_ranges(&original).map(|r| r.len()), Some(6));
+        cache.insert(&q, &original, 1, 1, true);
+        let mut orders = std::collections::HashSet::new();
+        for _ in 0..50 {
+            let hit = cache.get(&q, 1, 1).unwrap();
+            let m = Message::from_vec(&hit).unwrap();
+            let mut ips: Vec<String> = m.answers.iter().map(|r| r.data.to_string()).collect();
+            orders.insert(ips.join(","));
+            ips.sort();
+            assert_eq!(ips.len(), 6);
+            assert_eq!(ips[0], "10.0.0.0");
+        }
+        assert!(orders.len() > 1, "round robin on cached replies");
+    }
+}
