@@ -1,0 +1,378 @@
+//! Command-line flags of kube2sky 1.2 (reference §2) and the validated
+//! [`Config`] the rest of the crate runs on.
+//!
+//! Go's pflag accepted `--kube_master_url` for `--kube-master-url` and a single
+//! dash for long flags; [`normalize_args`] rewrites such spellings before clap
+//! sees them. The glog flags (`--v`, `--logtostderr`, `--log-dir`, ...) are
+//! accepted and `--v` is mapped onto a tracing level. Boolean switches take
+//! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
+
+use clap::Parser;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A flag value that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct ConfigError(pub String);
+
+/// The raw flags, as parsed by clap.
+#[derive(Debug, Clone, Parser)]
+#[command(
+    name = "kube2sky",
+    args_override_self = true,
+    about = "Writes SkyDNS records for Kubernetes Services, Endpoints and Pods into etcd"
+)]
+pub struct Flags {
+    /// Cluster domain; a trailing `.` is added if missing.
+    #[arg(long, default_value = "cluster.local")]
+    pub domain: String,
+    /// etcd endpoint URL; repeat the flag or separate with commas for several.
+    #[arg(
+        long = "etcd-server",
+        default_value = "http://127.0.0.1:4001",
+        value_delimiter = ','
+    )]
+    pub etcd_server: Vec<String>,
+    /// How long one etcd mutation is retried (every 50ms) before exiting.
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub etcd_mutation_timeout: Duration,
+    /// Client certificate (PEM) for etcd TLS.
+    #[arg(long)]
+    pub etcd_certfile: Option<PathBuf>,
+    /// Client key (PEM) for etcd TLS.
+    #[arg(long)]
+    pub etcd_keyfile: Option<PathBuf>,
+    /// CA certificate (PEM) that signed etcd's server certificate.
+    #[arg(long)]
+    pub etcd_cafile: Option<PathBuf>,
+    /// Kubernetes API server URL; `$VAR` and `${VAR}` are expanded.
+    #[arg(long, default_value = "")]
+    pub kube_master_url: String,
+    /// kubeconfig file; `--kube-master-url` overrides its server.
+    #[arg(long, default_value = "")]
+    pub kubecfg_file: String,
+    /// Port of `/readiness`, `/healthz` and `/metrics`.
+    #[arg(long, default_value_t = 8081)]
+    pub healthz_port: u16,
+    /// Write pod records `1-2-3-4.<ns>.pod.<domain>`.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub pods: bool,
+    /// Write PTR records for cluster IPs under `/skydns/arpa/in-addr`.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub reverse: bool,
+    /// Write records for ExternalName services.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub external_name: bool,
+    /// Replace a service's records in one transaction (false: 1.2's remove-then-add).
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub atomic_updates: bool,
+    /// After every (re)list, delete owned keys that match no API object.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub remove_stale: bool,
+    /// Remove a headless service's records when its Endpoints are deleted.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub endpoints_deletions: bool,
+    /// How often to check etcd for data loss (0s: never).
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub etcd_loss_check_interval: Duration,
+    /// glog verbosity: 0 info, 1-3 debug, 4+ trace (`RUST_LOG` overrides).
+    #[arg(long = "v", default_value_t = 0)]
+    pub verbosity: u8,
+    /// Accepted for compatibility; logs always go to stderr.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub logtostderr: Option<String>,
+    /// Accepted for compatibility; ignored.
+    #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub alsologtostderr: Option<String>,
+    /// Accepted for compatibility; ignored.
+    #[arg(long)]
+    pub log_dir: Option<String>,
+    /// Accepted for compatibility; ignored.
+    #[arg(long)]
+    pub stderrthreshold: Option<String>,
+    /// Accepted for compatibility; ignored.
+    #[arg(long)]
+    pub vmodule: Option<String>,
+    /// Accepted for compatibility; ignored.
+    #[arg(long)]
+    pub log_backtrace_at: Option<String>,
+}
+
+/// Everything kube2sky needs to run, validated.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The cluster domain with its trailing dot, e.g. `cluster.local.`.
+    pub domain: String,
+    /// etcd connection settings.
+    pub etcd: skydns::store::etcd::EtcdOptions,
+    /// Mutation retry deadline.
+    pub mutation_timeout: Duration,
+    /// How to reach the API server.
+    pub kube: KubeSource,
+    /// Port of the HTTP server.
+    pub healthz_port: u16,
+    /// Which records to write and how.
+    pub features: Features,
+    /// Data-loss check period; `None` disables it.
+    pub loss_check: Option<Duration>,
+}
+
+/// Where the Kubernetes client configuration comes from (reference §3 step 4).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KubeSource {
+    /// `--kube-master-url` without kubeconfig: plain, unauthenticated client.
+    Url(String),
+    /// A kubeconfig file, its server optionally overridden by the URL.
+    Kubeconfig {
+        /// Path of the file.
+        path: PathBuf,
+        /// Server override.
+        url: Option<String>,
+    },
+    /// The in-cluster service account.
+    InCluster,
+}
+
+/// The beyond-1.2 switches that change which records exist.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Features {
+    /// Pod records.
+    pub pods: bool,
+    /// PTR records for cluster IPs.
+    pub reverse: bool,
+    /// ExternalName records.
+    pub external_name: bool,
+    /// One transaction per service update instead of remove-then-add.
+    pub atomic_updates: bool,
+    /// Stale-key removal after (re)lists.
+    pub remove_stale: bool,
+    /// Endpoints deletions remove headless records.
+    pub endpoints_deletions: bool,
+}
+
+impl Default for Features {
+    fn default() -> Self {
+        Features {
+            pods: true,
+            reverse: true,
+            external_name: true,
+            atomic_updates: true,
+            remove_stale: true,
+            endpoints_deletions: true,
+        }
+    }
+}
+
+impl Flags {
+    /// Parses `args` (including the program name) after [`normalize_args`].
+    pub fn parse_from_go_style<I: IntoIterator<Item = String>>(
+        args: I,
+    ) -> Result<Self, clap::Error> {
+        Flags::try_parse_from(normalize_args(args))
+    }
+
+    /// The tracing filter directive for `--v`.
+    pub fn log_level(&self) -> &'static str {
+        match self.verbosity {
+            0 => "info",
+            1..=3 => "debug",
+            _ => "trace",
+        }
+    }
+
+    /// Validates the flags into a [`Config`].
+    pub fn into_config(self) -> Result<Config, ConfigError> {
+        let Flags {
+            domain,
+            etcd_server,
+            etcd_mutation_timeout,
+            etcd_certfile,
+            etcd_keyfile,
+            etcd_cafile,
+            kube_master_url,
+            kubecfg_file,
+            healthz_port,
+            pods,
+            reverse,
+            external_name,
+            atomic_updates,
+            remove_stale,
+            endpoints_deletions,
+            etcd_loss_check_interval,
+            ..
+        } = self;
+        let domain = domain.trim().to_ascii_lowercase();
+        if domain.trim_matches('.').is_empty() {
+            return Err(ConfigError("--domain must not be empty".into()));
+        }
+        let endpoints: Vec<String> = etcd_server
+            .into_iter()
+            .filter(|e| !e.trim().is_empty())
+            .collect();
+        if endpoints.is_empty() {
+            return Err(ConfigError(
+                "--etcd-server must name at least one endpoint".into(),
+            ));
+        }
+        if etcd_certfile.is_some() != etcd_keyfile.is_some() {
+            return Err(ConfigError(
+                "--etcd-certfile and --etcd-keyfile must be given together".into(),
+            ));
+        }
+        let url = match kube_master_url.as_str() {
+            "" => None,
+            raw => Some(validate_master_url(&expand_env(raw, |k| {
+                std::env::var(k).ok()
+            }))?),
+        };
+        let kube = match (url, kubecfg_file.as_str()) {
+            (Some(url), "") => KubeSource::Url(url),
+            (None, "") => KubeSource::InCluster,
+            (url, path) => KubeSource::Kubeconfig {
+                path: PathBuf::from(path),
+                url,
+            },
+        };
+        Ok(Config {
+            domain: skydns::path::fqdn(&domain),
+            etcd: skydns::store::etcd::EtcdOptions {
+                endpoints,
+                tls_cert: etcd_certfile,
+                tls_key: etcd_keyfile,
+                ca_cert: etcd_cafile,
+                user: None,
+            },
+            mutation_timeout: etcd_mutation_timeout,
+            kube,
+            healthz_port,
+            features: Features {
+                pods,
+                reverse,
+                external_name,
+                atomic_updates,
+                remove_stale,
+                endpoints_deletions,
+            },
+            loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
+        })
+    }
+}
+
+/// Rewrites Go-style flags: `_` → `-` in flag names (with a warning, like
+/// pflag's `WarnWordSepNormalizeFunc`) and `-flag` → `--flag`.
+pub fn normalize_args<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest_is_positional = false;
+    for (i, arg) in args.into_iter().enumerate() {
+        if i == 0 || rest_is_positional || !arg.starts_with('-') || arg == "-" {
+            out.push(arg);
+            continue;
+        }
+        if arg == "--" {
+            rest_is_positional = true;
+            out.push(arg);
+            continue;
+        }
+        let body = arg.trim_start_matches('-');
+        let (name, value) = match body.split_once('=') {
+            Some((n, v)) => (n, Some(v)),
+            None => (body, None),
+        };
+        let normalized = name.replace('_', "-");
+        if normalized != name {
+            eprintln!("WARNING: {name} is deprecated, use {normalized} instead");
+        }
+        out.push(match value {
+            Some(v) => format!("--{normalized}={v}"),
+            None => format!("--{normalized}"),
+        });
+    }
+    out
+}
+
+/// Go's `os.ExpandEnv`: `$VAR` and `${VAR}`, unknown variables become empty.
+pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
+    let mut out = String::with_capacity(s.len());
+    let mut chars = s.char_indices().peekable();
+    while let Some((i, c)) = chars.next() {
+        if c != '$' {
+            out.push(c);
+            continue;
+        }
+        let rest = &s[i + 1..];
+        if let Some(inner) = rest.strip_prefix('{') {
+            if let Some(end) = inner.find('}') {
+                out.push_str(&lookup(&inner[..end]).unwrap_or_default());
+                for _ in 0..end + 2 {
+                    chars.next();
+                }
+                continue;
+            }
+        }
+        let len = rest
+            .find(|ch: char| !(ch.is_ascii_alphanumeric() || ch == '_'))
+            .unwrap_or(rest.len());
+        if len == 0 {
+            out.push('$');
+            continue;
+        }
+        out.push_str(&lookup(&rest[..len]).unwrap_or_default());
+        for _ in 0..len {
+            chars.next();
+        }
+    }
+    out
+}
+
+/// The URL must have a scheme and a host, and the host must not be `:`.
+fn validate_master_url(url: &str) -> Result<String, ConfigError> {
+    let invalid = || {
+        ConfigError(format!(
+            "invalid --kube-master-url specified {url:?}: it needs a scheme and a host"
+        ))
+    };
+    let uri: axum::http::Uri = url.parse().map_err(|_| invalid())?;
+    match (uri.scheme(), uri.host()) {
+        (Some(_), Some(host)) if !host.is_empty() && host != ":" => Ok(url.to_string()),
+        _ => Err(invalid()),
+    }
+}
+
+/// Go `time.ParseDuration` for the units kube2sky users write (`h`, `m`, `s`, `ms`, `us`, `ns`).
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    let err = || format!("invalid duration {s:?} (use Go syntax such as 10s, 1m30s, 500ms)");
+    if s == "0" {
+        return Ok(Duration::ZERO);
+    }
+    let mut total = Duration::ZERO;
+    let mut rest = s;
+    if rest.is_empty() {
+        return Err(err());
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .ok_or_else(err)?;
+        let number: f64 = rest[..num_len].parse().map_err(|_| err())?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let seconds = match &rest[..unit_len] {
+            "h" => 3600.0,
+            "m" => 60.0,
+            "s" => 1.0,
+            "ms" => 1e-3,
+            "us" | "µs" => 1e-6,
+            "ns" => 1e-9,
+            _ => return Err(err()),
+        };
+        total += Duration::from_secs_f64(number * seconds);
+        rest = &rest[unit_len..];
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests;

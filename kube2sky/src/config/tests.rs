@@ -1,0 +1,142 @@
+use super::*;
+
+fn args(list: &[&str]) -> Vec<String> {
+    std::iter::once("kube2sky")
+        .chain(list.iter().copied())
+        .map(String::from)
+        .collect()
+}
+
+fn parse(list: &[&str]) -> Flags {
+    Flags::parse_from_go_style(args(list)).expect("flags parse")
+}
+
+#[test]
+fn defaults_match_the_reference() {
+    let config = parse(&[]).into_config().expect("valid");
+    assert_eq!(config.domain, "cluster.local.");
+    assert_eq!(
+        config.etcd.endpoints,
+        vec!["http://127.0.0.1:4001".to_string()]
+    );
+    assert_eq!(config.mutation_timeout, Duration::from_secs(10));
+    assert_eq!(config.healthz_port, 8081);
+    assert_eq!(config.kube, KubeSource::InCluster);
+    assert_eq!(config.features, Features::default());
+}
+
+#[test]
+fn underscore_and_single_dash_spellings_are_accepted() {
+    let flags = parse(&[
+        "--kube_master_url=http://10.0.0.1:8080",
+        "-etcd_mutation_timeout=3s",
+        "--healthz_port",
+        "9090",
+        "--domain=example.org.",
+    ]);
+    assert_eq!(flags.kube_master_url, "http://10.0.0.1:8080");
+    assert_eq!(flags.etcd_mutation_timeout, Duration::from_secs(3));
+    assert_eq!(flags.healthz_port, 9090);
+    let config = flags.into_config().expect("valid");
+    assert_eq!(config.domain, "example.org.");
+    assert_eq!(config.kube, KubeSource::Url("http://10.0.0.1:8080".into()));
+}
+
+#[test]
+fn glog_flags_are_accepted_and_v_maps_to_a_level() {
+    let flags = parse(&[
+        "--v=2",
+        "--logtostderr",
+        "--alsologtostderr=false",
+        "--log_dir=/tmp",
+    ]);
+    assert_eq!(flags.log_level(), "debug");
+    assert_eq!(parse(&["--v=5"]).log_level(), "trace");
+    assert_eq!(parse(&[]).log_level(), "info");
+}
+
+#[test]
+fn boolean_switches_take_go_syntax() {
+    let features = parse(&["--pods=false", "--reverse=false", "--atomic-updates"])
+        .into_config()
+        .expect("valid")
+        .features;
+    assert!(!features.pods);
+    assert!(!features.reverse);
+    assert!(features.atomic_updates);
+    assert!(features.remove_stale);
+}
+
+#[test]
+fn several_etcd_servers() {
+    let config = parse(&[
+        "--etcd-server=http://a:2379,http://b:2379",
+        "--etcd-server",
+        "http://c:2379",
+    ])
+    .into_config()
+    .expect("valid");
+    assert_eq!(
+        config.etcd.endpoints,
+        ["http://a:2379", "http://b:2379", "http://c:2379"]
+    );
+}
+
+#[test]
+fn master_url_env_vars_are_expanded_and_validated() {
+    let lookup = |k: &str| (k == "HOST").then(|| "10.1.2.3".to_string());
+    assert_eq!(
+        expand_env("http://$HOST:8080", lookup),
+        "http://10.1.2.3:8080"
+    );
+    assert_eq!(
+        expand_env("http://${HOST}:8080/$NOPE", lookup),
+        "http://10.1.2.3:8080/"
+    );
+    assert_eq!(expand_env("a$", lookup), "a$");
+    let err = parse(&["--kube-master-url=10.0.0.1"])
+        .into_config()
+        .expect_err("no scheme");
+    assert!(err.to_string().contains("--kube-master-url"), "{err}");
+    assert!(parse(&["--kube-master-url=http://:"])
+        .into_config()
+        .is_err());
+}
+
+#[test]
+fn kubeconfig_with_url_override() {
+    let config = parse(&["--kubecfg-file=/k", "--kube-master-url=https://x:6443"])
+        .into_config()
+        .expect("valid");
+    assert_eq!(
+        config.kube,
+        KubeSource::Kubeconfig {
+            path: "/k".into(),
+            url: Some("https://x:6443".into())
+        }
+    );
+}
+
+#[test]
+fn go_durations() {
+    assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
+    assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
+    assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+    assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
+    assert!(parse_duration("10").is_err());
+    assert!(parse_duration("").is_err());
+    assert!(parse_duration("5x").is_err());
+    let err = Flags::parse_from_go_style(args(&["--etcd-mutation-timeout=ten"])).expect_err("bad");
+    assert!(err.to_string().contains("ten"), "{err}");
+}
+
+#[test]
+fn loss_check_zero_disables() {
+    assert_eq!(
+        parse(&["--etcd-loss-check-interval=0s"])
+            .into_config()
+            .expect("valid")
+            .loss_check,
+        None
+    );
+}

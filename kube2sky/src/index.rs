@@ -1,0 +1,379 @@
+//! The desired state: a synchronous index of the API objects that records
+//! depend on, with no client and no I/O (linkerd's index pattern).
+//!
+//! Watch events go in ([`Index::apply`]); what comes out is the list of
+//! [`Scope`]s whose records may have changed. [`Index::desired`] computes the
+//! records a scope should hold and [`Scope::reads`] says where its actual
+//! records live in etcd, so the writer can diff the two. A relist replaces a
+//! kind's objects wholesale; once services *and* endpoints have been listed,
+//! a relist yields [`Scope::AllServices`], whose diff deletes every owned key
+//! that matches no object (stale-key removal). Pods are kept as
+//! `(namespace, name, ip)` only.
+
+use crate::config::Features;
+use crate::records::{
+    cluster_ipv4, pod_records, ptr_record, service_kind, service_records, Names, Records,
+    ServiceKind,
+};
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use std::collections::{BTreeMap, BTreeSet};
+use std::net::Ipv4Addr;
+
+/// `namespace/name` of an object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an object's metadata.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        ObjectKey {
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// All a pod contributes to DNS (k/k#22290: never keep whole Pods).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// `status.podIP`, empty when not assigned.
+    pub ip: String,
+}
+
+/// One watch event, already reduced.
+#[derive(Clone, Debug)]
+pub enum Update<T> {
+    /// Added or modified.
+    Apply(T),
+    /// Deleted (also a tombstone after a watch gap).
+    Delete(T),
+    /// A complete (re)list: everything not in it is gone.
+    Relisted(Vec<T>),
+}
+
+/// An event from one of the three watches.
+// Moved once from a watch task to the writer; boxing would only add allocations.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum Change {
+    /// Services.
+    Service(Update<Service>),
+    /// Endpoints.
+    Endpoints(Update<Endpoints>),
+    /// Pods.
+    Pod(Update<PodInfo>),
+}
+
+/// A part of the owned key space that is reconciled as a unit.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// One service's directory.
+    Service(ObjectKey),
+    /// One PTR key.
+    Ptr(Ipv4Addr),
+    /// One pod IP's directory in a namespace.
+    PodDir {
+        /// Namespace.
+        namespace: String,
+        /// Pod IP.
+        ip: String,
+    },
+    /// Everything under `svc/` and every PTR we own.
+    AllServices,
+    /// Everything under `pod/`.
+    AllPods,
+}
+
+/// Where a scope's actual records live in etcd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// Every key with this prefix.
+    Prefix(String),
+    /// Every PTR key under this prefix whose value points into our domain.
+    OwnedPtrs(String),
+    /// This key, if its value points into our domain.
+    OwnedPtr(String),
+}
+
+impl Scope {
+    /// The etcd reads that give this scope's actual records.
+    pub fn reads(&self, names: &Names, reverse: bool) -> Vec<Read> {
+        match self {
+            Scope::Service(k) => vec![Read::Prefix(names.service_dir(&k.namespace, &k.name))],
+            Scope::Ptr(ip) => vec![Read::OwnedPtr(names.ptr_key(*ip))],
+            Scope::PodDir { namespace, ip } => vec![Read::Prefix(names.pod_dir(namespace, ip))],
+            Scope::AllServices if reverse => vec![
+                Read::Prefix(names.svc_root()),
+                Read::OwnedPtrs(names.ptr_root()),
+            ],
+            Scope::AllServices => vec![Read::Prefix(names.svc_root())],
+            Scope::AllPods => vec![Read::Prefix(names.pod_root())],
+        }
+    }
+
+    /// A short description for logs and errors.
+    pub fn describe(&self, names: &Names) -> String {
+        match self.reads(names, true).first() {
+            Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p)) => p.clone(),
+            None => format!("{self:?}"),
+        }
+    }
+}
+
+/// The objects records are built from.
+#[derive(Debug)]
+pub struct Index {
+    names: Names,
+    features: Features,
+    services: BTreeMap<ObjectKey, Service>,
+    endpoints: BTreeMap<ObjectKey, Endpoints>,
+    pods: BTreeMap<ObjectKey, String>,
+    pod_ips: BTreeMap<(String, String), usize>,
+    services_listed: bool,
+    endpoints_listed: bool,
+}
+
+impl Index {
+    /// An empty index.
+    pub fn new(names: Names, features: Features) -> Self {
+        Index {
+            names,
+            features,
+            services: BTreeMap::new(),
+            endpoints: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            pod_ips: BTreeMap::new(),
+            services_listed: false,
+            endpoints_listed: false,
+        }
+    }
+
+    /// The names this index builds records with.
+    pub fn names(&self) -> &Names {
+        &self.names
+    }
+
+    /// Records a change; returns the scopes to reconcile.
+    pub fn apply(&mut self, change: Change) -> Vec<Scope> {
+        match change {
+            Change::Service(Update::Apply(svc)) => self.put_service(svc),
+            Change::Service(Update::Delete(svc)) => {
+                self.remove_service(&ObjectKey::of(&svc.metadata))
+            }
+            Change::Service(Update::Relisted(all)) => {
+                self.services = all
+                    .into_iter()
+                    .map(|s| (ObjectKey::of(&s.metadata), s))
+                    .collect();
+                self.services_listed = true;
+                self.service_scopes()
+            }
+            Change::Endpoints(Update::Apply(ep)) => {
+                let key = ObjectKey::of(&ep.metadata);
+                self.endpoints.insert(key.clone(), ep);
+                self.headless_scope(key)
+            }
+            Change::Endpoints(Update::Delete(ep)) => {
+                let key = ObjectKey::of(&ep.metadata);
+                self.endpoints.remove(&key);
+                if self.features.endpoints_deletions {
+                    self.headless_scope(key)
+                } else {
+                    Vec::new()
+                }
+            }
+            Change::Endpoints(Update::Relisted(all)) => {
+                self.endpoints = all
+                    .into_iter()
+                    .map(|e| (ObjectKey::of(&e.metadata), e))
+                    .collect();
+                self.endpoints_listed = true;
+                self.service_scopes()
+            }
+            Change::Pod(update) => self.apply_pod(update),
+        }
+    }
+
+    fn put_service(&mut self, svc: Service) -> Vec<Scope> {
+        let key = ObjectKey::of(&svc.metadata);
+        let new_ip = cluster_ipv4(&svc);
+        let old_ip = self
+            .services
+            .insert(key.clone(), svc)
+            .as_ref()
+            .and_then(cluster_ipv4);
+        self.with_ptrs(Scope::Service(key), [old_ip, new_ip])
+    }
+
+    fn remove_service(&mut self, key: &ObjectKey) -> Vec<Scope> {
+        let old_ip = self.services.remove(key).as_ref().and_then(cluster_ipv4);
+        self.with_ptrs(Scope::Service(key.clone()), [old_ip, None])
+    }
+
+    fn with_ptrs(&self, scope: Scope, ips: [Option<Ipv4Addr>; 2]) -> Vec<Scope> {
+        let mut out = vec![scope];
+        if self.features.reverse {
+            out.extend(
+                ips.into_iter()
+                    .flatten()
+                    .collect::<BTreeSet<_>>()
+                    .into_iter()
+                    .map(Scope::Ptr),
+            );
+        }
+        out
+    }
+
+    fn headless_scope(&self, key: ObjectKey) -> Vec<Scope> {
+        match self.services.get(&key).map(service_kind) {
+            Some(ServiceKind::Headless) => vec![Scope::Service(key)],
+            _ => Vec::new(),
+        }
+    }
+
+    /// After a relist: everything at once (with stale removal) when both
+    /// services and endpoints are known, otherwise each known service.
+    fn service_scopes(&self) -> Vec<Scope> {
+        if self.features.remove_stale && self.services_listed && self.endpoints_listed {
+            return vec![Scope::AllServices];
+        }
+        let mut out: Vec<Scope> = self.services.keys().cloned().map(Scope::Service).collect();
+        if self.features.reverse {
+            let ips: BTreeSet<Ipv4Addr> = self.services.values().filter_map(cluster_ipv4).collect();
+            out.extend(ips.into_iter().map(Scope::Ptr));
+        }
+        out
+    }
+
+    fn apply_pod(&mut self, update: Update<PodInfo>) -> Vec<Scope> {
+        if !self.features.pods {
+            return Vec::new();
+        }
+        let mut touched = BTreeSet::new();
+        match update {
+            Update::Apply(pod) => {
+                touched.extend(self.forget_pod(&pod.key));
+                touched.extend(self.remember_pod(pod));
+            }
+            Update::Delete(pod) => touched.extend(self.forget_pod(&pod.key)),
+            Update::Relisted(all) => {
+                self.pods.clear();
+                self.pod_ips.clear();
+                for pod in all {
+                    self.remember_pod(pod);
+                }
+                return self.pod_scopes();
+            }
+        }
+        touched
+            .into_iter()
+            .map(|(namespace, ip)| Scope::PodDir { namespace, ip })
+            .collect()
+    }
+
+    fn remember_pod(&mut self, pod: PodInfo) -> Option<(String, String)> {
+        if pod.ip.is_empty() {
+            return None;
+        }
+        let dir = (pod.key.namespace.clone(), pod.ip.clone());
+        *self.pod_ips.entry(dir.clone()).or_default() += 1;
+        self.pods.insert(pod.key, pod.ip);
+        Some(dir)
+    }
+
+    fn forget_pod(&mut self, key: &ObjectKey) -> Option<(String, String)> {
+        let ip = self.pods.remove(key)?;
+        let dir = (key.namespace.clone(), ip);
+        if let Some(count) = self.pod_ips.get_mut(&dir) {
+            *count -= 1;
+            if *count == 0 {
+                self.pod_ips.remove(&dir);
+            }
+        }
+        Some(dir)
+    }
+
+    fn pod_scopes(&self) -> Vec<Scope> {
+        if self.features.remove_stale {
+            return vec![Scope::AllPods];
+        }
+        self.pod_ips
+            .keys()
+            .map(|(namespace, ip)| Scope::PodDir {
+                namespace: namespace.clone(),
+                ip: ip.clone(),
+            })
+            .collect()
+    }
+
+    /// Every scope, for a full rewrite after etcd lost its data.
+    pub fn all_scopes(&self) -> Vec<Scope> {
+        let mut out = self.service_scopes();
+        if self.features.pods {
+            out.extend(self.pod_scopes());
+        }
+        out
+    }
+
+    /// The records `scope` should hold.
+    pub fn desired(&self, scope: &Scope) -> Records {
+        match scope {
+            Scope::Service(key) => self.service(key),
+            Scope::Ptr(ip) => self.ptr(*ip).into_iter().collect(),
+            Scope::PodDir { namespace, ip }
+                if self.pod_ips.contains_key(&(namespace.clone(), ip.clone())) =>
+            {
+                pod_records(&self.names, namespace, ip)
+            }
+            Scope::PodDir { .. } => Records::new(),
+            Scope::AllServices => {
+                let mut out: Records = self.services.keys().flat_map(|k| self.service(k)).collect();
+                if self.features.reverse {
+                    let ips: BTreeSet<Ipv4Addr> =
+                        self.services.values().filter_map(cluster_ipv4).collect();
+                    out.extend(ips.into_iter().filter_map(|ip| self.ptr(ip)));
+                }
+                out
+            }
+            Scope::AllPods => self
+                .pod_ips
+                .keys()
+                .flat_map(|(ns, ip)| pod_records(&self.names, ns, ip))
+                .collect(),
+        }
+    }
+
+    fn service(&self, key: &ObjectKey) -> Records {
+        let Some(svc) = self.services.get(key) else {
+            return Records::new();
+        };
+        service_records(
+            &self.names,
+            svc,
+            self.endpoints.get(key),
+            self.features.external_name,
+        )
+    }
+
+    /// The PTR of `ip`, owned by the lowest `ns/name` with that cluster IP.
+    fn ptr(&self, ip: Ipv4Addr) -> Option<(String, String)> {
+        if !self.features.reverse {
+            return None;
+        }
+        let (key, _) = self
+            .services
+            .iter()
+            .find(|(_, s)| cluster_ipv4(s) == Some(ip))?;
+        Some(ptr_record(&self.names, ip, &key.namespace, &key.name))
+    }
+}
+
+#[cfg(test)]
+mod tests;

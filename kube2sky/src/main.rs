@@ -1,0 +1,53 @@
+//! kube2sky binary: parse Go-style flags, set up tracing, run until SIGTERM
+//! or SIGINT (then finish the write in flight and exit 0), exit non-zero on
+//! a fatal error (etcd unreachable, a mutation timing out, bad flags).
+
+use kube2sky::config::Flags;
+use tokio_util::sync::CancellationToken;
+use tracing_subscriber::EnvFilter;
+
+#[tokio::main]
+async fn main() {
+    let flags = match Flags::parse_from_go_style(std::env::args()) {
+        Ok(flags) => flags,
+        Err(e) => e.exit(),
+    };
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(flags.log_level()));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .init();
+    let config = match flags.into_config() {
+        Ok(config) => config,
+        Err(e) => {
+            tracing::error!("{e}");
+            std::process::exit(2);
+        }
+    };
+    let shutdown = CancellationToken::new();
+    tokio::spawn(signals(shutdown.clone()));
+    if let Err(e) = kube2sky::run(config, shutdown).await {
+        tracing::error!("{e}");
+        std::process::exit(1);
+    }
+    tracing::info!("stopped");
+}
+
+/// Cancels `shutdown` on SIGTERM or SIGINT.
+async fn signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let (Ok(mut term), Ok(mut int)) = (
+        signal(SignalKind::terminate()),
+        signal(SignalKind::interrupt()),
+    ) else {
+        tracing::error!("cannot install signal handlers");
+        return;
+    };
+    let name = tokio::select! {
+        _ = term.recv() => "terminated",
+        _ = int.recv() => "interrupt",
+    };
+    tracing::info!("Received signal {name}; finishing the write in flight");
+    shutdown.cancel();
+}

@@ -1,0 +1,188 @@
+//! Counters for `/metrics` and the liveness flags behind `/healthz`.
+//!
+//! [`Metrics`] is shared (`Arc`) by the writer, the watch tasks and the HTTP
+//! server. Counters are prometheus-client types; the last-sync age is
+//! computed when scraped, from the instant of the last complete reconcile.
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::Instant;
+
+/// Consecutive watch errors (about 15 s of backoff) after which `/healthz` fails.
+const UNHEALTHY_WATCH_ERRORS: u32 = 5;
+
+/// Which watch.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Kind {
+    /// Services.
+    Services,
+    /// Endpoints.
+    Endpoints,
+    /// Pods.
+    Pods,
+}
+
+/// The `kind` label.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct KindLabel {
+    /// Which watch.
+    pub kind: Kind,
+}
+
+/// Everything kube2sky counts, plus health state.
+#[derive(Debug)]
+pub struct Metrics {
+    registry: Registry,
+    /// Keys put into etcd.
+    pub records_written: Counter,
+    /// Keys deleted from etcd.
+    pub records_deleted: Counter,
+    /// Failed etcd requests (each retry counts).
+    pub etcd_errors: Counter,
+    /// Times etcd was found to have lost our records.
+    pub etcd_data_losses: Counter,
+    /// Watch errors after which the watcher re-watched or re-listed.
+    pub watch_restarts: Family<KindLabel, Counter>,
+    last_sync_age: Gauge<f64, AtomicU64>,
+    last_full_sync: Mutex<Option<Instant>>,
+    watch_errors: [AtomicU32; 3],
+    etcd_ok: AtomicBool,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        let mut registry = Registry::with_prefix("kube2sky");
+        let m = Metrics {
+            records_written: Counter::default(),
+            records_deleted: Counter::default(),
+            etcd_errors: Counter::default(),
+            etcd_data_losses: Counter::default(),
+            watch_restarts: Family::default(),
+            last_sync_age: Gauge::default(),
+            last_full_sync: Mutex::new(None),
+            watch_errors: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+            etcd_ok: AtomicBool::new(true),
+            registry: Registry::default(),
+        };
+        registry.register(
+            "records_written",
+            "etcd keys written",
+            m.records_written.clone(),
+        );
+        registry.register(
+            "records_deleted",
+            "etcd keys deleted",
+            m.records_deleted.clone(),
+        );
+        registry.register("etcd_errors", "failed etcd requests", m.etcd_errors.clone());
+        registry.register(
+            "etcd_data_losses",
+            "times etcd lost kube2sky's records",
+            m.etcd_data_losses.clone(),
+        );
+        registry.register(
+            "watch_restarts",
+            "watch errors followed by a re-watch or re-list",
+            m.watch_restarts.clone(),
+        );
+        registry.register(
+            "last_sync_age_seconds",
+            "seconds since the last complete reconcile (-1: none yet)",
+            m.last_sync_age.clone(),
+        );
+        Metrics { registry, ..m }
+    }
+}
+
+impl Metrics {
+    /// Notes a complete reconcile of everything owned.
+    pub fn full_sync_done(&self) {
+        if let Ok(mut last) = self.last_full_sync.lock() {
+            *last = Some(Instant::now());
+        }
+    }
+
+    /// Marks a watch healthy (it delivered an event) or failing once more.
+    pub fn set_watch_ok(&self, kind: Kind, ok: bool) {
+        let errors = &self.watch_errors[kind as usize];
+        if ok {
+            errors.store(0, Ordering::Relaxed);
+        } else {
+            errors.fetch_add(1, Ordering::Relaxed);
+            self.watch_restarts.get_or_create(&KindLabel { kind }).inc();
+        }
+    }
+
+    /// Marks etcd writable or not.
+    pub fn set_etcd_ok(&self, ok: bool) {
+        self.etcd_ok.store(ok, Ordering::Relaxed);
+        if !ok {
+            self.etcd_errors.inc();
+        }
+    }
+
+    /// `None` when alive, otherwise why not.
+    pub fn unhealthy(&self) -> Option<String> {
+        let mut problems = Vec::new();
+        for kind in [Kind::Services, Kind::Endpoints, Kind::Pods] {
+            let errors = self.watch_errors[kind as usize].load(Ordering::Relaxed);
+            if errors >= UNHEALTHY_WATCH_ERRORS {
+                problems.push(format!("{kind:?} watch failing ({errors} errors in a row)"));
+            }
+        }
+        if !self.etcd_ok.load(Ordering::Relaxed) {
+            problems.push("etcd not writable".to_string());
+        }
+        (!problems.is_empty()).then(|| problems.join(", "))
+    }
+
+    /// The Prometheus text exposition.
+    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+        let age = match self.last_full_sync.lock().ok().and_then(|l| *l) {
+            Some(at) => at.elapsed().as_secs_f64(),
+            None => -1.0,
+        };
+        self.last_sync_age.set(age);
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &self.registry)?;
+        Ok(out)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metrics_text_has_every_series() {
+        let m = Metrics::default();
+        m.records_written.inc();
+        for _ in 0..UNHEALTHY_WATCH_ERRORS {
+            m.set_watch_ok(Kind::Pods, false);
+        }
+        m.full_sync_done();
+        let text = m.encode().expect("encode");
+        assert!(text.contains("kube2sky_records_written_total 1"), "{text}");
+        assert!(
+            text.contains(r#"kube2sky_watch_restarts_total{kind="Pods"} 5"#),
+            "{text}"
+        );
+        assert!(text.contains("kube2sky_last_sync_age_seconds "), "{text}");
+        assert!(
+            !text.contains("kube2sky_last_sync_age_seconds -1"),
+            "{text}"
+        );
+        assert!(text.contains("kube2sky_etcd_errors_total 0"), "{text}");
+        assert_eq!(
+            m.unhealthy().as_deref(),
+            Some("Pods watch failing (5 errors in a row)")
+        );
+        m.set_watch_ok(Kind::Pods, true);
+        assert_eq!(m.unhealthy(), None);
+    }
+}

@@ -1,0 +1,161 @@
+//! Pure diff of desired against actual records into etcd operations.
+//!
+//! [`diff`] turns "what should be under this scope" and "what is there" into
+//! batches of [`Op`]s; each batch becomes one etcd transaction. The default
+//! ([`Mode::Reconcile`]) is one batch with the changed puts first and the
+//! deletes after, so unchanged keys are never touched and no reader ever sees
+//! a missing record during an update (k/k#9355). [`Mode::RemoveThenAdd`]
+//! reproduces 1.2: delete everything, then write everything, as two separate
+//! batches. Large batches are split by [`chunk`] to respect etcd's txn limit,
+//! still puts before deletes.
+
+use crate::records::Records;
+
+/// etcd's default `--max-txn-ops`.
+pub const MAX_TXN_OPS: usize = 128;
+
+/// One etcd mutation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Op {
+    /// Write `value` at `key`.
+    Put {
+        /// The key.
+        key: String,
+        /// The JSON value.
+        value: String,
+    },
+    /// Remove `key`.
+    Delete {
+        /// The key.
+        key: String,
+    },
+}
+
+impl Op {
+    /// The key this op touches.
+    pub fn key(&self) -> &str {
+        match self {
+            Op::Put { key, .. } | Op::Delete { key } => key,
+        }
+    }
+}
+
+/// How a scope's records are replaced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Put what changed, delete what is gone, in one transaction.
+    Reconcile,
+    /// 1.2: remove all, then add all, in two transactions.
+    RemoveThenAdd,
+}
+
+/// The batches that turn `actual` into `desired`; empty when nothing differs.
+pub fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+    let batches = match mode {
+        Mode::Reconcile => {
+            let puts = desired
+                .iter()
+                .filter(|(k, v)| actual.get(*k) != Some(*v))
+                .map(|(k, v)| Op::Put {
+                    key: k.clone(),
+                    value: v.clone(),
+                });
+            let deletes = actual
+                .keys()
+                .filter(|k| !desired.contains_key(*k))
+                .map(|k| Op::Delete { key: k.clone() });
+            vec![puts.chain(deletes).collect::<Vec<_>>()]
+        }
+        Mode::RemoveThenAdd => {
+            let deletes = actual
+                .keys()
+                .map(|k| Op::Delete { key: k.clone() })
+                .collect();
+            let puts = desired
+                .iter()
+                .map(|(k, v)| Op::Put {
+                    key: k.clone(),
+                    value: v.clone(),
+                })
+                .collect();
+            vec![deletes, puts]
+        }
+    };
+    batches
+        .into_iter()
+        .filter(|b: &Vec<Op>| !b.is_empty())
+        .flat_map(chunk)
+        .collect()
+}
+
+/// Splits a batch into transactions of at most [`MAX_TXN_OPS`] ops, keeping order.
+pub fn chunk(batch: Vec<Op>) -> Vec<Vec<Op>> {
+    if batch.len() <= MAX_TXN_OPS {
+        return vec![batch];
+    }
+    batch.chunks(MAX_TXN_OPS).map(<[Op]>::to_vec).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn records(pairs: &[(&str, &str)]) -> Records {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    fn put(k: &str, v: &str) -> Op {
+        Op::Put {
+            key: k.into(),
+            value: v.into(),
+        }
+    }
+
+    fn del(k: &str) -> Op {
+        Op::Delete { key: k.into() }
+    }
+
+    #[test]
+    fn reconcile_touches_only_changes_puts_first() {
+        let desired = records(&[("a", "1"), ("b", "2"), ("c", "3")]);
+        let actual = records(&[("a", "1"), ("b", "old"), ("z", "9")]);
+        assert_eq!(
+            diff(&desired, &actual, Mode::Reconcile),
+            vec![vec![put("b", "2"), put("c", "3"), del("z")]]
+        );
+    }
+
+    #[test]
+    fn nothing_to_do_gives_no_batches() {
+        let same = records(&[("a", "1")]);
+        assert!(diff(&same, &same, Mode::Reconcile).is_empty());
+        assert!(diff(&Records::new(), &Records::new(), Mode::RemoveThenAdd).is_empty());
+    }
+
+    #[test]
+    fn remove_then_add_deletes_everything_first_in_its_own_batch() {
+        let desired = records(&[("a", "1")]);
+        let actual = records(&[("a", "1")]);
+        assert_eq!(
+            diff(&desired, &actual, Mode::RemoveThenAdd),
+            vec![vec![del("a")], vec![put("a", "1")]]
+        );
+    }
+
+    #[test]
+    fn big_batches_are_chunked_in_order() {
+        let desired: Records = (0..300)
+            .map(|i| (format!("k{i:03}"), "v".to_string()))
+            .collect();
+        let batches = diff(&desired, &Records::new(), Mode::Reconcile);
+        assert_eq!(
+            batches.iter().map(Vec::len).collect::<Vec<_>>(),
+            [128, 128, 44]
+        );
+        assert_eq!(batches[0][0].key(), "k000");
+        assert_eq!(batches[2][43].key(), "k299");
+    }
+}

@@ -1,0 +1,302 @@
+//! Pure "API object → SkyDNS records" functions (reference §4–5).
+//!
+//! Every function here returns a [`Records`] map from etcd key to the exact
+//! JSON value kube2sky 1.2 wrote, built from [`skydns::record::Record`] (its
+//! bytes are hashed into key labels, so they must never change). [`Names`]
+//! knows the domain and builds every name and key, including the prefixes of
+//! the subtrees kube2sky owns. No I/O, no clock, no state.
+
+use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints, Service};
+use skydns::path::{fqdn, in_domain, PathPrefix};
+use skydns::record::Record;
+use std::collections::{BTreeMap, HashMap};
+use std::net::Ipv4Addr;
+
+/// etcd key → JSON value.
+pub type Records = BTreeMap<String, String>;
+
+/// The Endpoints annotation that maps IPs to hostnames (`{"<ip>":{"HostName":"<name>"}}`).
+pub const HOSTNAMES_ANNOTATION: &str = "endpoints.beta.kubernetes.io/hostnames-map";
+
+/// Builds names and keys for one cluster domain.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Names {
+    domain: String,
+    prefix: PathPrefix,
+}
+
+impl Names {
+    /// `domain` with or without its trailing dot, e.g. `cluster.local`.
+    pub fn new(domain: &str) -> Self {
+        Names {
+            domain: fqdn(domain),
+            prefix: PathPrefix::default(),
+        }
+    }
+
+    /// The domain with its trailing dot.
+    pub fn domain(&self) -> &str {
+        &self.domain
+    }
+
+    /// `<name>.<ns>.svc.<domain>` (trailing dot).
+    pub fn service_fqdn(&self, namespace: &str, name: &str) -> String {
+        format!("{name}.{namespace}.svc.{}", self.domain)
+    }
+
+    /// The etcd key of a DNS name.
+    pub fn key(&self, name: &str) -> String {
+        self.prefix.path(name)
+    }
+
+    /// `/skydns/local/cluster/svc/`: every service record lives below it.
+    pub fn svc_root(&self) -> String {
+        format!("{}/", self.key(&format!("svc.{}", self.domain)))
+    }
+
+    /// `/skydns/local/cluster/pod/`: every pod record lives below it.
+    pub fn pod_root(&self) -> String {
+        format!("{}/", self.key(&format!("pod.{}", self.domain)))
+    }
+
+    /// `/skydns/local/cluster/svc/<ns>/<name>/`: one service's records.
+    pub fn service_dir(&self, namespace: &str, name: &str) -> String {
+        format!("{}/", self.key(&self.service_fqdn(namespace, name)))
+    }
+
+    /// `1-2-3-4.<ns>.pod.<domain>`.
+    pub fn pod_fqdn(&self, namespace: &str, ip: &str) -> String {
+        format!("{}.{namespace}.pod.{}", ip.replace('.', "-"), self.domain)
+    }
+
+    /// `/skydns/local/cluster/pod/<ns>/1-2-3-4/`: the records of one pod IP.
+    pub fn pod_dir(&self, namespace: &str, ip: &str) -> String {
+        format!("{}/", self.key(&self.pod_fqdn(namespace, ip)))
+    }
+
+    /// `/skydns/arpa/in-addr/`: the PTR subtree (shared with other writers).
+    pub fn ptr_root(&self) -> String {
+        format!("{}/", self.key("in-addr.arpa."))
+    }
+
+    /// `/skydns/arpa/in-addr/10/0/0/1` for `10.0.0.1`.
+    pub fn ptr_key(&self, ip: Ipv4Addr) -> String {
+        let [a, b, c, d] = ip.octets();
+        self.key(&format!("{d}.{c}.{b}.{a}.in-addr.arpa."))
+    }
+
+    /// Whether a PTR value was written by us: its host is a service name in our domain.
+    pub fn owns_ptr_value(&self, value: &str) -> bool {
+        Record::from_json(value.as_bytes())
+            .is_ok_and(|r| r.port == 0 && in_domain(&r.host, &format!("svc.{}", self.domain)))
+    }
+}
+
+/// The A-type JSON and its key label for `host`.
+fn address(host: &str) -> (String, String) {
+    let record = Record::kube2sky_address(host);
+    (record.key_label(), record.to_json())
+}
+
+/// What kind of DNS a Service gets.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ServiceKind<'a> {
+    /// A cluster IP (§5.1).
+    ClusterIp(&'a str),
+    /// `clusterIP` `None` or empty (§5.2).
+    Headless,
+    /// `type: ExternalName`.
+    ExternalName(&'a str),
+}
+
+/// Classifies a Service.
+pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
+    let spec = svc.spec.as_ref();
+    if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
+        return ServiceKind::ExternalName(
+            spec.and_then(|s| s.external_name.as_deref()).unwrap_or(""),
+        );
+    }
+    match spec.and_then(|s| s.cluster_ip.as_deref()).unwrap_or("") {
+        "" | "None" => ServiceKind::Headless,
+        ip => ServiceKind::ClusterIp(ip),
+    }
+}
+
+/// The IPv4 cluster IP of a Service, if it has one.
+pub fn cluster_ipv4(svc: &Service) -> Option<Ipv4Addr> {
+    match service_kind(svc) {
+        ServiceKind::ClusterIp(ip) => ip.parse().ok(),
+        _ => None,
+    }
+}
+
+/// `_<name>._<proto>` labels of a port, or `None` when name or protocol is empty.
+fn port_labels(name: Option<&str>, protocol: Option<&str>) -> Option<(String, String)> {
+    let name = name.filter(|n| !n.is_empty())?;
+    let protocol = protocol.filter(|p| !p.is_empty())?;
+    Some((
+        format!("_{name}"),
+        format!("_{}", protocol.to_ascii_lowercase()),
+    ))
+}
+
+/// All records of one Service. `endpoints` is used for headless services;
+/// `external_name` enables ExternalName records.
+pub fn service_records(
+    names: &Names,
+    svc: &Service,
+    endpoints: Option<&Endpoints>,
+    external_name: bool,
+) -> Records {
+    let namespace = svc.metadata.namespace.as_deref().unwrap_or("default");
+    let name = svc.metadata.name.as_deref().unwrap_or("");
+    let service = names.service_fqdn(namespace, name);
+    let mut out = Records::new();
+    match service_kind(svc) {
+        ServiceKind::ClusterIp(ip) => {
+            let (label, json) = address(ip);
+            out.insert(names.key(&format!("{label}.{service}")), json);
+            let ports = svc
+                .spec
+                .as_ref()
+                .and_then(|s| s.ports.as_deref())
+                .unwrap_or_default();
+            for port in ports {
+                let Some((pname, proto)) =
+                    port_labels(port.name.as_deref(), port.protocol.as_deref())
+                else {
+                    continue;
+                };
+                let Ok(number) = u16::try_from(port.port) else {
+                    continue;
+                };
+                let json = Record::kube2sky_service(&service, number).to_json();
+                out.insert(
+                    names.key(&format!("{label}.{pname}.{proto}.{service}")),
+                    json,
+                );
+            }
+        }
+        ServiceKind::Headless => {
+            if let Some(endpoints) = endpoints {
+                out = headless_records(names, &service, endpoints);
+            }
+        }
+        ServiceKind::ExternalName(target) if external_name && !target.is_empty() => {
+            let (label, json) = address(&fqdn(&target.to_ascii_lowercase()));
+            out.insert(names.key(&format!("{label}.{service}")), json);
+        }
+        ServiceKind::ExternalName(_) => {}
+    }
+    out
+}
+
+/// Per-endpoint A and SRV records of a headless service named `service` (§5.2).
+pub fn headless_records(names: &Names, service: &str, endpoints: &Endpoints) -> Records {
+    let hostnames = hostnames_map(endpoints);
+    let mut out = Records::new();
+    for subset in endpoints.subsets.as_deref().unwrap_or_default() {
+        subset_records(names, service, subset, &hostnames, &mut out);
+    }
+    out
+}
+
+fn subset_records(
+    names: &Names,
+    service: &str,
+    subset: &EndpointSubset,
+    hostnames: &HashMap<String, String>,
+    out: &mut Records,
+) {
+    for address_entry in subset.addresses.as_deref().unwrap_or_default() {
+        let ip = address_entry.ip.as_str();
+        let (hash, json) = address(ip);
+        let label = address_entry
+            .hostname
+            .as_deref()
+            .filter(|h| is_dns1123_label(h))
+            .or_else(|| hostnames.get(ip).map(String::as_str))
+            .map_or(hash, str::to_string);
+        let endpoint = format!("{label}.{service}");
+        out.insert(names.key(&endpoint), json);
+        for port in subset.ports.as_deref().unwrap_or_default() {
+            let Some((pname, proto)) = port_labels(port.name.as_deref(), port.protocol.as_deref())
+            else {
+                continue;
+            };
+            let Ok(number) = u16::try_from(port.port) else {
+                continue;
+            };
+            let json = Record::kube2sky_service(&endpoint, number).to_json();
+            out.insert(
+                names.key(&format!("{label}.{pname}.{proto}.{service}")),
+                json,
+            );
+        }
+    }
+}
+
+/// IP → hostname from the hostnames-map annotation, valid labels only.
+/// 1.2 failed the whole mutation (and eventually exited) on invalid JSON; we
+/// fall back to hash labels instead.
+fn hostnames_map(endpoints: &Endpoints) -> HashMap<String, String> {
+    #[derive(serde::Deserialize)]
+    struct Entry {
+        #[serde(rename = "HostName", default)]
+        host_name: String,
+    }
+    let Some(raw) = endpoints
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(HOSTNAMES_ANNOTATION))
+    else {
+        return HashMap::new();
+    };
+    if raw.is_empty() {
+        return HashMap::new();
+    }
+    match serde_json::from_str::<HashMap<String, Entry>>(raw) {
+        Ok(map) => map
+            .into_iter()
+            .filter(|(_, e)| is_dns1123_label(&e.host_name))
+            .map(|(ip, e)| (ip, e.host_name))
+            .collect(),
+        Err(error) => {
+            tracing::warn!(%error, annotation = HOSTNAMES_ANNOTATION, "ignoring invalid annotation; using hash labels");
+            HashMap::new()
+        }
+    }
+}
+
+/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(edge)
+        && b.last().is_some_and(edge)
+        && b.iter().all(|c| edge(c) || *c == b'-')
+}
+
+/// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`.
+pub fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
+    let (label, json) = address(ip);
+    Records::from([(
+        names.key(&format!("{label}.{}", names.pod_fqdn(namespace, ip))),
+        json,
+    )])
+}
+
+/// The PTR record of a cluster IP owned by service `namespace/name`.
+pub fn ptr_record(names: &Names, ip: Ipv4Addr, namespace: &str, name: &str) -> (String, String) {
+    (
+        names.ptr_key(ip),
+        Record::kube2sky_address(&names.service_fqdn(namespace, name)).to_json(),
+    )
+}
+
+#[cfg(test)]
+mod tests;

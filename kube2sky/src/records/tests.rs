@@ -1,0 +1,205 @@
+use super::*;
+use crate::fixtures::{endpoints, subset, svc, ServiceExt};
+
+const A1: &str = r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+
+fn names() -> Names {
+    Names::new("cluster.local")
+}
+
+fn pairs(records: &Records) -> Vec<(&str, &str)> {
+    records
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect()
+}
+
+#[test]
+fn cluster_ip_service_gets_a_and_srv_with_the_same_label() {
+    let s = svc("default", "kubernetes")
+        .ip("10.0.0.1")
+        .port("https", "TCP", 443);
+    assert_eq!(
+        pairs(&service_records(&names(), &s, None, true)),
+        [
+            (
+                "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
+                r#"{"host":"kubernetes.default.svc.cluster.local.","port":443,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+            ),
+            ("/skydns/local/cluster/svc/default/kubernetes/c88f1059", A1),
+        ]
+    );
+}
+
+#[test]
+fn ports_without_name_or_protocol_get_no_srv() {
+    let s = svc("default", "x")
+        .ip("10.0.0.1")
+        .port("", "TCP", 80)
+        .port("web", "", 81);
+    assert_eq!(
+        pairs(&service_records(&names(), &s, None, true)),
+        [("/skydns/local/cluster/svc/default/x/c88f1059", A1)]
+    );
+    let no_ports = svc("default", "x").ip("10.0.0.1");
+    assert_eq!(service_records(&names(), &no_ports, None, true).len(), 1);
+}
+
+#[test]
+fn headless_example_of_section_5_2() {
+    let s = svc("default", "web").ip("None");
+    let ep = endpoints(
+        "default",
+        "web",
+        vec![subset(&["10.244.1.6"], &[("http", "TCP", 80)])],
+    );
+    assert_eq!(
+        pairs(&service_records(&names(), &s, Some(&ep), true)),
+        [
+            (
+                "/skydns/local/cluster/svc/default/web/_tcp/_http/ad649af9",
+                r#"{"host":"ad649af9.web.default.svc.cluster.local.","port":80,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+            ),
+            (
+                "/skydns/local/cluster/svc/default/web/ad649af9",
+                r#"{"host":"10.244.1.6","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+            ),
+        ]
+    );
+}
+
+#[test]
+fn headless_two_subsets_give_ten_keys() {
+    let s = svc("default", "h");
+    let ep = endpoints(
+        "default",
+        "h",
+        vec![
+            subset(
+                &["10.0.0.1", "10.0.0.2"],
+                &[("http1", "TCP", 80), ("http2", "TCP", 81)],
+            ),
+            subset(&["10.0.0.3", "10.0.0.4"], &[("https", "TCP", 443)]),
+        ],
+    );
+    let records = service_records(&names(), &s, Some(&ep), true);
+    assert_eq!(records.len(), 10);
+    assert_eq!(records.keys().filter(|k| k.contains("/_tcp/")).count(), 6);
+    assert!(records.contains_key("/skydns/local/cluster/svc/default/h/_tcp/_http1/c88f1059"));
+}
+
+#[test]
+fn headless_without_endpoints_or_addresses_writes_nothing() {
+    let s = svc("default", "h").ip("None");
+    assert!(service_records(&names(), &s, None, true).is_empty());
+    let empty = endpoints("default", "h", vec![]);
+    assert!(service_records(&names(), &s, Some(&empty), true).is_empty());
+}
+
+#[test]
+fn hostnames_from_annotation_and_from_the_address_field() {
+    let s = svc("default", "db").ip("None");
+    let mut ep = endpoints(
+        "default",
+        "db",
+        vec![subset(
+            &["10.0.0.1", "10.0.0.2=db-1", "10.0.0.3"],
+            &[("pg", "TCP", 5432)],
+        )],
+    );
+    ep.metadata.annotations = Some(
+        [(
+            HOSTNAMES_ANNOTATION.to_string(),
+            r#"{"10.0.0.1":{"HostName":"db-0"},"10.0.0.3":{"HostName":"Bad_Name"}}"#.to_string(),
+        )]
+        .into(),
+    );
+    let records = service_records(&names(), &s, Some(&ep), true);
+    assert_eq!(records["/skydns/local/cluster/svc/default/db/db-0"], A1);
+    assert_eq!(
+        records["/skydns/local/cluster/svc/default/db/_tcp/_pg/db-1"],
+        r#"{"host":"db-1.db.default.svc.cluster.local.","port":5432,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+    );
+    let hash3 = Record::kube2sky_address("10.0.0.3").key_label();
+    assert!(
+        records.contains_key(&format!("/skydns/local/cluster/svc/default/db/{hash3}")),
+        "invalid hostname falls back to hash"
+    );
+}
+
+#[test]
+fn invalid_annotation_json_falls_back_to_hash_labels() {
+    let s = svc("default", "db");
+    let mut ep = endpoints("default", "db", vec![subset(&["10.0.0.1"], &[])]);
+    ep.metadata.annotations =
+        Some([(HOSTNAMES_ANNOTATION.to_string(), "{not json".to_string())].into());
+    assert_eq!(
+        pairs(&service_records(&names(), &s, Some(&ep), true)),
+        [("/skydns/local/cluster/svc/default/db/c88f1059", A1)]
+    );
+}
+
+#[test]
+fn external_name_record_points_at_the_fqdn() {
+    let s = svc("default", "ext").external("Example.COM");
+    let records = service_records(&names(), &s, None, true);
+    let json = r#"{"host":"example.com.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+    let label = format!("{:x}", skydns::record::fnv1a32(json.as_bytes()));
+    assert_eq!(
+        pairs(&records),
+        [(
+            format!("/skydns/local/cluster/svc/default/ext/{label}").as_str(),
+            json
+        )]
+    );
+    assert!(service_records(&names(), &s, None, false).is_empty());
+}
+
+#[test]
+fn pod_record_example() {
+    assert_eq!(
+        pairs(&pod_records(&names(), "default", "1.2.3.4")),
+        [(
+            "/skydns/local/cluster/pod/default/1-2-3-4/ad70cf0f",
+            r#"{"host":"1.2.3.4","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+        )]
+    );
+}
+
+#[test]
+fn ptr_record_and_ownership() {
+    let n = names();
+    let (key, value) = ptr_record(&n, "10.0.0.1".parse().expect("ip"), "default", "kubernetes");
+    assert_eq!(key, "/skydns/arpa/in-addr/10/0/0/1");
+    assert_eq!(
+        value,
+        r#"{"host":"kubernetes.default.svc.cluster.local.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+    );
+    assert!(n.owns_ptr_value(&value));
+    assert!(!n.owns_ptr_value(r#"{"host":"router.example.org."}"#));
+    assert!(!n.owns_ptr_value(r#"{"host":"x.default.svc.other.local."}"#));
+    assert!(!n.owns_ptr_value("garbage"));
+}
+
+#[test]
+fn owned_roots_and_dirs() {
+    let n = Names::new("cluster.local.");
+    assert_eq!(n.svc_root(), "/skydns/local/cluster/svc/");
+    assert_eq!(n.pod_root(), "/skydns/local/cluster/pod/");
+    assert_eq!(n.ptr_root(), "/skydns/arpa/in-addr/");
+    assert_eq!(n.service_dir("ns", "a"), "/skydns/local/cluster/svc/ns/a/");
+    assert_eq!(
+        n.pod_dir("ns", "1.2.3.4"),
+        "/skydns/local/cluster/pod/ns/1-2-3-4/"
+    );
+}
+
+#[test]
+fn dns1123_labels() {
+    assert!(is_dns1123_label("a"));
+    assert!(is_dns1123_label("web-0"));
+    assert!(!is_dns1123_label("-a"));
+    assert!(!is_dns1123_label("A"));
+    assert!(!is_dns1123_label(&"a".repeat(64)));
+    assert!(!is_dns1123_label(""));
+}

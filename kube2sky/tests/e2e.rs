@@ -1,0 +1,276 @@
+//! kube2sky end to end: the real binary against a real etcd and the API test
+//! server, driven through kubectl: the §9 records, record lifecycles, start-up
+//! order, exit behaviour, health endpoints. Needs `etcd`, `etcdctl` and
+//! `kubectl` on PATH (a missing one fails the test with an install hint).
+
+mod support;
+
+use anyhow::{ensure, Result};
+use integration_tests::etcd::Etcd;
+use skydns::record::Record;
+use std::time::Duration;
+use support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_create_gives_exactly_the_section_9_records() -> Result<()> {
+    let (etcd, api, kubectl, _k2s) = cluster(&["--reverse=false"]).await?;
+    kubectl.with_manifest("create", KUBE_DNS)?;
+    create_pod(&api, "default", "p", "1.2.3.4")?;
+    wait_exact(&etcd, "/skydns", &section9()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ptr_records_point_cluster_ips_at_service_names() -> Result<()> {
+    let (etcd, api, kubectl, _k2s) = cluster(&[]).await?;
+    kubectl.with_manifest("create", KUBE_DNS)?;
+    create_pod(&api, "default", "p", "1.2.3.4")?;
+    let expected = pairs(&[
+        (
+            "/skydns/arpa/in-addr/10/0/0/1",
+            a("kubernetes.default.svc.cluster.local."),
+        ),
+        (
+            "/skydns/arpa/in-addr/10/0/0/10",
+            a("kube-dns.kube-system.svc.cluster.local."),
+        ),
+    ]);
+    wait_exact(&etcd, "/skydns/arpa/", &expected).await?;
+    wait_exact(&etcd, "/skydns/local/", &section9()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_opens_only_after_the_kubernetes_records_exist() -> Result<()> {
+    let etcd = Etcd::start()?;
+    let api = apiserver(&[]).await?;
+    let kubectl = Kubectl::new(&api)?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false"])?;
+    eventually("kube2sky waiting for default/kubernetes", || {
+        Ok(k2s.log().contains("waiting for service default/kubernetes"))
+    })
+    .await?;
+    ensure!(
+        k2s.http("/readiness").await.is_none(),
+        "readiness must be closed before default/kubernetes exists"
+    );
+    kubectl.with_manifest("create", KUBERNETES)?;
+    k2s.wait_ready().await?;
+    let keys = keys_under(&etcd, "/skydns/local/cluster/svc/default/kubernetes/")?;
+    ensure!(
+        keys == [
+            "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
+            "/skydns/local/cluster/svc/default/kubernetes/c88f1059"
+        ],
+        "records must exist when readiness opens: {keys:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cluster_ip_and_external_name_lifecycle_through_kubectl() -> Result<()> {
+    let (etcd, _api, kubectl, _k2s) = cluster(&[]).await?;
+    let dir = "/skydns/local/cluster/svc/default/web/";
+    let h = label("10.0.0.50");
+    let srv = |port| Record::kube2sky_service("web.default.svc.cluster.local.", port).to_json();
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("web", "10.0.0.50", &[("http", "TCP", 80)]),
+    )?;
+    let mut expected = pairs(&[
+        (&format!("{dir}{h}"), a("10.0.0.50")),
+        (&format!("{dir}_tcp/_http/{h}"), srv(80)),
+    ]);
+    wait_exact(&etcd, dir, &expected).await?;
+    wait_exact(
+        &etcd,
+        "/skydns/arpa/in-addr/10/0/0/50",
+        &pairs(&[(
+            "/skydns/arpa/in-addr/10/0/0/50",
+            a("web.default.svc.cluster.local."),
+        )]),
+    )
+    .await?;
+
+    kubectl.with_manifest(
+        "replace",
+        &svc_manifest(
+            "web",
+            "10.0.0.50",
+            &[("http", "TCP", 80), ("dns", "UDP", 53)],
+        ),
+    )?;
+    expected.push((format!("{dir}_udp/_dns/{h}"), srv(53)));
+    expected.sort();
+    wait_exact(&etcd, dir, &expected).await?;
+
+    kubectl.run(&["delete", "service", "web"])?;
+    wait_exact(&etcd, dir, &[]).await?;
+    wait_exact(&etcd, "/skydns/arpa/in-addr/10/0/0/50", &[]).await?;
+
+    let ext = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"ext","namespace":"default"},
+                  "spec":{"type":"ExternalName","externalName":"example.com"}}"#;
+    kubectl.with_manifest("create", ext)?;
+    let target = Record::kube2sky_address("example.com.");
+    let key = format!(
+        "/skydns/local/cluster/svc/default/ext/{}",
+        target.key_label()
+    );
+    wait_exact(
+        &etcd,
+        "/skydns/local/cluster/svc/default/ext/",
+        &pairs(&[(&key, target.to_json())]),
+    )
+    .await?;
+    kubectl.run(&["delete", "service", "ext"])?;
+    wait_exact(&etcd, "/skydns/local/cluster/svc/default/ext/", &[]).await
+}
+
+fn endpoints_manifest(addresses: &str) -> String {
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Endpoints","metadata":{{"name":"db","namespace":"default",
+             "annotations":{{"endpoints.beta.kubernetes.io/hostnames-map":"{{\"10.244.0.2\":{{\"HostName\":\"db-1\"}}}}"}}}},
+           "subsets":[{{"addresses":[{addresses}],"ports":[{{"name":"pg","protocol":"TCP","port":5432}}]}}]}}"#
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn headless_service_endpoints_lifecycle_through_kubectl() -> Result<()> {
+    let (etcd, _api, kubectl, _k2s) = cluster(&[]).await?;
+    let dir = "/skydns/local/cluster/svc/default/db/";
+    let headless = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"db","namespace":"default"},
+                       "spec":{"clusterIP":"None","ports":[{"name":"pg","protocol":"TCP","port":5432}]}}"#;
+    kubectl.with_manifest("create", headless)?;
+    let three = r#"{"ip":"10.244.0.1","hostname":"db-0"},{"ip":"10.244.0.2"},{"ip":"10.244.0.3"}"#;
+    kubectl.with_manifest("create", &endpoints_manifest(three))?;
+    let srv = |label: &str| {
+        Record::kube2sky_service(&format!("{label}.db.default.svc.cluster.local."), 5432).to_json()
+    };
+    let h3 = label("10.244.0.3");
+    let mut expected = pairs(&[
+        (&format!("{dir}db-0"), a("10.244.0.1")),
+        (&format!("{dir}_tcp/_pg/db-0"), srv("db-0")),
+        (&format!("{dir}db-1"), a("10.244.0.2")),
+        (&format!("{dir}_tcp/_pg/db-1"), srv("db-1")),
+        (&format!("{dir}{h3}"), a("10.244.0.3")),
+        (&format!("{dir}_tcp/_pg/{h3}"), srv(&h3)),
+    ]);
+    wait_exact(&etcd, dir, &expected).await?;
+
+    kubectl.with_manifest(
+        "replace",
+        &endpoints_manifest(r#"{"ip":"10.244.0.1","hostname":"db-0"},{"ip":"10.244.0.2"}"#),
+    )?;
+    expected.retain(|(k, _)| !k.ends_with(&h3));
+    wait_exact(&etcd, dir, &expected).await?;
+
+    kubectl.run(&["delete", "endpoints", "db"])?;
+    wait_exact(&etcd, dir, &[]).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pod_records_follow_pods_and_can_be_turned_off() -> Result<()> {
+    let (etcd, api, kubectl, k2s) = cluster(&[]).await?;
+    create_pod(&api, "default", "p", "10.244.9.9")?;
+    let key = format!(
+        "/skydns/local/cluster/pod/default/10-244-9-9/{}",
+        label("10.244.9.9")
+    );
+    wait_exact(
+        &etcd,
+        "/skydns/local/cluster/pod/",
+        &pairs(&[(&key, a("10.244.9.9"))]),
+    )
+    .await?;
+    kubectl.run(&["delete", "pod", "p", "--wait=false"])?;
+    wait_exact(&etcd, "/skydns/local/cluster/pod/", &[]).await?;
+    drop(k2s);
+
+    let _off = {
+        let mut k = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
+        k.wait_ready().await?;
+        k
+    };
+    create_pod(&api, "default", "q", "10.244.9.10")?;
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.99", &[]))?;
+    eventually("probe service records", || {
+        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
+    })
+    .await?;
+    ensure!(
+        keys_under(&etcd, "/skydns/local/cluster/pod/")?.is_empty(),
+        "--pods=false must write no pod records"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutation_timeout_exits_non_zero_naming_the_key() -> Result<()> {
+    let (mut etcd, _api, kubectl, mut k2s) = cluster(&["--etcd-mutation-timeout=1s"]).await?;
+    etcd.stop();
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("t", "10.0.0.90", &[("http", "TCP", 80)]),
+    )?;
+    let status = k2s.wait_exit(Duration::from_secs(20)).await?;
+    ensure!(!status.success(), "must exit non-zero: {status}");
+    let log = k2s.log();
+    ensure!(
+        log.contains("Failed to mutate etcd")
+            && log.contains("/skydns/local/cluster/svc/default/t/"),
+        "log must name the key:\n{log}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_zero() -> Result<()> {
+    let (_etcd, _api, _kubectl, mut k2s) = cluster(&[]).await?;
+    k2s.signal(nix::sys::signal::Signal::SIGTERM)?;
+    let status = k2s.wait_exit(Duration::from_secs(10)).await?;
+    ensure!(status.success(), "SIGTERM must exit 0: {status}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn healthz_and_metrics_report_etcd_and_writes() -> Result<()> {
+    let (mut etcd, _api, _kubectl, k2s) = cluster(&[]).await?;
+    ensure!(
+        k2s.http("/healthz").await == Some((200, "ok\n".into())),
+        "healthy at start"
+    );
+    let mut metrics = String::new();
+    for _ in 0..200 {
+        metrics = k2s
+            .http("/metrics")
+            .await
+            .map(|(_, b)| b)
+            .unwrap_or_default();
+        if metrics.contains("kube2sky_last_sync_age_seconds")
+            && !metrics.contains("kube2sky_last_sync_age_seconds -1")
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ensure!(
+        !metrics.contains("kube2sky_last_sync_age_seconds -1"),
+        "a full sync must have happened:\n{metrics}"
+    );
+    ensure!(
+        !metrics.contains("kube2sky_records_written_total 0\n"),
+        "records were written:\n{metrics}"
+    );
+    etcd.stop();
+    let mut status = None;
+    for _ in 0..200 {
+        status = k2s.http("/healthz").await;
+        if matches!(status, Some((503, _))) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    ensure!(
+        matches!(&status, Some((503, body)) if body.contains("etcd")),
+        "etcd down must fail /healthz: {status:?}"
+    );
+    Ok(())
+}

@@ -1,0 +1,256 @@
+//! The beyond-1.2 fixes end to end: stale-key removal after downtime and
+//! after a 410 re-list, replayed deletes after a dropped watch, rewrite after
+//! etcd data loss, single-transaction updates. Each fix has a `control_*`
+//! test run with the fix's flag off, showing the failure the fix prevents.
+
+mod support;
+
+use anyhow::{ensure, Context, Result};
+use integration_tests::apiserver::ResourceKind;
+use std::time::Duration;
+use support::*;
+
+/// Hand-written keys kube2sky must never touch.
+fn foreign_keys() -> Vec<(String, String)> {
+    pairs(&[
+        (
+            "/skydns/config",
+            r#"{"domain":"cluster.local."}"#.to_string(),
+        ),
+        ("/skydns/local/cluster/dns/ns/ns1", a("10.0.0.10")),
+        ("/skydns/local/cluster/custom/x", a("192.168.0.9")),
+        ("/skydns/arpa/in-addr/192/168/0/1", a("router.example.org.")),
+    ])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_deleted_while_kube2sky_was_down_is_removed_at_start() -> Result<()> {
+    let (etcd, api, kubectl, mut k2s) = cluster(&[]).await?;
+    for (k, v) in foreign_keys() {
+        etcd.put(&k, &v)?;
+    }
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("gone", "10.0.0.60", &[("http", "TCP", 80)]),
+    )?;
+    let dir = "/skydns/local/cluster/svc/default/gone/";
+    eventually("records of gone", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    k2s.kill();
+    kubectl.run(&["delete", "service", "gone"])?;
+
+    // Control: 1.2 behaviour (no stale removal) leaves the records behind.
+    let mut old = Kube2sky::start(&etcd, &api, &["--remove-stale=false"])?;
+    old.wait_ready().await?;
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.61", &[]))?;
+    eventually("probe records", || {
+        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
+    })
+    .await?;
+    ensure!(
+        keys_under(&etcd, dir)?.len() == 2,
+        "control: without stale removal the records stay"
+    );
+    old.kill();
+
+    let mut new = Kube2sky::start(&etcd, &api, &[])?;
+    new.wait_ready().await?;
+    wait_exact(&etcd, dir, &[]).await?;
+    wait_exact(&etcd, "/skydns/arpa/in-addr/10/0/0/60", &[]).await?;
+    for (k, v) in foreign_keys() {
+        ensure!(
+            under(&etcd, &k)? == vec![(k.clone(), v.clone())],
+            "foreign key {k} was touched"
+        );
+    }
+    Ok(())
+}
+
+/// Deletes service `w` while kube2sky's watches cannot see it, then lets them
+/// recover; returns whether `w`'s records are eventually gone.
+async fn delete_during_watch_gap(flags: &[&str], expire_history: bool) -> Result<bool> {
+    let (etcd, api, kubectl, _k2s) = cluster(flags).await?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("w", "10.0.0.70", &[("http", "TCP", 80)]),
+    )?;
+    let dir = "/skydns/local/cluster/svc/default/w/";
+    eventually("records of w", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(3))
+        .await
+        .context("3 watches")?;
+    // Watches end first (the re-watch hangs at the paused gate), so the delete
+    // can only be learned from a replay or, after a 410, from a relist.
+    api.pause();
+    api.drop_watches();
+    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(0))
+        .await
+        .context("watches closed")?;
+    store_delete(&api, ResourceKind::Service, "default", "w")?;
+    if expire_history {
+        api.expire_history();
+    }
+    api.resume();
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.71", &[]))?;
+    eventually("probe records", || {
+        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
+    })
+    .await?;
+    let gone = eventually("w's records removed", || {
+        Ok(keys_under(&etcd, dir)?.is_empty())
+    })
+    .await;
+    Ok(gone.is_ok())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_missed_behind_a_410_is_removed_after_the_relist() -> Result<()> {
+    ensure!(
+        delete_during_watch_gap(&[], true).await?,
+        "records of a service deleted behind a 410 must go"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_delete_missed_behind_a_410_stays_without_stale_removal() -> Result<()> {
+    // The watch relists, but 1.2 ignored the deletion tombstone.
+    let flags = ["--remove-stale=false"];
+    let (etcd, api, kubectl, k2s) = cluster(&flags).await?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("w", "10.0.0.70", &[("http", "TCP", 80)]),
+    )?;
+    let dir = "/skydns/local/cluster/svc/default/w/";
+    eventually("records of w", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(3))
+        .await
+        .context("3 watches")?;
+    api.pause();
+    api.drop_watches();
+    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(0))
+        .await
+        .context("watches closed")?;
+    store_delete(&api, ResourceKind::Service, "default", "w")?;
+    api.expire_history();
+    api.resume();
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.71", &[]))?;
+    eventually("probe records", || {
+        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
+    })
+    .await?;
+    ensure!(
+        keys_under(&etcd, dir)?.len() == 2,
+        "control: the stale records must remain without stale removal; log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn delete_during_a_dropped_watch_is_replayed() -> Result<()> {
+    ensure!(
+        delete_during_watch_gap(&["--remove-stale=false"], false).await?,
+        "the re-watch must replay the delete"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_come_back_after_etcd_is_wiped() -> Result<()> {
+    let (mut etcd, api, kubectl, _k2s) = cluster(&["--reverse=false"]).await?;
+    kubectl.with_manifest("create", KUBE_DNS)?;
+    create_pod(&api, "default", "p", "1.2.3.4")?;
+    wait_exact(&etcd, "/skydns", &section9()).await?;
+    etcd.restart_empty()?;
+    wait_exact(&etcd, "/skydns", &section9()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_records_stay_lost_without_the_data_loss_check() -> Result<()> {
+    let (mut etcd, _api, _kubectl, k2s) =
+        cluster(&["--reverse=false", "--etcd-loss-check-interval=0s"]).await?;
+    eventually("kubernetes records", || Ok(skydns(&etcd)?.len() == 2)).await?;
+    etcd.restart_empty()?;
+    // A negative control: give the enabled check (200ms period) many periods.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    ensure!(
+        skydns(&etcd)?.is_empty(),
+        "control: without the check nothing rewrites the records"
+    );
+    ensure!(
+        k2s.http("/readiness").await.is_some(),
+        "kube2sky still running"
+    );
+    Ok(())
+}
+
+/// Changes a service's ports and returns the etcd events on its directory.
+async fn events_during_update(flags: &[&str]) -> Result<Vec<(etcd_client::EventType, String)>> {
+    let (etcd, _api, kubectl, _k2s) = cluster(flags).await?;
+    let dir = "/skydns/local/cluster/svc/default/u/";
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80)]),
+    )?;
+    eventually("records of u", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let mut stream = client
+        .watch(dir, Some(etcd_client::WatchOptions::new().with_prefix()))
+        .await?;
+    kubectl.with_manifest(
+        "replace",
+        &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80), ("dns", "UDP", 53)]),
+    )?;
+    let mut events = Vec::new();
+    let new_key = format!("{dir}_udp/_dns/{}", label("10.0.0.80"));
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(resp) = stream.message().await? {
+            for e in resp.events() {
+                let key = e
+                    .kv()
+                    .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
+                    .unwrap_or_default();
+                events.push((e.event_type(), key));
+            }
+            if events
+                .iter()
+                .any(|(t, k)| *t == etcd_client::EventType::Put && *k == new_key)
+            {
+                break;
+            }
+        }
+        Ok::<_, anyhow::Error>(())
+    })
+    .await
+    .context("waiting for the new SRV key")??;
+    Ok(events)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn service_update_never_removes_unchanged_records() -> Result<()> {
+    let events = events_during_update(&[]).await?;
+    ensure!(
+        events
+            .iter()
+            .all(|(t, _)| *t == etcd_client::EventType::Put),
+        "no delete expected: {events:?}"
+    );
+    ensure!(
+        events.len() == 1,
+        "only the new SRV key is written: {events:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result<()> {
+    let events = events_during_update(&["--atomic-updates=false"]).await?;
+    let a_key = format!("/skydns/local/cluster/svc/default/u/{}", label("10.0.0.80"));
+    ensure!(
+        events
+            .iter()
+            .any(|(t, k)| *t == etcd_client::EventType::Delete && *k == a_key),
+        "1.2 mode removes the A record first: {events:?}"
+    );
+    Ok(())
+}
