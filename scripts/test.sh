@@ -8,4 +8,6 @@ cd "$(dirname "$0")/.."
 scripts/install-deps.sh
 cargo fmt --all -- --check
 cargo clippy --workspace --all-targets -- -D warnings
+# The binaries the smoke test of deploy/local/run.sh runs.
+cargo build --workspace --bins
 cargo test --workspace

@@ -1,11 +1,19 @@
 #!/usr/bin/env bash
-# Runs the DNS pipeline on this machine: a real etcd (Debian etcd-server)
-# loaded with the records kube2sky 1.2 writes for a small cluster
-# (deploy/local/sample-records.txt), and skydns serving cluster.local. on a
-# loopback port. Prints commands to try, streams the logs, and stops
-# everything it started on Ctrl-C.
+# Runs the whole kube-dns pod on this machine, as the four containers would:
+#   etcd (Debian etcd-server)  <- kube2sky <- Kubernetes API
+#   skydns (reads etcd, serves DNS on 127.0.0.1:$DNS_PORT)
+#   exec-healthz (runs nslookup against skydns, serves :$HEALTHZ_PORT/healthz)
+# The Kubernetes API is the project's API test server seeded with
+# default/kubernetes, kube-system/kube-dns and a few demo objects
+# (integration-tests/seed/demo.yaml), unless a real cluster is given:
+#   deploy/local/run.sh --kubeconfig ~/.kube/config
+#   deploy/local/run.sh --kube-master-url http://127.0.0.1:8080
+# It builds first, waits until /readiness and /healthz are green, prints
+# commands to try, streams the logs and stops everything on Ctrl-C.
 #
-# Environment: DNS_PORT (default 1053), ETCD_PORT (default 12379).
+# Environment: DNS_PORT (1053), ETCD_PORT (12379), API_PORT (18080),
+# HEALTHZ_PORT (8080), READINESS_PORT (8081), DNS_DOMAIN (cluster.local),
+# SKIP_BUILD=1 with BIN_DIR=target/debug to use already built binaries.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -13,11 +21,33 @@ root=$(pwd)
 DNS_PORT=${DNS_PORT:-1053}
 ETCD_PORT=${ETCD_PORT:-12379}
 ETCD_PEER_PORT=${ETCD_PEER_PORT:-$((ETCD_PORT + 1))}
+API_PORT=${API_PORT:-18080}
+HEALTHZ_PORT=${HEALTHZ_PORT:-8080}
+READINESS_PORT=${READINESS_PORT:-8081}
+DNS_DOMAIN=${DNS_DOMAIN:-cluster.local}
+BIN_DIR=${BIN_DIR:-$root/target/debug}
+kubeconfig=""
+master_url=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --kubeconfig) kubeconfig=$2; shift 2 ;;
+    --kubeconfig=*) kubeconfig=${1#*=}; shift ;;
+    --kube-master-url) master_url=$2; shift 2 ;;
+    --kube-master-url=*) master_url=${1#*=}; shift ;;
+    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
+  esac
+done
 etcd_url="http://127.0.0.1:${ETCD_PORT}"
 
 scripts/install-deps.sh
-echo "==> building (cargo build -p skydns)"
-cargo build -p skydns
+if [ "${SKIP_BUILD:-}" != 1 ]; then
+  echo "==> building (cargo build --bins -p skydns -p kube2sky -p healthz -p integration-tests)"
+  cargo build --bins -p skydns -p kube2sky -p healthz -p integration-tests
+fi
+for bin in skydns kube2sky exec-healthz kube-api-test-server; do
+  [ -x "$BIN_DIR/$bin" ] || { echo "missing $BIN_DIR/$bin (build it, or unset SKIP_BUILD)" >&2; exit 1; }
+done
 
 work=$(mktemp -d)
 pids=()
@@ -25,18 +55,31 @@ cleanup() {
   trap - EXIT INT TERM
   echo
   echo "==> stopping"
-  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
 }
 trap cleanup EXIT INT TERM
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-for p in "$ETCD_PORT" "$ETCD_PEER_PORT" "$DNS_PORT"; do
-  if port_busy "$p"; then echo "port $p is in use; set ETCD_PORT / DNS_PORT to free ports" >&2; exit 1; fi
+ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$DNS_PORT" "$HEALTHZ_PORT" "$READINESS_PORT")
+[ -z "$kubeconfig$master_url" ] && ports+=("$API_PORT")
+for p in "${ports[@]}"; do
+  if port_busy "$p"; then
+    echo "port $p is in use; set DNS_PORT / ETCD_PORT / API_PORT / HEALTHZ_PORT / READINESS_PORT" >&2
+    exit 1
+  fi
 done
 
-echo "==> starting etcd on ${etcd_url} (data in ${work})"
+wait_for() { # description, command...
+  local what=$1; shift
+  for _ in $(seq 1 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  echo "timed out waiting for $what; logs in $work" >&2
+  tail -n 20 "$work"/*.log >&2 || true
+  exit 1
+}
+
+echo "==> etcd on ${etcd_url}"
 ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" \
   --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
   --listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
@@ -44,39 +87,64 @@ ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" \
   --initial-cluster "local=http://127.0.0.1:${ETCD_PEER_PORT}" >"$work/etcd.log" 2>&1 &
 pids+=($!)
 export ETCDCTL_API=3
-for _ in $(seq 1 100); do
-  etcdctl --endpoints="$etcd_url" get / --command-timeout=1s >/dev/null 2>&1 && break
-  sleep 0.1
-done
-etcdctl --endpoints="$etcd_url" get / --command-timeout=1s >/dev/null
+wait_for etcd etcdctl --endpoints="$etcd_url" get / --command-timeout=1s
 
-echo "==> loading sample records"
-while read -r key value; do
-  [ -n "$key" ] && etcdctl --endpoints="$etcd_url" put "$key" "$value" >/dev/null
-done < deploy/local/sample-records.txt
+kube_args=()
+kubectl_hint=""
+if [ -n "$kubeconfig" ]; then
+  kube_args+=(--kubecfg-file="$kubeconfig")
+  [ -n "$master_url" ] && kube_args+=(--kube-master-url="$master_url")
+  kubectl_hint="kubectl --kubeconfig=$kubeconfig"
+elif [ -n "$master_url" ]; then
+  kube_args+=(--kube-master-url="$master_url")
+  kubectl_hint="kubectl --server=$master_url"
+else
+  echo "==> Kubernetes API test server on http://127.0.0.1:${API_PORT} (seed: integration-tests/seed/demo.yaml)"
+  "$BIN_DIR/kube-api-test-server" --listen "127.0.0.1:${API_PORT}" \
+    --seed integration-tests/seed/demo.yaml >"$work/apiserver.log" 2>&1 &
+  pids+=($!)
+  wait_for "the API test server" curl -sf "http://127.0.0.1:${API_PORT}/version"
+  kube_args+=(--kube-master-url="http://127.0.0.1:${API_PORT}")
+  kubectl_hint="kubectl --server=http://127.0.0.1:${API_PORT}"
+fi
 
-echo "==> starting skydns on 127.0.0.1:${DNS_PORT}"
-"$root/target/debug/skydns" -machines="$etcd_url" -addr="127.0.0.1:${DNS_PORT}" \
-  -ns-rotate=false -domain=cluster.local. >"$work/skydns.log" 2>&1 &
+echo "==> kube2sky (readiness on :${READINESS_PORT})"
+"$BIN_DIR/kube2sky" --domain="$DNS_DOMAIN" --etcd-server="$etcd_url" \
+  --healthz-port="$READINESS_PORT" "${kube_args[@]}" >"$work/kube2sky.log" 2>&1 &
 pids+=($!)
-for _ in $(seq 1 100); do
-  dig @127.0.0.1 -p "$DNS_PORT" +time=1 +tries=1 +short kubernetes.default.svc.cluster.local A 2>/dev/null | grep -q . && break
-  sleep 0.1
-done
+
+echo "==> skydns on 127.0.0.1:${DNS_PORT}"
+"$BIN_DIR/skydns" -machines="$etcd_url" -addr="127.0.0.1:${DNS_PORT}" \
+  -ns-rotate=false -domain="${DNS_DOMAIN}." >"$work/skydns.log" 2>&1 &
+pids+=($!)
+
+echo "==> exec-healthz on :${HEALTHZ_PORT}"
+"$BIN_DIR/exec-healthz" -port="$HEALTHZ_PORT" -period=2s \
+  -cmd="nslookup -port=${DNS_PORT} kubernetes.default.svc.${DNS_DOMAIN} 127.0.0.1 >/dev/null" \
+  >"$work/healthz.log" 2>&1 &
+pids+=($!)
+
+wait_for "kube2sky /readiness" curl -sf "http://127.0.0.1:${READINESS_PORT}/readiness"
+wait_for "skydns to answer" sh -c "dig @127.0.0.1 -p ${DNS_PORT} +short kubernetes.default.svc.${DNS_DOMAIN} | grep -q ."
+# The first nslookup runs one period after start; wait for a real result.
+wait_for "exec-healthz /healthz" sh -c "curl -sf http://127.0.0.1:${HEALTHZ_PORT}/metrics | grep -q '^exechealthz_runs_total [1-9]' && curl -sf http://127.0.0.1:${HEALTHZ_PORT}/healthz"
 
 cat <<MSG
 
-==> ready. Try:
-  dig @127.0.0.1 -p ${DNS_PORT} kubernetes.default.svc.cluster.local
-  dig @127.0.0.1 -p ${DNS_PORT} _https._tcp.kubernetes.default.svc.cluster.local SRV
-  dig @127.0.0.1 -p ${DNS_PORT} 1-2-3-4.default.pod.cluster.local
-  dig @127.0.0.1 -p ${DNS_PORT} nosuch.default.svc.cluster.local
-  ETCDCTL_API=3 etcdctl --endpoints=${etcd_url} get /skydns --prefix
-  ETCDCTL_API=3 etcdctl --endpoints=${etcd_url} put /skydns/local/cluster/svc/default/demo/1 '{"host":"10.0.0.42","ttl":30}'
-  dig @127.0.0.1 -p ${DNS_PORT} demo.default.svc.cluster.local
+==> ready: /readiness and /healthz are green. Try:
+  dig @127.0.0.1 -p ${DNS_PORT} kubernetes.default.svc.${DNS_DOMAIN}
+  dig @127.0.0.1 -p ${DNS_PORT} _dns._udp.kube-dns.kube-system.svc.${DNS_DOMAIN} SRV
+  dig @127.0.0.1 -p ${DNS_PORT} web.default.svc.${DNS_DOMAIN}
+  dig @127.0.0.1 -p ${DNS_PORT} -x 10.0.0.1
+  etcdctl --endpoints=${etcd_url} get /skydns --prefix      (ETCDCTL_API=3)
+  ${kubectl_hint} get services -A
+  ${kubectl_hint} create -f deploy/local/demo-service.yaml --validate=false
+  dig @127.0.0.1 -p ${DNS_PORT} demo.default.svc.${DNS_DOMAIN}
+  ${kubectl_hint} delete service demo
+  curl http://127.0.0.1:${HEALTHZ_PORT}/healthz ; curl http://127.0.0.1:${READINESS_PORT}/metrics
 Logs follow (${work}/*.log); Ctrl-C stops everything.
 
 MSG
-tail -n +1 -F "$work/skydns.log" &
+tail -n +1 -F "$work/kube2sky.log" "$work/skydns.log" "$work/healthz.log" &
 pids+=($!)
 wait
