@@ -339,40 +339,8 @@ fn validate_master_url(url: &str) -> Result<String, ConfigError> {
     }
 }
 
-/// Go `time.ParseDuration` for the units kube2sky users write (`h`, `m`, `s`, `ms`, `us`, `ns`).
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let err = || format!("invalid duration {s:?} (use Go syntax such as 10s, 1m30s, 500ms)");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut total = Duration::ZERO;
-    let mut rest = s;
-    if rest.is_empty() {
-        return Err(err());
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(err)?;
-        let number: f64 = rest[..num_len].parse().map_err(|_| err())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let seconds = match &rest[..unit_len] {
-            "h" => 3600.0,
-            "m" => 60.0,
-            "s" => 1.0,
-            "ms" => 1e-3,
-            "us" | "µs" => 1e-6,
-            "ns" => 1e-9,
-            _ => return Err(err()),
-        };
-        total += Duration::from_secs_f64(number * seconds);
-        rest = &rest[unit_len..];
-    }
-    Ok(total)
-}
+/// Go `time.ParseDuration`; shared with skydns so both read durations alike.
+pub use skydns::config::go_duration as parse_duration;
 
 #[cfg(test)]
 mod tests;
