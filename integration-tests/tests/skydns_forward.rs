@@ -149,6 +149,19 @@ async fn the_response_cache_counts_ttls_down_and_keeps_negative_answers() {
         negative.status, "NXDOMAIN",
         "negative answer cached: {negative:?}"
     );
+    let plain = dns
+        .dig(&["+noedns", "+norec", "www.example.org", "A"])
+        .await;
+    assert_eq!(plain.status, "NOERROR");
+    assert!(
+        !plain.raw.contains("OPT PSEUDOSECTION"),
+        "no OPT for a client without EDNS: {}",
+        plain.raw
+    );
+    assert!(
+        !plain.flags.contains(&"rd".into()),
+        "RD follows the request: {plain:?}"
+    );
     dns.shutdown().await;
 }
 
@@ -274,4 +287,28 @@ async fn reqwest_get(url: &str) -> String {
     stream.read_to_string(&mut out).await.unwrap();
     assert!(out.starts_with("HTTP/1.1 200"), "{out}");
     out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cached_replies_carry_no_opt_for_clients_without_edns() {
+    let etcd = etcd();
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let dns = resolver(
+        &etcd,
+        &[&format!("-nameservers=127.0.0.1:{}", up.port), "-rcache=10"],
+    )
+    .await;
+    let first = dns.dig(&["+edns=0", "www.example.org", "A"]).await;
+    assert!(
+        first.raw.contains("OPT PSEUDOSECTION"),
+        "dnsmasq echoes EDNS: {}",
+        first.raw
+    );
+    let plain = dns.dig(&["+noedns", "www.example.org", "A"]).await;
+    assert!(
+        plain.answer.len() == 1 && plain.answer[0].ends_with("IN A 192.0.2.10"),
+        "{plain:?}"
+    );
+    assert!(!plain.raw.contains("OPT PSEUDOSECTION"), "{}", plain.raw);
+    dns.shutdown().await;
 }

@@ -27,6 +27,9 @@ pub struct CacheKey {
     pub dnssec_ok: bool,
     /// Whether the query came over TCP.
     pub tcp: bool,
+    /// The CD bit: a reply fetched without validation must not serve
+    /// clients that want it validated.
+    pub checking_disabled: bool,
 }
 
 struct Entry {
@@ -174,6 +177,7 @@ mod tests {
             qclass: 1,
             dnssec_ok: false,
             tcp: false,
+            checking_disabled: false,
         }
     }
 

@@ -202,7 +202,7 @@ impl Settings {
                 ConfigError(format!("nameserver is invalid: {ns:?} (want IP:port)"))
             })?);
         }
-        if nameservers.is_empty() && !self.no_rec {
+        if nameservers.is_empty() {
             nameservers = resolv_conf().map_err(|e| {
                 ConfigError(format!(
                     "defaults could not be set from /etc/resolv.conf: {e}"
@@ -223,7 +223,7 @@ impl Settings {
             } else {
                 self.priority
             },
-            hostmaster: fqdn_lower(&hostmaster.replace('@', ".")),
+            hostmaster: crate::path::fqdn(&hostmaster.replace('@', ".")),
             domain,
         };
         let read_timeout = match self.read_timeout {

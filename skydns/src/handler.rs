@@ -231,6 +231,9 @@ impl Handler {
 
     /// Keeps an encoded reply for the hot path.
     fn remember(&self, plain: &PlainQuery, q: &Question, bytes: &[u8], revision: i64, hour: u64) {
+        if q.qtype == RecordType::ANY {
+            return; // the REFUSED reply clears RD, which the hot path copies
+        }
         let shufflable =
             self.inner.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
         self.inner
@@ -302,17 +305,17 @@ impl Handler {
             reply.metadata.recursion_available = false;
             return Route::Reply(reply);
         }
-        if self.inner.upstreams.is_empty()
-            || usize::from(q.qname.num_labels()) < self.inner.options.ndots
-        {
+        if self.inner.upstreams.is_empty() || q.qname.iter().count() < self.inner.options.ndots {
             reply.metadata.response_code = ResponseCode::ServFail;
             return Route::Reply(reply);
         }
         Route::Pending(pending::Route::Forward)
     }
 
+    /// Whether internal lookups (§8.2) can run: they need upstreams only;
+    /// `-no-rec` stops forwarding, not lookups.
     fn can_forward(&self) -> bool {
-        !self.inner.options.no_rec && !self.inner.upstreams.is_empty()
+        !self.inner.upstreams.is_empty()
     }
 
     /// The stub servers for `name`, when stub zones are on and one matches.
@@ -346,8 +349,8 @@ impl Handler {
                 mut answers,
                 mut additionals,
             } => {
-                dedup(&mut answers);
-                dedup(&mut additionals);
+                dedup(&mut answers, self.inner.options.round_robin);
+                dedup(&mut additionals, self.inner.options.round_robin);
                 clamp_ttls(&mut answers, self.inner.zone.ttl);
                 if self.inner.options.round_robin
                     && matches!(q.qtype, RecordType::A | RecordType::AAAA)

@@ -135,7 +135,18 @@ impl ReplyCache {
     /// `shufflable` says whether round robin applies to its answers.
     pub fn insert(&self, q: &PlainQuery, reply: &[u8], revision: i64, hour: u64, shufflable: bool) {
         let shuffle = if shufflable {
-            answer_ranges(reply).map(Arc::from)
+            let truncated = reply.get(2).is_some_and(|b| b & 0x02 != 0);
+            let answers = reply
+                .get(6..8)
+                .map_or(0, |c| u16::from_be_bytes([c[0], c[1]]));
+            match answer_ranges(reply) {
+                // A truncated prefix differs per shuffle; other shapes
+                // (e.g. a CNAME among the addresses) cannot be re-shuffled
+                // as byte ranges: both stay on the full path.
+                _ if truncated => return,
+                None if answers >= 2 => return,
+                ranges => ranges.map(Arc::from),
+            }
         } else {
             None
         };
@@ -286,5 +297,34 @@ mod tests {
             assert_eq!(ips[0], "10.0.0.0");
         }
         assert!(orders.len() > 1, "round robin on cached replies");
+    }
+
+    #[test]
+    fn replies_that_cannot_be_reshuffled_are_not_kept() {
+        let cache = ReplyCache::default();
+        let q = QuestionKey::parse(&query("svc.cluster.local.", None), false).unwrap();
+        let mut truncated = reply(6);
+        truncated[2] |= 0x02;
+        cache.insert(&q, &truncated, 1, 1, true);
+        assert!(
+            cache.get(&q, 1, 1).is_none(),
+            "a truncated prefix would freeze"
+        );
+        let mut m = Message::from_vec(&reply(2)).unwrap();
+        let owner = m.answers[0].name.clone();
+        m.answers.insert(
+            0,
+            Record::from_rdata(
+                owner,
+                30,
+                RData::CNAME(hickory_proto::rr::rdata::CNAME(
+                    Name::from_ascii("x.").unwrap(),
+                )),
+            ),
+        );
+        cache.insert(&q, &m.to_vec().unwrap(), 1, 1, true);
+        assert!(cache.get(&q, 1, 1).is_none(), "a CNAME among the addresses");
+        cache.insert(&q, &reply(1), 1, 1, true);
+        assert!(cache.get(&q, 1, 1).is_some(), "a single record is fine");
     }
 }

@@ -11,20 +11,31 @@
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 use rand::seq::SliceRandom;
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// Removes duplicate records (same owner, class, type and data, owner
-/// compared case-insensitively) and all but the first CNAME of each owner.
-pub fn dedup(records: &mut Vec<Record>) {
+/// compared case-insensitively) and keeps one CNAME per owner: the first,
+/// or with `round_robin` a later one replaces it with probability ½.
+pub fn dedup(records: &mut Vec<Record>, round_robin: bool) {
     let mut seen: HashSet<(String, u16, String)> = HashSet::new();
-    let mut cname_owners: HashSet<String> = HashSet::new();
-    records.retain(|r| {
+    let mut cname_at: HashMap<String, usize> = HashMap::new();
+    let mut kept: Vec<Record> = Vec::with_capacity(records.len());
+    for r in records.drain(..) {
         let owner = r.name.to_string().to_ascii_lowercase();
-        if r.record_type() == RecordType::CNAME && !cname_owners.insert(owner.clone()) {
-            return false;
+        if r.record_type() == RecordType::CNAME {
+            if let Some(&at) = cname_at.get(&owner) {
+                if round_robin && rand::random::<bool>() {
+                    kept[at] = r;
+                }
+                continue;
+            }
+            cname_at.insert(owner.clone(), kept.len());
         }
-        seen.insert((owner, u16::from(r.dns_class), r.data.to_string()))
-    });
+        if seen.insert((owner, u16::from(r.dns_class), r.data.to_string())) {
+            kept.push(r);
+        }
+    }
+    *records = kept;
 }
 
 /// With more than one answer, every TTL becomes `min(max_ttl, smallest TTL)`.
@@ -124,9 +135,21 @@ mod tests {
             cname("y.", "a."),
             cname("y.", "b."),
         ];
-        dedup(&mut rs);
+        dedup(&mut rs, false);
         assert_eq!(rs.len(), 3);
         assert_eq!(rs[2].data.to_string(), "a.");
+    }
+
+    #[test]
+    fn with_round_robin_either_cname_may_survive() {
+        let mut kept = std::collections::HashSet::new();
+        for _ in 0..64 {
+            let mut rs = vec![cname("y.", "a."), cname("y.", "b.")];
+            dedup(&mut rs, true);
+            assert_eq!(rs.len(), 1);
+            kept.insert(rs[0].data.to_string());
+        }
+        assert_eq!(kept.len(), 2);
     }
 
     #[test]

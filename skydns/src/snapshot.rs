@@ -142,6 +142,9 @@ fn is_hidden_below(relative: &str) -> bool {
 /// or equal to the key's segment at the same index; the key may be longer.
 fn matches_wildcard(pattern: &[&str], key: &str) -> bool {
     let key: Vec<&str> = key.split('/').collect();
+    if pattern.len() > key.len() {
+        return false;
+    }
     pattern
         .iter()
         .enumerate()

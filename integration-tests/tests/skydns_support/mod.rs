@@ -15,6 +15,7 @@ pub struct Reply {
     pub answer: Vec<String>,
     pub authority: Vec<String>,
     pub additional: Vec<String>,
+    pub raw: String,
 }
 
 pub fn parse(text: &str) -> Reply {
@@ -24,6 +25,7 @@ pub fn parse(text: &str) -> Reply {
         answer: vec![],
         authority: vec![],
         additional: vec![],
+        raw: text.to_string(),
     };
     let mut section: Option<&mut Vec<String>> = None;
     for line in text.lines() {

@@ -119,8 +119,11 @@ fn chase(
         lower: &lower,
     };
     let found = match address_records(ctx, &next, family, &next_chain) {
+        // From the store, a CNAME is only worth it with addresses behind it.
+        Some(found) if found.is_empty() => return None,
         Some(found) => found,
-        // Not in the store: a target outside the domain is asked upstream.
+        // Not in the store: a target outside the domain is asked upstream;
+        // a successful lookup keeps the CNAME even without addresses.
         None if !in_domain(&lower, &ctx.zone.domain) => {
             let qtype = if family == Family::V6 {
                 RecordType::AAAA
@@ -131,9 +134,6 @@ fn chase(
         }
         None => return None,
     };
-    if found.is_empty() {
-        return None;
-    }
     let mut out = Vec::with_capacity(found.len() + 1);
     out.push(cname);
     out.extend(found);

@@ -69,7 +69,7 @@ impl Question {
     pub fn new(qname: Name, qtype: RecordType, qclass: DNSClass) -> Self {
         let mut qname = qname;
         qname.set_fqdn(true);
-        let qname_text = qname.to_string();
+        let qname_text = name_text(&qname);
         let name = qname_text.to_ascii_lowercase();
         Question {
             qname,
@@ -136,11 +136,11 @@ pub fn authoritative(
         snapshot,
         lookups,
     };
-    if q.qclass == DNSClass::CH {
-        return chaos(zone, q);
-    }
     if q.name == zone.domain && q.qtype == RecordType::SOA {
         return Answer::records(vec![soa(zone, now, zone.ttl)]);
+    }
+    if q.qclass == DNSClass::CH {
+        return chaos(zone, q);
     }
     match q.qtype {
         RecordType::A | RecordType::AAAA => address::answer(&ctx, q),
@@ -160,6 +160,21 @@ pub fn authoritative(
 /// A record of class IN.
 fn rr(name: Name, ttl: u32, data: RData) -> Record {
     Record::from_rdata(name, ttl, data)
+}
+
+/// A name as plain text from its raw labels, with the trailing dot: no
+/// escaping and no IDNA decoding (hickory's `Display` turns `xn--` labels
+/// into Unicode), so the text maps to the etcd path the labels spell.
+pub fn name_text(name: &Name) -> String {
+    let mut out = String::with_capacity(name.len() + 1);
+    for label in name.iter() {
+        out.push_str(&String::from_utf8_lossy(label));
+        out.push('.');
+    }
+    if out.is_empty() {
+        out.push('.');
+    }
+    out
 }
 
 /// Parses a textual name; `None` for text hickory cannot represent.

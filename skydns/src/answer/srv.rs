@@ -116,7 +116,7 @@ impl Targets {
     }
 
     fn add_addresses_of(&mut self, ctx: &Ctx<'_>, target: &Name) {
-        let text = target.to_string();
+        let text = super::name_text(target);
         let lower = text.to_ascii_lowercase();
         if !in_domain(&lower, &ctx.zone.domain) {
             // Outside the domain: A (everything) and AAAA (no CNAMEs) upstream.

@@ -578,3 +578,66 @@ fn targets_outside_the_domain_come_from_lookups() {
     assert!(add.is_empty());
     assert!(lookups.take_missing().is_empty());
 }
+
+#[test]
+fn wildcard_patterns_longer_than_the_key_match_nothing() {
+    let snap = with(&[("svc/b/x", host("10.0.0.5"))]);
+    let (ans, _) = sections(ask_in(&snap, "*.x.*.svc.cluster.local.", RecordType::A));
+    assert!(ans.is_empty(), "{ans:?}");
+}
+
+#[test]
+fn punycode_and_escaped_labels_reach_their_keys() {
+    let snap = with(&[
+        ("svc/default/xn--bcher-kva/1", host("10.0.0.6")),
+        ("svc/default/a+b/1", host("10.0.0.7")),
+    ]);
+    let (ans, _) = sections(ask_in(
+        &snap,
+        "xn--bcher-kva.default.svc.cluster.local.",
+        RecordType::A,
+    ));
+    assert_eq!(ans.len(), 1, "{ans:?}");
+    let odd = Name::from_labels(vec![
+        b"a+b" as &[u8],
+        b"default",
+        b"svc",
+        b"cluster",
+        b"local",
+    ])
+    .unwrap();
+    let q = Question::new(odd, RecordType::A, DNSClass::IN);
+    let (ans, _) = sections(authoritative(&zone(), &snap, &q, NOW, &Lookups::disabled()));
+    assert_eq!(ans.len(), 1, "{ans:?}");
+}
+
+#[test]
+fn a_successful_empty_lookup_keeps_the_cname() {
+    let snap = with(&[("ext/x", host("www.example.org."))]);
+    let q = Question::new(
+        Name::from_ascii("ext.cluster.local.").unwrap(),
+        RecordType::A,
+        DNSClass::IN,
+    );
+    let mut lookups = Lookups::new();
+    lookups.insert(
+        Name::from_ascii("www.example.org.").unwrap(),
+        RecordType::A,
+        Some(vec![]),
+    );
+    let (ans, _) = sections(authoritative(&zone(), &snap, &q, NOW, &lookups));
+    assert_eq!(ans, ["ext.cluster.local. 3600 CNAME www.example.org."]);
+}
+
+#[test]
+fn soa_at_the_apex_wins_over_chaos() {
+    let q = Question::new(Name::from_ascii(D).unwrap(), RecordType::SOA, DNSClass::CH);
+    let (ans, _) = sections(authoritative(
+        &zone(),
+        &cluster(),
+        &q,
+        NOW,
+        &Lookups::disabled(),
+    ));
+    assert_eq!(ans.len(), 1);
+}

@@ -91,7 +91,7 @@ pub struct Flags {
     /// Name that local.dns.<domain> stands for (not supported; setting it is an error).
     #[arg(long, default_value = "")]
     pub local: String,
-    /// Forward to stub zones (not implemented yet; accepted and ignored).
+    /// Forward names in stub zones (configured under stub.dns.<domain> in etcd) to their servers.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub stubzones: bool,
     /// Register in etcd (not supported; setting it is an error).

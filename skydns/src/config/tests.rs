@@ -139,3 +139,13 @@ fn go_durations() {
     assert!(go_duration("5").is_err());
     assert!(go_duration("").is_err());
 }
+
+#[test]
+fn no_rec_still_reads_resolv_conf_for_lookups_and_hostmaster_keeps_its_case() {
+    let f = flags(&["-no-rec", "-hostmaster=DNS@Example.org"]);
+    let c = Settings::from_flags(&f)
+        .finish(&f, || Ok(vec!["192.0.2.9:53".parse().unwrap()]))
+        .unwrap();
+    assert_eq!(c.nameservers, ["192.0.2.9:53".parse().unwrap()]);
+    assert_eq!(c.zone.hostmaster, "DNS.Example.org.");
+}

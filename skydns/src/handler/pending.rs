@@ -49,11 +49,17 @@ impl Handler {
             qclass: u16::from(r.q.qclass),
             dnssec_ok: r.dnssec_ok,
             tcp: r.tcp,
+            checking_disabled: r.message.metadata.checking_disabled,
         };
         if let Some(cache) = &self.inner.cache {
             if let Some(mut cached) = cache.get(&key, Instant::now()) {
+                // The header and OPT follow this request, not the first asker's.
                 cached.metadata.id = r.message.metadata.id;
+                cached.metadata.recursion_desired = r.message.metadata.recursion_desired;
                 cached.queries = r.message.queries.iter().take(1).cloned().collect();
+                if r.message.edns.is_none() {
+                    cached.edns = None;
+                }
                 return self.send(r, cached);
             }
             self.inner.metrics.cache_miss();
@@ -130,7 +136,7 @@ impl Handler {
 
     /// SkyDNS `Lookup` for one target outside the domain.
     async fn lookup(&self, r: &Request, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
-        if usize::from(name.num_labels()) < self.inner.options.ndots {
+        if name.iter().count() < self.inner.options.ndots {
             return None;
         }
         self.inner.metrics.external("lookup");

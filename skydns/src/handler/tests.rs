@@ -359,3 +359,35 @@ fn cached_replies_follow_snapshot_changes() {
         "RD follows the request on cached replies too"
     );
 }
+
+#[test]
+fn repeated_any_queries_keep_rd_clear() {
+    let h = handler(Some(cluster()));
+    let m = request(
+        Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+        RecordType::ANY,
+    );
+    for _ in 0..3 {
+        let r = ask_msg(&h, &m, Transport::Udp);
+        assert_eq!(r.metadata.response_code, ResponseCode::Refused);
+        assert!(!r.metadata.recursion_desired);
+    }
+}
+
+#[test]
+fn a_leading_star_counts_as_a_label_for_ndots() {
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            nameservers: vec!["127.0.0.1:9".parse().unwrap()],
+            ..Options::default()
+        },
+    );
+    let packet = request(Name::from_ascii("*.example.").unwrap(), RecordType::A)
+        .to_vec()
+        .unwrap();
+    assert!(
+        matches!(h.handle(&packet, Transport::Udp), Outcome::Pending(_)),
+        "two labels: forwarded"
+    );
+}
