@@ -7,7 +7,7 @@ cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
 cargo fmt --all -- --check
-cargo clippy --workspace --all-targets -- -D warnings
+cargo clippy --locked --workspace --all-targets -- -D warnings
 # The binaries the smoke test of deploy/local/run.sh runs.
-cargo build --workspace --bins
-cargo test --workspace
+cargo build --locked --workspace --bins
+cargo test --locked --workspace

@@ -1,0 +1,42 @@
+# syntax=docker/dockerfile:1
+# The three kube-dns-rs images from one multi-stage build:
+#   docker build --target skydns      -t kube-dns-rs/skydns:0.1.0 .
+#   docker build --target kube2sky    -t kube-dns-rs/kube2sky:0.1.0 .
+#   docker build --target exechealthz -t kube-dns-rs/exechealthz:0.1.0 .
+# The build stage runs scripts/build-release.sh, the project's one release
+# build command. On Alpine the native target is musl and the official Rust
+# toolchain links it statically, so the binaries need no libc at run time.
+
+# Keep equal to rust-version in Cargo.toml (checked by
+# integration-tests/tests/deploy_manifests.rs).
+ARG RUST_VERSION=1.89
+
+FROM rust:${RUST_VERSION}-alpine AS build
+# protoc and the well-known .proto files: etcd-client's build script.
+RUN apk add --no-cache bash musl-dev protoc protobuf-dev
+WORKDIR /src
+COPY . .
+RUN --mount=type=cache,target=/usr/local/cargo/registry \
+    --mount=type=cache,target=/src/target \
+    scripts/build-release.sh --out /out
+
+# skydns: static binary, CA certificates, /etc/passwd with nobody (65534).
+FROM gcr.io/distroless/static-debian12 AS skydns
+COPY --from=build /out/skydns /skydns
+USER 65534:65534
+EXPOSE 53/udp 53/tcp
+ENTRYPOINT ["/skydns"]
+
+FROM gcr.io/distroless/static-debian12 AS kube2sky
+COPY --from=build /out/kube2sky /kube2sky
+USER 65534:65534
+EXPOSE 8081/tcp
+ENTRYPOINT ["/kube2sky"]
+
+# exec-healthz runs its -cmd with `sh -c`, and the kube-dns pod's command is an
+# nslookup: busybox provides both (the musl variant is statically linked).
+FROM busybox:1.36.1-musl AS exechealthz
+COPY --from=build /out/exec-healthz /exec-healthz
+USER 65534:65534
+EXPOSE 8080/tcp
+ENTRYPOINT ["/exec-healthz"]

@@ -1,0 +1,50 @@
+#!/usr/bin/env bash
+# Renders the kube-dns manifests: replaces $DNS_DOMAIN, $DNS_SERVER_IP and
+# $DNS_REPLICAS in deploy/<flavour>/*.yaml.in and prints the result as one
+# multi-document YAML stream on stdout, ready for `kubectl apply -f -`.
+#
+#   DNS_SERVER_IP=10.96.0.10 deploy/render.sh kubernetes | kubectl apply -f -
+#   DNS_SERVER_IP=10.0.0.10 DNS_DOMAIN=cluster.local DNS_REPLICAS=1 deploy/render.sh legacy
+#
+# flavour: `kubernetes` (apps/v1 Deployment, RBAC, non-root) or `legacy`
+# (the Kubernetes 1.2 kube-dns-v11 ReplicationController and Service).
+# Environment:
+#   DNS_SERVER_IP  required: the Service's cluster IP; must equal the kubelets'
+#                  --cluster-dns (clusterDNS) and lie in the service CIDR.
+#   DNS_DOMAIN     cluster domain without the trailing dot (default cluster.local);
+#                  must equal the kubelets' --cluster-domain (clusterDomain).
+#   DNS_REPLICAS   pod replicas (default 1).
+# The substitution is plain text, each placeholder replaced everywhere it
+# occurs; values are checked first so they need no escaping.
+# integration-tests/tests/deploy_manifests.rs checks that this script's output
+# equals the manifests the test parses.
+set -euo pipefail
+export LC_ALL=C  # glob order and sed on bytes, as the test expects
+here=$(cd "$(dirname "$0")" && pwd)
+
+usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
+[ $# -eq 1 ] || usage
+case "$1" in
+  kubernetes|legacy) flavour=$1 ;;
+  *) usage ;;
+esac
+
+DNS_DOMAIN=${DNS_DOMAIN:-cluster.local}
+DNS_REPLICAS=${DNS_REPLICAS:-1}
+DNS_SERVER_IP=${DNS_SERVER_IP:-}
+
+fail() { echo "render.sh: $*" >&2; exit 1; }
+[ -n "$DNS_SERVER_IP" ] || fail "DNS_SERVER_IP is required (the kubelets' --cluster-dns address)"
+[[ $DNS_SERVER_IP =~ ^[0-9A-Fa-f.:]+$ ]] || fail "DNS_SERVER_IP is not an IP address: $DNS_SERVER_IP"
+[[ $DNS_DOMAIN =~ ^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$ ]] \
+  || fail "DNS_DOMAIN must be a lower-case domain without the trailing dot: $DNS_DOMAIN"
+[[ $DNS_REPLICAS =~ ^[0-9]+$ ]] || fail "DNS_REPLICAS is not a number: $DNS_REPLICAS"
+
+first=1
+for f in "$here/$flavour"/*.yaml.in; do
+  [ "$first" -eq 1 ] || echo "---"
+  first=0
+  sed -e "s/\$DNS_DOMAIN/$DNS_DOMAIN/g" \
+      -e "s/\$DNS_SERVER_IP/$DNS_SERVER_IP/g" \
+      -e "s/\$DNS_REPLICAS/$DNS_REPLICAS/g" "$f"
+done
