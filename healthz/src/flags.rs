@@ -207,7 +207,19 @@ where
         };
         apply(&mut config, &mut timeout, spec, &value)?;
     }
-    config.timeout = timeout.unwrap_or(config.latency);
+    config.timeout = match timeout {
+        Some(timeout) => timeout,
+        // The default timeout is the latency; a zero one would kill every run
+        // at once (or race it), so say which flag caused it.
+        None if config.latency.is_zero() => return Err(FlagError::InvalidValue {
+            flag: "latency".to_owned(),
+            value: format_duration(config.latency),
+            reason:
+                "must be greater than zero unless -timeout is given (-timeout defaults to -latency)"
+                    .to_owned(),
+        }),
+        None => config.latency,
+    };
     Ok(Parsed::Run(config))
 }
 
@@ -256,7 +268,7 @@ fn parse_bool(value: &str) -> Result<bool, String> {
 }
 
 fn parse_port(value: &str) -> Result<u16, String> {
-    let n: i64 = value.parse().map_err(|_| "not an integer".to_owned())?;
+    let n = crate::goint::parse_int(value)?;
     u16::try_from(n).map_err(|_| format!("port out of range 0-65535: {n}"))
 }
 
@@ -361,6 +373,39 @@ mod tests {
         );
         assert!(
             matches!(parse(["-timeout=-1s"]), Err(FlagError::InvalidValue { flag, .. }) if flag == "timeout")
+        );
+    }
+
+    #[test]
+    fn port_takes_go_int_syntax() {
+        for (text, want) in [
+            ("0x1f90", 8080),
+            ("010", 8),
+            ("0b1010", 10),
+            ("8_080", 8080),
+        ] {
+            assert_eq!(run(&[&format!("-port={text}")]).port, want, "{text}");
+        }
+        for bad in ["-1", "08", "8__0", "0x"] {
+            assert!(
+                matches!(parse([format!("-port={bad}")]), Err(FlagError::InvalidValue { flag, .. }) if flag == "port"),
+                "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn zero_latency_needs_an_explicit_timeout() {
+        let err = parse(["-latency=0s"]).unwrap_err();
+        assert!(
+            matches!(&err, FlagError::InvalidValue { flag, .. } if flag == "latency"),
+            "{err:?}"
+        );
+        assert!(err.to_string().contains("-timeout"), "{err}");
+        let c = run(&["-latency=0s", "-timeout=5s"]);
+        assert_eq!(
+            (c.latency, c.timeout),
+            (Duration::ZERO, Duration::from_secs(5))
         );
     }
 

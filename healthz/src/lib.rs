@@ -6,6 +6,7 @@
 //! worker and the HTTP server together; see the submodules for each part.
 
 pub mod flags;
+mod goint;
 pub mod gotime;
 pub mod http;
 pub mod metrics;

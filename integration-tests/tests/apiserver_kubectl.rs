@@ -152,6 +152,45 @@ async fn kubectl_creates_lists_and_deletes_services() {
     );
 }
 
+/// `kubectl create namespace|service` and `kubectl run` send protobuf bodies.
+#[tokio::test]
+async fn kubectl_typed_generators_send_protobuf_that_is_decoded() {
+    let server = start_default().await;
+    let k = Kubectl::new(&server, None);
+    let out = k.ok(&["create", "namespace", "x"]).await;
+    assert!(out.contains("namespace/x created"), "{out}");
+    let out = k
+        .ok(&["create", "service", "clusterip", "demo", "--tcp=80:80"])
+        .await;
+    assert!(out.contains("service/demo created"), "{out}");
+    let out = k
+        .ok(&["run", "p", "--image=busybox", "--port=8080", "--env=A=1"])
+        .await;
+    assert!(out.contains("pod/p created"), "{out}");
+
+    let ns = k.json(&["get", "namespace", "x"]).await;
+    assert_eq!(ns["status"]["phase"], "Active");
+    let svc = k.json(&["get", "service", "demo"]).await;
+    assert_eq!(svc["spec"]["type"], "ClusterIP");
+    assert_eq!(svc["spec"]["selector"], json!({ "app": "demo" }));
+    assert_eq!(
+        svc["spec"]["ports"][0],
+        json!({ "name": "80-80", "port": 80, "protocol": "TCP", "targetPort": 80 })
+    );
+    assert!(svc["spec"]["clusterIP"]
+        .as_str()
+        .unwrap()
+        .starts_with("10.0.0."));
+    let pod = k.json(&["get", "pod", "p"]).await;
+    let c = &pod["spec"]["containers"][0];
+    assert_eq!(
+        (c["name"].as_str(), c["image"].as_str()),
+        (Some("p"), Some("busybox"))
+    );
+    assert_eq!(c["ports"][0]["containerPort"], 8080);
+    assert_eq!(c["env"], json!([{ "name": "A", "value": "1" }]));
+}
+
 #[tokio::test]
 async fn kubectl_creates_lists_and_deletes_endpoints_and_pods() {
     let server = start_default().await;

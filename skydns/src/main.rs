@@ -8,7 +8,8 @@ fn main() -> ExitCode {
         Ok(flags) => flags,
         Err(e) => e.exit(),
     };
-    let default_level = if flags.verbose { "debug" } else { "info" };
+    // -verbose logs every query (skydns at debug), not every crate's internals.
+    let default_level = if flags.verbose { "skydns=debug,info" } else { "info" };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()

@@ -15,10 +15,10 @@ use serde_json::{json, Value};
 
 use super::history::Key;
 use super::list::{self, flag, Params};
-use super::patch;
 use super::resource::ResourceKind;
 use super::status::{json_response, ApiError};
 use super::store::Preconditions;
+use super::{patch, protobuf};
 use super::{table, watch, AppState};
 
 /// What a request path addresses.
@@ -122,15 +122,17 @@ fn dispatch(
         (Method::GET, None) => list::list(&app.store, target.kind, ns, q, headers),
         (Method::GET, Some(name)) => get(&app, &target, &name, q, headers),
         (Method::POST, None) if !status_only => {
-            let obj = app
-                .store
-                .create(target.kind, ns, parse_body(body)?, false)?;
+            let obj = app.store.create(
+                target.kind,
+                ns,
+                object_body(target.kind, headers, body)?,
+                false,
+            )?;
             Ok(json_response(StatusCode::CREATED, &obj))
         }
         (Method::PUT, Some(name)) => {
-            let (obj, created) =
-                app.store
-                    .update(&target.key(&name), parse_body(body)?, status_only)?;
+            let obj = object_body(target.kind, headers, body)?;
+            let (obj, created) = app.store.update(&target.key(&name), obj, status_only)?;
             let code = if created {
                 StatusCode::CREATED
             } else {
@@ -177,6 +179,31 @@ fn get(
         return Ok(json_response(StatusCode::OK, &t));
     }
     Ok(json_response(StatusCode::OK, &obj))
+}
+
+/// The media types a create or update body may use.
+pub(crate) const BODY_MEDIA_TYPES: &str =
+    "application/json, application/yaml, application/vnd.kubernetes.protobuf";
+
+/// Decodes a create/update body by its `Content-Type`, as the real server
+/// does: JSON (also when the header is absent), YAML or protobuf; anything
+/// else is a 415.
+fn object_body(kind: ResourceKind, headers: &HeaderMap, body: &Bytes) -> Result<Value, ApiError> {
+    let content_type = headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default();
+    let media = content_type.split(';').next().unwrap_or_default().trim();
+    match media.to_ascii_lowercase().as_str() {
+        "" | "application/json" => parse_body(body),
+        "application/yaml" => serde_yaml::from_slice(body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}"))),
+        protobuf::MEDIA_TYPE => protobuf::decode(kind, body),
+        _ => Err(ApiError::unsupported_media_type(
+            content_type,
+            BODY_MEDIA_TYPES,
+        )),
+    }
 }
 
 fn parse_body(body: &Bytes) -> Result<Value, ApiError> {

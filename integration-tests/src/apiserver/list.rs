@@ -4,7 +4,10 @@
 //! `metadata.resourceVersion`. `resourceVersion` unset or `0` reads the
 //! latest state; `N` with `resourceVersionMatch=Exact` reads the state as of
 //! `N` (rebuilt from history, 410 if compacted); `N` otherwise reads the
-//! latest, or 504 if `N` is in the future. `limit` cuts pages whose
+//! latest. A future `N` is a 504 `ResourceVersionTooLarge` Timeout at once
+//! (the real server first waits up to 3s for its cache to catch up).
+//! `remainingItemCount` is only set without selectors, and option
+//! combinations are validated like `ValidateListOptions` (422). `limit` cuts pages whose
 //! `continue` token pins the first page's version, so later pages are
 //! consistent with it, exactly like etcd-backed paging.
 
@@ -31,6 +34,73 @@ pub(crate) fn param<'a>(q: &'a Params, name: &str) -> Option<&'a str> {
 /// Whether a boolean query parameter is set (`true` or `1`).
 pub(crate) fn flag(q: &Params, name: &str) -> bool {
     matches!(param(q, name), Some("true" | "1"))
+}
+
+/// Checks the combination of list/watch options as apiserver's
+/// `ValidateListOptions` does (422 ListOptions Invalid).
+pub(crate) fn validate_options(q: &Params, watch: bool) -> Result<(), ApiError> {
+    const PATH: &str = "resourceVersionMatch";
+    let forbidden = |path: &str, why: &str| format!("{path}: Forbidden: {why}");
+    let rv_match = param(q, PATH);
+    let send_initial = param(q, "sendInitialEvents");
+    let mut errs = Vec::new();
+    if watch {
+        if send_initial.is_some() {
+            if rv_match != Some("NotOlderThan") {
+                errs.push(forbidden(
+                    PATH,
+                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+                ));
+            }
+            if !flag(q, "allowWatchBookmarks") {
+                errs.push(forbidden(
+                    "allowWatchBookmarks",
+                    "sendInitialEvents requires setting allowWatchBookmarks to true",
+                ));
+            }
+        }
+        if let Some(m) = rv_match {
+            if send_initial.is_none() {
+                errs.push(forbidden(PATH, "resourceVersionMatch is forbidden for watch unless sendInitialEvents is provided"));
+            }
+            if m != "NotOlderThan" {
+                errs.push(format!(
+                    "{PATH}: Unsupported value: \"{m}\": supported values: \"NotOlderThan\""
+                ));
+            }
+        }
+    } else {
+        if let Some(m) = rv_match {
+            if param(q, "resourceVersion").is_none() {
+                errs.push(forbidden(
+                    PATH,
+                    "resourceVersionMatch is forbidden unless resourceVersion is provided",
+                ));
+            }
+            match m {
+                "Exact" if param(q, "resourceVersion") == Some("0") => errs.push(forbidden(PATH, "resourceVersionMatch \"exact\" is forbidden for resourceVersion \"0\"")),
+                "Exact" | "NotOlderThan" => {}
+                other => errs.push(format!("{PATH}: Unsupported value: \"{other}\": supported values: \"Exact\", \"NotOlderThan\", \"\"")),
+            }
+        }
+        if send_initial.is_some() {
+            errs.push(forbidden(
+                "sendInitialEvents",
+                "sendInitialEvents is forbidden for list",
+            ));
+        }
+    }
+    if rv_match.is_some() && param(q, "continue").is_some() {
+        errs.push(forbidden(
+            PATH,
+            "resourceVersionMatch is forbidden when continue is provided",
+        ));
+    }
+    if errs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::invalid_list_options(&errs))
+    }
 }
 
 /// Parses a resourceVersion parameter (400 if not a number).
@@ -111,7 +181,8 @@ pub(crate) fn read_page(
     namespace: Option<&str>,
     q: &Params,
 ) -> Result<Page, ApiError> {
-    let selector = Selector::parse(param(q, "labelSelector"), param(q, "fieldSelector"))?;
+    validate_options(q, false)?;
+    let selector = Selector::parse(kind, param(q, "labelSelector"), param(q, "fieldSelector"))?;
     let limit: usize = match param(q, "limit") {
         Some(l) => l
             .parse()
@@ -145,7 +216,10 @@ pub(crate) fn read_page(
     if take < matching.len() {
         if let Some((last, _)) = matching.get(take.wrapping_sub(1)) {
             metadata["continue"] = json!(encode_continue(rv, last));
-            metadata["remainingItemCount"] = json!(matching.len() - take);
+            // etcd3's store counts the rest only when no selector filters it.
+            if selector.is_empty() {
+                metadata["remainingItemCount"] = json!(matching.len() - take);
+            }
         }
     }
     let items = matching

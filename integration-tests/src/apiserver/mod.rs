@@ -4,7 +4,9 @@
 //! with kube-apiserver's observable semantics: a global resourceVersion,
 //! optimistic concurrency, list paging, watch with history replay, bookmarks
 //! and 410 Expired, discovery and Table printing for kubectl, `Status`
-//! errors. [`ApiServer::start`] runs it on a loopback port and returns an
+//! errors. Create/update bodies may be JSON, YAML or protobuf (the envelope
+//! kubectl's typed generators send; see `protobuf.rs`); other media types get
+//! 415. Responses are always JSON, which kubectl and client-go accept. [`ApiServer::start`] runs it on a loopback port and returns an
 //! [`ApiServerHandle`] that exposes the fault switches tests need and stops
 //! the server when dropped.
 //!
@@ -25,6 +27,7 @@ mod history;
 mod ipalloc;
 mod list;
 mod patch;
+mod protobuf;
 mod resource;
 mod seed;
 mod selector;
@@ -51,7 +54,7 @@ pub use history::Key;
 pub use ipalloc::Ipv4Cidr;
 pub use resource::ResourceKind;
 pub use seed::{load_file, parse_documents, SeedError};
-pub use status::ApiError;
+pub use status::{ApiError, StatusCause};
 pub use store::{Preconditions, Store};
 
 /// How to run the server.

@@ -48,7 +48,10 @@ pub(crate) fn patch(
         media,
         "application/merge-patch+json" | "application/strategic-merge-patch+json"
     ) {
-        return Err(ApiError::unsupported_media_type(content_type));
+        return Err(ApiError::unsupported_media_type(
+            content_type,
+            "application/merge-patch+json, application/strategic-merge-patch+json",
+        ));
     }
     let patch: Value = serde_json::from_slice(body)
         .map_err(|e| ApiError::bad_request(format!("error decoding patch: {e}")))?;

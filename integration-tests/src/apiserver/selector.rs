@@ -2,12 +2,14 @@
 //!
 //! Parses `labelSelector` (equality and set-based: `a=b`, `a==b`, `a!=b`,
 //! `a`, `!a`, `a in (x,y)`, `a notin (x,y)`) and `fieldSelector` (`path=v`,
-//! `path==v`, `path!=v`, where `path` is a dotted JSON path such as
-//! `metadata.name`, `metadata.namespace`, `spec.nodeName`, `status.phase`),
-//! and matches them against stored objects.
+//! `path==v`, `path!=v`), and matches them against stored objects. Field
+//! selectors are limited to the field labels the real server supports for
+//! each kind ([`field_labels`]); any other is a 400 `field label not
+//! supported: X`, as from kube-apiserver's field label conversion.
 
 use serde_json::Value;
 
+use super::resource::ResourceKind;
 use super::status::ApiError;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -28,8 +30,10 @@ pub(crate) struct Selector {
 }
 
 impl Selector {
-    /// Parses the two query parameters (either may be absent or empty).
+    /// Parses the two query parameters (either may be absent or empty) for
+    /// a list or watch of `kind`.
     pub(crate) fn parse(
+        kind: ResourceKind,
         label_selector: Option<&str>,
         field_selector: Option<&str>,
     ) -> Result<Self, ApiError> {
@@ -37,7 +41,20 @@ impl Selector {
             .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
         let fields = parse_terms(field_selector.unwrap_or_default(), false)
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        for field in &fields {
+            let label = field.key();
+            if !field_labels(kind).contains(&label) {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {label}"
+                )));
+            }
+        }
         Ok(Self { labels, fields })
+    }
+
+    /// Whether the selector has no requirements (matches everything).
+    pub(crate) fn is_empty(&self) -> bool {
+        self.labels.is_empty() && self.fields.is_empty()
     }
 
     /// Whether `obj` satisfies every requirement.
@@ -46,6 +63,45 @@ impl Selector {
         let label = |k: &str| labels.get(k).and_then(Value::as_str).map(str::to_string);
         let field = |path: &str| field_value(obj, path);
         self.labels.iter().all(|r| eval(r, label)) && self.fields.iter().all(|r| eval(r, field))
+    }
+}
+
+impl Requirement {
+    fn key(&self) -> &str {
+        match self {
+            Self::Equals(k, _)
+            | Self::NotEquals(k, _)
+            | Self::Exists(k)
+            | Self::NotExists(k)
+            | Self::In(k, _)
+            | Self::NotIn(k, _) => k,
+        }
+    }
+}
+
+/// The field labels kube-apiserver accepts in a field selector for `kind`.
+pub(crate) fn field_labels(kind: ResourceKind) -> &'static [&'static str] {
+    match kind {
+        ResourceKind::Pod => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ],
+        ResourceKind::Service => &[
+            "metadata.name",
+            "metadata.namespace",
+            "spec.clusterIP",
+            "spec.type",
+        ],
+        ResourceKind::Namespace => &["metadata.name", "metadata.namespace", "status.phase"],
+        ResourceKind::Endpoints => &["metadata.name", "metadata.namespace"],
     }
 }
 
@@ -60,8 +116,13 @@ fn eval(req: &Requirement, lookup: impl Fn(&str) -> Option<String>) -> bool {
     }
 }
 
-/// Resolves a dotted field path to its string form; missing fields read as "".
+/// Resolves a dotted field path to its string form; missing fields read as
+/// their Go zero value ("", or "false" for the one boolean label).
 fn field_value(obj: &Value, path: &str) -> Option<String> {
+    if path == "spec.hostNetwork" {
+        let on = obj["spec"]["hostNetwork"].as_bool().unwrap_or(false);
+        return Some(on.to_string());
+    }
     let mut cur = obj;
     for part in path.split('.') {
         cur = match cur.get(part) {
@@ -156,7 +217,8 @@ mod tests {
 
     #[test]
     fn label_selectors() {
-        let m = |l: &str| Selector::parse(Some(l), None).map(|s| s.matches(&obj()));
+        let m =
+            |l: &str| Selector::parse(ResourceKind::Pod, Some(l), None).map(|s| s.matches(&obj()));
         assert_eq!(m("app=web"), Ok(true));
         assert_eq!(m("app==web,tier!=be"), Ok(true));
         assert_eq!(m("app in (web, api),tier"), Ok(true));
@@ -167,7 +229,8 @@ mod tests {
 
     #[test]
     fn field_selectors() {
-        let m = |f: &str| Selector::parse(None, Some(f)).map(|s| s.matches(&obj()));
+        let m =
+            |f: &str| Selector::parse(ResourceKind::Pod, None, Some(f)).map(|s| s.matches(&obj()));
         assert_eq!(m("metadata.name=web"), Ok(true));
         assert_eq!(m("metadata.name=other"), Ok(false));
         assert_eq!(
@@ -175,5 +238,14 @@ mod tests {
             Ok(true)
         );
         assert!(m("metadata.name").is_err());
+        assert_eq!(m("spec.hostNetwork=false"), Ok(true));
+        let err = m("spec.containers=x").unwrap_err();
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (400, "field label not supported: spec.containers")
+        );
+        let svc = |f: &str| Selector::parse(ResourceKind::Service, None, Some(f)).map(|_| ());
+        assert!(svc("spec.type=ClusterIP,spec.clusterIP=None").is_ok());
+        assert!(svc("status.phase=Running").is_err());
     }
 }

@@ -21,6 +21,19 @@ pub struct ApiError {
     pub name: Option<String>,
     /// `Status.details.kind` (the resource plural, as the real server does).
     pub kind: Option<String>,
+    /// `Status.details.causes`.
+    pub causes: Vec<StatusCause>,
+    /// `Status.details.retryAfterSeconds`.
+    pub retry_after_seconds: Option<u16>,
+}
+
+/// One entry of `Status.details.causes`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusCause {
+    /// The machine-readable cause (JSON `reason`; Go's `StatusCause.Type`).
+    pub reason: String,
+    /// Human readable message.
+    pub message: String,
 }
 
 impl ApiError {
@@ -31,6 +44,8 @@ impl ApiError {
             message: message.into(),
             name: None,
             kind: None,
+            causes: Vec::new(),
+            retry_after_seconds: None,
         }
     }
 
@@ -117,12 +132,13 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 415 for an unsupported patch or body type.
-    pub fn unsupported_media_type(content_type: &str) -> Self {
+    /// 415 for an unsupported patch or body type; `accepted` lists the
+    /// media types the request could have used.
+    pub fn unsupported_media_type(content_type: &str, accepted: &str) -> Self {
         Self::new(
             415,
             "UnsupportedMediaType",
-            format!("the body of the request was in an unknown format - accepted media types include: application/json, application/merge-patch+json, application/strategic-merge-patch+json (got {content_type})"),
+            format!("the body of the request was in an unknown format - accepted media types include: {accepted} (got {content_type})"),
         )
     }
 
@@ -136,6 +152,22 @@ impl ApiError {
         .about(plural, name)
     }
 
+    /// 422 for invalid list/watch options, in the form of apiserver's
+    /// `errors.NewInvalid(ListOptions.meta.k8s.io, "", errs)`.
+    pub fn invalid_list_options(field_errors: &[String]) -> Self {
+        let body = match field_errors {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        let mut err = Self::new(
+            422,
+            "Invalid",
+            format!("ListOptions.meta.k8s.io \"\" is invalid: {body}"),
+        );
+        err.kind = Some("ListOptions".into());
+        err
+    }
+
     /// 503 ServiceUnavailable (used while the server is paused).
     pub fn unavailable() -> Self {
         Self::new(
@@ -145,13 +177,22 @@ impl ApiError {
         )
     }
 
-    /// 504 Timeout for a resourceVersion newer than the store.
+    /// 504 Timeout for a resourceVersion newer than the store, exactly as
+    /// apiserver's `storage.NewTooLargeResourceVersionError` builds it: the
+    /// `ResourceVersionTooLarge` cause client-go's `IsTooLargeResourceVersion`
+    /// looks for, and a one-second retry hint.
     pub fn too_large_resource_version(requested: u64, current: u64) -> Self {
-        Self::new(
+        let mut err = Self::new(
             504,
             "Timeout",
-            format!("Too large resource version: {requested}, current: {current}"),
-        )
+            format!("Timeout: Too large resource version: {requested}, current: {current}"),
+        );
+        err.causes.push(StatusCause {
+            reason: "ResourceVersionTooLarge".into(),
+            message: "Too large resource version".into(),
+        });
+        err.retry_after_seconds = Some(1);
+        err
     }
 
     /// The `Status` object for this error.
@@ -165,14 +206,25 @@ impl ApiError {
             "reason": self.reason,
             "code": self.code,
         });
-        if self.name.is_some() || self.kind.is_some() {
-            let mut details = serde_json::Map::new();
-            if let Some(name) = &self.name {
-                details.insert("name".into(), json!(name));
-            }
-            if let Some(kind) = &self.kind {
-                details.insert("kind".into(), json!(kind));
-            }
+        let mut details = serde_json::Map::new();
+        if let Some(name) = &self.name {
+            details.insert("name".into(), json!(name));
+        }
+        if let Some(kind) = &self.kind {
+            details.insert("kind".into(), json!(kind));
+        }
+        if !self.causes.is_empty() {
+            let causes: Vec<Value> = self
+                .causes
+                .iter()
+                .map(|c| json!({ "reason": c.reason, "message": c.message }))
+                .collect();
+            details.insert("causes".into(), json!(causes));
+        }
+        if let Some(secs) = self.retry_after_seconds {
+            details.insert("retryAfterSeconds".into(), json!(secs));
+        }
+        if !details.is_empty() {
             status["details"] = Value::Object(details);
         }
         status
@@ -190,7 +242,14 @@ impl std::error::Error for ApiError {}
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let code = StatusCode::from_u16(self.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-        json_response(code, &self.to_status())
+        let mut response = json_response(code, &self.to_status());
+        // Like apiserver's responsewriters: a retry hint is also a header.
+        if let Some(secs) = self.retry_after_seconds {
+            response
+                .headers_mut()
+                .insert(http::header::RETRY_AFTER, http::HeaderValue::from(secs));
+        }
+        response
     }
 }
 

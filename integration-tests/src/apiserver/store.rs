@@ -270,6 +270,9 @@ impl Store {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect();
         let rv = match at {
+            Some(at) if at > inner.rv => {
+                return Err(ApiError::too_large_resource_version(at, inner.rv));
+            }
             Some(at) if at < inner.rv => {
                 if !inner.history.covers(at) {
                     return Err(ApiError::expired(format!(
@@ -298,6 +301,9 @@ impl Store {
     ) -> Result<WatchStart, ApiError> {
         let inner = self.lock();
         let initial = match from {
+            Some(from) if from > inner.rv => {
+                return Err(ApiError::too_large_resource_version(from, inner.rv));
+            }
             Some(from) => {
                 if !inner.history.covers(from) {
                     return Err(ApiError::expired(format!(

@@ -7,8 +7,11 @@
 //! filtered by namespace and selectors with the real server's transitions (an
 //! object that stops matching is DELETED for the watcher, one that starts
 //! matching is ADDED). `allowWatchBookmarks` adds periodic BOOKMARK events;
-//! `timeoutSeconds`, a dropped-watches fault, or shutdown end the stream. A
-//! compacted `N` gets a 200 with one ERROR event carrying a 410 `Status`.
+//! `timeoutSeconds` (0 means the server default), a dropped-watches fault, or
+//! shutdown end the stream. A compacted `N` gets a 200 with one ERROR event
+//! carrying a 410 `Status`; a future `N` one carrying the 504
+//! `ResourceVersionTooLarge` Timeout. An object that stops matching is sent
+//! DELETED in its last matching state, stamped with the event's version.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -25,7 +28,7 @@ use tokio::sync::broadcast::error::RecvError;
 
 use super::faults::PauseMode;
 use super::history::{EventType, StoredEvent};
-use super::list::{flag, param, parse_rv, Params};
+use super::list::{flag, param, parse_rv, validate_options, Params};
 use super::resource::ResourceKind;
 use super::selector::Selector;
 use super::status::ApiError;
@@ -55,18 +58,23 @@ pub(crate) fn watch(
     q: &Params,
     headers: &HeaderMap,
 ) -> Result<Response, ApiError> {
-    let selector = Selector::parse(param(q, "labelSelector"), param(q, "fieldSelector"))?;
+    validate_options(q, true)?;
+    let selector = Selector::parse(kind, param(q, "labelSelector"), param(q, "fieldSelector"))?;
     let send_initial = flag(q, "sendInitialEvents");
     let from = match param(q, "resourceVersion") {
         _ if send_initial => None,
         None | Some("0") => None,
         Some(rv) => Some(parse_rv(rv)?),
     };
+    // 0, like unset, leaves the server's default (as `*int64` zero does).
     let timeout = match param(q, "timeoutSeconds") {
-        Some(t) => Duration::from_secs(
-            t.parse()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?,
-        ),
+        Some(t) => match t
+            .parse::<u64>()
+            .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds {t:?}")))?
+        {
+            0 => DEFAULT_TIMEOUT,
+            secs => Duration::from_secs(secs),
+        },
         None => DEFAULT_TIMEOUT,
     };
     let bookmarks = flag(q, "allowWatchBookmarks");
@@ -131,7 +139,13 @@ impl WatchCtx {
             EventType::Modified => match (before, now) {
                 (true, true) => Some("MODIFIED"),
                 (false, true) => Some("ADDED"),
-                (true, false) => Some("DELETED"),
+                (true, false) => {
+                    // The real cache watcher sends the last state the watcher
+                    // could see (the one that matched), at the event's version.
+                    let mut prev = ev.prev.clone()?;
+                    prev["metadata"]["resourceVersion"] = json!(ev.rv.to_string());
+                    return Some(("DELETED", prev));
+                }
                 (false, false) => None,
             },
         }?;

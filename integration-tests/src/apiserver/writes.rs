@@ -130,11 +130,25 @@ fn random_suffix() -> String {
         .collect()
 }
 
+fn needs_cluster_ip(svc: &Value) -> bool {
+    svc["spec"]["type"].as_str() != Some("ExternalName")
+}
+
+/// An ExternalName Service has no cluster IP and no IP families.
+fn clear_cluster_ip(spec: &mut Value) {
+    if let Some(spec) = spec.as_object_mut() {
+        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
+            spec.remove(field);
+        }
+    }
+}
+
 fn allocate_cluster_ip(inner: &mut Inner, key: &Key, obj: &mut Value) -> Result<(), ApiError> {
-    let spec = &mut obj["spec"];
-    if spec["type"].as_str() == Some("ExternalName") {
+    if !needs_cluster_ip(obj) {
+        clear_cluster_ip(&mut obj["spec"]);
         return Ok(());
     }
+    let spec = &mut obj["spec"];
     let requested = spec["clusterIP"]
         .as_str()
         .or_else(|| spec["clusterIPs"][0].as_str())
@@ -239,36 +253,52 @@ pub(crate) fn prepare_update(
     Ok(obj)
 }
 
+/// Cluster IP handling on update, as kube-apiserver's Service REST does:
+/// the IP is immutable while the type needs one; a change to ExternalName
+/// drops it (unless a different one was asked for) and frees it; a change
+/// from ExternalName allocates one (or reserves the requested one).
 fn keep_cluster_ip(
     inner: &mut Inner,
     key: &Key,
     old: &Value,
     obj: &mut Value,
 ) -> Result<(), ApiError> {
-    let old_ip = old["spec"]["clusterIP"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    let new_ip = obj["spec"]["clusterIP"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
-    if new_ip.is_empty() || new_ip == old_ip {
-        obj["spec"]["clusterIP"] = old["spec"]["clusterIP"].clone();
-        obj["spec"]["clusterIPs"] = old["spec"]["clusterIPs"].clone();
-        return Ok(());
+    let ip_of = |v: &Value| {
+        v["spec"]["clusterIP"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    let (old_ip, new_ip) = (ip_of(old), ip_of(obj));
+    match (needs_cluster_ip(old), needs_cluster_ip(obj)) {
+        (false, _) => allocate_cluster_ip(inner, key, obj),
+        (true, false) => {
+            if !new_ip.is_empty() && new_ip != old_ip {
+                return Err(ApiError::invalid(
+                    "Service",
+                    "services",
+                    &key.name,
+                    "spec.clusterIPs: Invalid value: must be empty for type ExternalName",
+                ));
+            }
+            clear_cluster_ip(&mut obj["spec"]);
+            if old_ip != "None" {
+                inner.ips.release(&old_ip);
+            }
+            Ok(())
+        }
+        (true, true) if new_ip.is_empty() || new_ip == old_ip => {
+            obj["spec"]["clusterIP"] = old["spec"]["clusterIP"].clone();
+            obj["spec"]["clusterIPs"] = old["spec"]["clusterIPs"].clone();
+            Ok(())
+        }
+        (true, true) => Err(ApiError::invalid(
+            "Service",
+            "services",
+            &key.name,
+            &format!(
+                "spec.clusterIPs[0]: Invalid value: []string{{\"{new_ip}\"}}: may not change once set"
+            ),
+        )),
     }
-    let old_type = old["spec"]["type"].as_str();
-    if old_type == Some("ExternalName") {
-        allocate_cluster_ip(inner, key, obj)?;
-        return Ok(());
-    }
-    Err(ApiError::invalid(
-        "Service",
-        "services",
-        &key.name,
-        &format!(
-            "spec.clusterIPs[0]: Invalid value: []string{{\"{new_ip}\"}}: may not change once set"
-        ),
-    ))
 }
