@@ -172,12 +172,13 @@ impl Flags {
         Flags::try_parse_from(normalize_args(args))
     }
 
-    /// The tracing filter directive for `--v`.
+    /// The tracing filter directive for `--v`: more detail from kube2sky
+    /// and skydns only; other crates (h2, hyper, tonic) stay at info.
     pub fn log_level(&self) -> &'static str {
         match self.verbosity {
             0 => "info",
-            1..=3 => "debug",
-            _ => "trace",
+            1..=3 => "kube2sky=debug,skydns=debug,info",
+            _ => "kube2sky=trace,skydns=trace,info",
         }
     }
 

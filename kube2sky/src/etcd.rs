@@ -2,29 +2,40 @@
 //!
 //! [`Writer::connect`] waits for etcd the way 1.2 did (12 attempts, 5 s
 //! apart, logged). [`Writer::sync`] reconciles [`Scope`]s: read the scope's
-//! actual keys, diff against the index's desired records, apply each batch
-//! as one v3 transaction. A failed scope is retried as a whole every 50 ms;
-//! after `--etcd-mutation-timeout` it becomes a [`WriteError::Timeout`]
-//! naming the key, and the process exits (1.2 behaviour, so the kubelet
-//! restarts it). [`Writer::data_lost`] detects an etcd that came back empty
+//! actual keys (paged, see `read`), diff against the index's desired
+//! records minus keys holding foreign values, apply each batch as one v3
+//! transaction. Every etcd request has its own timeout. A failed scope is
+//! retried as a whole every 50 ms; after `--etcd-mutation-timeout` without
+//! an answer from etcd it becomes a [`WriteError::Timeout`] naming the key,
+//! and the process exits (1.2 behaviour, so the kubelet restarts it). On
+//! shutdown the request in flight may finish, then nothing new starts and
+//! [`Writer::sync`] returns `Ok`. [`Writer::data_lost`] detects an etcd that came back empty
 //! or older: kube2sky keeps a marker key outside `/skydns` and remembers the
 //! highest revision it saw; a missing marker or a lower revision means every
 //! record must be rewritten.
 
-use crate::index::{Index, Read, Scope};
+use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
-use crate::reconcile::{diff, Mode, Op};
-use crate::records::{Names, Records};
-use etcd_client::{Client, GetOptions, Txn, TxnOp};
+use crate::reconcile::{diff, skip_foreign, Mode, Op};
+use crate::records::Names;
+use etcd_client::{Client, Txn, TxnOp};
 use skydns::store::etcd::EtcdOptions;
 use std::collections::BTreeSet;
+use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+mod read;
 
 /// Pause between two attempts of one mutation (1.2: 50 ms).
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-/// Upper bound on one attempt, so a hung request cannot stall the retry loop.
+/// Upper bound on one etcd request, so a hung request cannot stall the retry loop.
 const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
+/// How long a request in flight may still take once shutdown is requested.
+const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
+/// The error that ends a scope early on shutdown.
+const SHUTTING_DOWN: &str = "shutting down";
 
 /// Why the writer gave up.
 #[derive(Debug, thiserror::Error)]
@@ -72,6 +83,10 @@ pub struct Writer {
     metrics: Arc<Metrics>,
     marker: String,
     last_revision: i64,
+    /// When a transaction last succeeded; a scope's mutation timeout counts
+    /// from here or from the scope's first attempt, whichever is later.
+    last_progress: Instant,
+    shutdown: CancellationToken,
 }
 
 impl Writer {
@@ -80,6 +95,7 @@ impl Writer {
         options: WriterOptions,
         names: Names,
         metrics: Arc<Metrics>,
+        shutdown: CancellationToken,
     ) -> Result<Self, WriteError> {
         let marker = format!("/kube2sky/{}/marker", names.domain().trim_end_matches('.'));
         let mut writer = Writer {
@@ -89,18 +105,19 @@ impl Writer {
             metrics,
             marker,
             last_revision: 0,
+            last_progress: Instant::now(),
+            shutdown,
         };
         let endpoints = writer.options.etcd.endpoints.join(",");
         let (attempts, pause) = writer.options.connect_attempts;
         let mut last_error = String::new();
         for attempt in 1..=attempts.max(1) {
-            match tokio::time::timeout(ATTEMPT_TIMEOUT, writer.put_marker()).await {
-                Ok(Ok(())) => {
+            match writer.put_marker().await {
+                Ok(()) => {
                     tracing::info!("Etcd server found: {endpoints}");
                     return Ok(writer);
                 }
-                Ok(Err(e)) => last_error = e,
-                Err(_) => last_error = format!("timed out after {ATTEMPT_TIMEOUT:?}"),
+                Err(e) => last_error = e,
             }
             writer.client = None;
             if attempt < attempts {
@@ -117,19 +134,15 @@ impl Writer {
         })
     }
 
-    async fn client(&mut self) -> Result<&mut Client, String> {
-        if self.client.is_none() {
-            self.client = Some(
-                self.options
-                    .etcd
-                    .connect()
-                    .await
-                    .map_err(|e| e.to_string())?,
-            );
+    /// A handle on the connection (cheap to clone), connecting if needed.
+    async fn client(&mut self) -> Result<Client, String> {
+        if let Some(client) = &self.client {
+            return Ok(client.clone());
         }
-        self.client
-            .as_mut()
-            .ok_or_else(|| "no etcd client".to_string())
+        let options = self.options.etcd.clone();
+        let client = self.bounded(options.connect()).await?;
+        self.client = Some(client.clone());
+        Ok(client)
     }
 
     fn saw(&mut self, header: Option<&etcd_client::ResponseHeader>) {
@@ -140,17 +153,15 @@ impl Writer {
 
     async fn put_marker(&mut self) -> Result<(), String> {
         let marker = self.marker.clone();
-        let resp = self
-            .client()
-            .await?
-            .put(marker, "kube2sky", None)
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut client = self.client().await?;
+        let resp = self.bounded(client.put(marker, "kube2sky", None)).await?;
         self.saw(resp.header());
         Ok(())
     }
 
     /// Reconciles `scopes` (deduplicated; full scopes absorb their parts).
+    /// Returns `Ok` early, after the request in flight, once shutdown is
+    /// requested.
     pub async fn sync(
         &mut self,
         index: &Index,
@@ -164,30 +175,36 @@ impl Writer {
             scopes.retain(|s| !matches!(s, Scope::PodDir { .. }));
         }
         for scope in &scopes {
+            if self.shutdown.is_cancelled() {
+                return Ok(());
+            }
             self.sync_with_retry(index, scope).await?;
-            if *scope == Scope::AllServices {
+            if *scope == Scope::AllServices && !self.shutdown.is_cancelled() {
                 self.metrics.full_sync_done();
             }
         }
         Ok(())
     }
 
+    /// Retries one scope every 50 ms until it succeeds, shutdown is
+    /// requested (`Ok`), or etcd made no progress for the mutation timeout.
     async fn sync_with_retry(&mut self, index: &Index, scope: &Scope) -> Result<(), WriteError> {
         let start = Instant::now();
         loop {
-            let error =
-                match tokio::time::timeout(ATTEMPT_TIMEOUT, self.sync_scope(index, scope)).await {
-                    Ok(Ok(())) => {
-                        self.metrics.set_etcd_ok(true);
-                        return Ok(());
-                    }
-                    Ok(Err(e)) => e,
-                    Err(_) => format!("timed out after {ATTEMPT_TIMEOUT:?}"),
-                };
+            let error = match self.sync_scope(index, scope).await {
+                Ok(()) => {
+                    self.metrics.set_etcd_ok(true);
+                    return Ok(());
+                }
+                Err(e) => e,
+            };
+            if self.shutdown.is_cancelled() {
+                return Ok(());
+            }
             self.metrics.set_etcd_ok(false);
             self.client = None;
             let key = scope.describe(&self.names);
-            if start.elapsed() >= self.options.mutation_timeout {
+            if start.max(self.last_progress).elapsed() >= self.options.mutation_timeout {
                 return Err(WriteError::Timeout {
                     timeout: self.options.mutation_timeout,
                     key,
@@ -195,7 +212,10 @@ impl Writer {
                 });
             }
             tracing::debug!("Failed to mutate etcd using mutator: sync {key} due to: {error}. Will retry in: 50ms");
-            tokio::time::sleep(RETRY_PAUSE).await;
+            tokio::select! {
+                _ = self.shutdown.cancelled() => return Ok(()),
+                _ = tokio::time::sleep(RETRY_PAUSE) => {}
+            }
         }
     }
 
@@ -203,38 +223,41 @@ impl Writer {
         let actual = self
             .read(&scope.reads(&self.names, self.options.reverse))
             .await?;
-        let desired = index.desired(scope);
-        for batch in diff(&desired, &actual, self.options.mode) {
+        let mut desired = index.desired(scope);
+        for key in skip_foreign(&mut desired, &actual) {
+            tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");
+        }
+        for batch in diff(&desired, &actual.records, self.options.mode) {
+            if self.shutdown.is_cancelled() {
+                return Err(SHUTTING_DOWN.into());
+            }
             self.apply(batch).await?;
         }
         Ok(())
     }
 
-    async fn read(&mut self, reads: &[Read]) -> Result<Records, String> {
-        let mut out = Records::new();
-        for read in reads {
-            let (key, options, ptr) = match read {
-                Read::Prefix(p) => (p, Some(GetOptions::new().with_prefix()), false),
-                Read::OwnedPtrs(p) => (p, Some(GetOptions::new().with_prefix()), true),
-                Read::OwnedPtr(k) => (k, None, true),
-            };
-            let resp = self
-                .client()
-                .await?
-                .get(key.as_str(), options)
-                .await
-                .map_err(|e| e.to_string())?;
-            self.saw(resp.header());
-            for kv in resp.kvs() {
-                let (Ok(k), Ok(v)) = (kv.key_str(), kv.value_str()) else {
-                    continue;
-                };
-                if !ptr || self.names.owns_ptr_value(v) {
-                    out.insert(k.to_string(), v.to_string());
+    /// Runs `work` under [`ATTEMPT_TIMEOUT`]. Once shutdown is requested it
+    /// gets [`SHUTDOWN_GRACE`] more to finish.
+    async fn bounded<T, E: std::fmt::Display>(
+        &self,
+        work: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, String> {
+        let work = tokio::time::timeout(ATTEMPT_TIMEOUT, work);
+        tokio::pin!(work);
+        let outcome = tokio::select! {
+            outcome = &mut work => outcome,
+            _ = self.shutdown.cancelled() => {
+                match tokio::time::timeout(SHUTDOWN_GRACE, &mut work).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => return Err(SHUTTING_DOWN.into()),
                 }
             }
+        };
+        match outcome {
+            Ok(Ok(value)) => Ok(value),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(_) => Err(format!("timed out after {ATTEMPT_TIMEOUT:?}")),
         }
-        Ok(out)
     }
 
     async fn apply(&mut self, batch: Vec<Op>) -> Result<(), String> {
@@ -254,13 +277,10 @@ impl Writer {
                 }
             })
             .collect();
-        let resp = self
-            .client()
-            .await?
-            .txn(Txn::new().and_then(ops))
-            .await
-            .map_err(|e| e.to_string())?;
+        let mut client = self.client().await?;
+        let resp = self.bounded(client.txn(Txn::new().and_then(ops))).await?;
         self.saw(resp.header());
+        self.last_progress = Instant::now();
         self.metrics.records_written.inc_by(puts);
         self.metrics.records_deleted.inc_by(deletes);
         Ok(())
@@ -272,25 +292,22 @@ impl Writer {
     pub async fn data_lost(&mut self) -> bool {
         let seen = self.last_revision;
         let marker = self.marker.clone();
-        let check = async {
-            let resp = self
-                .client()
-                .await?
-                .get(marker, None)
-                .await
-                .map_err(|e| e.to_string())?;
-            let revision = resp.header().map_or(0, |h| h.revision());
-            Ok::<_, String>((resp.kvs().is_empty(), revision))
-        };
-        let (missing, revision) = match tokio::time::timeout(ATTEMPT_TIMEOUT, check).await {
-            Ok(Ok(result)) => result,
-            Ok(Err(error)) => {
+        let mut client = match self.client().await {
+            Ok(client) => client,
+            Err(error) => {
                 tracing::warn!(%error, "etcd data-loss check failed");
                 self.metrics.set_etcd_ok(false);
-                self.client = None;
                 return false;
             }
-            Err(_) => {
+        };
+        let (missing, revision) = match self.bounded(client.get(marker, None)).await {
+            Ok(resp) => (
+                resp.kvs().is_empty(),
+                resp.header().map_or(0, |h| h.revision()),
+            ),
+            Err(error) => {
+                tracing::warn!(%error, "etcd data-loss check failed");
+                self.metrics.set_etcd_ok(false);
                 self.client = None;
                 return false;
             }

@@ -2,11 +2,59 @@
 //! any method, served only once start-up is complete), `/healthz` (liveness
 //! of kube2sky itself: watches delivering, etcd writable) and `/metrics`.
 
+//!
+//! Like Go's `:port`, the server listens on `[::]` (dual-stack where the
+//! system allows, so IPv4 clients reach it too) and falls back to
+//! `0.0.0.0` when IPv6 is unavailable. A serve error after start is fatal
+//! (reference §3.7): [`serve`] hands back a future that resolves with it.
+
 use crate::metrics::Metrics;
 use axum::http::StatusCode;
 use axum::routing::{any, get};
 use axum::Router;
+use std::future::Future;
+use std::net::{Ipv4Addr, Ipv6Addr};
 use std::sync::Arc;
+use tokio::net::TcpListener;
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+/// Binds `[::]:port`, or `0.0.0.0:port` if the host has no IPv6.
+pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
+    match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
+        Ok(listener) => Ok(listener),
+        Err(error) => {
+            tracing::debug!(%error, "cannot listen on [::]; trying 0.0.0.0");
+            TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).await
+        }
+    }
+}
+
+/// Serves [`router`] on `listener` until `shutdown`. Returns the task and a
+/// future that resolves only if serving fails, with the reason.
+pub fn serve(
+    listener: TcpListener,
+    metrics: Arc<Metrics>,
+    shutdown: CancellationToken,
+) -> (JoinHandle<()>, impl Future<Output = String>) {
+    let (failed_tx, failed_rx) = oneshot::channel();
+    let task = tokio::spawn(async move {
+        let served = axum::serve(listener, router(metrics))
+            .with_graceful_shutdown(shutdown.cancelled_owned())
+            .await;
+        if let Err(error) = served {
+            let _ = failed_tx.send(error.to_string());
+        }
+    });
+    let failed = async move {
+        match failed_rx.await {
+            Ok(why) => why,
+            Err(_) => std::future::pending().await,
+        }
+    };
+    (task, failed)
+}
 
 /// The router; it is only served after start-up, so readiness is constant.
 pub fn router(metrics: Arc<Metrics>) -> Router {

@@ -7,13 +7,15 @@
 //! records live in etcd, so the writer can diff the two. A relist replaces a
 //! kind's objects wholesale; once services *and* endpoints have been listed,
 //! a relist yields [`Scope::AllServices`], whose diff deletes every owned key
-//! that matches no object (stale-key removal). Pods are kept as
+//! that matches no object (stale-key removal). Until endpoints have been
+//! listed, headless services' records are unknown and their scopes are
+//! never returned ([`Index::is_known`]). Pods are kept as
 //! `(namespace, name, ip)` only.
 
 use crate::config::Features;
 use crate::records::{
-    cluster_ipv4, pod_records, ptr_record, service_kind, service_records, Names, Records,
-    ServiceKind,
+    cluster_ipv4, pod_records, port_problems, ptr_record, service_kind, service_records, Names,
+    PortProblem, Records, ServiceKind,
 };
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use std::collections::{BTreeMap, BTreeSet};
@@ -160,18 +162,48 @@ impl Index {
         &self.names
     }
 
-    /// Records a change; returns the scopes to reconcile.
+    /// Records a change; returns the scopes to reconcile. Scopes whose
+    /// desired state is not known yet are left out (see [`Index::is_known`]).
     pub fn apply(&mut self, change: Change) -> Vec<Scope> {
+        let mut scopes = self.record(change);
+        scopes.retain(|s| self.is_known(s));
+        scopes
+    }
+
+    /// Whether [`Index::desired`] is the real desired state of `scope`. A
+    /// headless service's records come from its Endpoints, so until the
+    /// endpoints have been listed once its records are unknown and must not
+    /// be touched: reconciling them would delete them all (an NXDOMAIN
+    /// window at every restart, or for good if endpoints never list).
+    pub fn is_known(&self, scope: &Scope) -> bool {
+        match scope {
+            Scope::Service(key) => {
+                self.endpoints_listed
+                    || !matches!(
+                        self.services.get(key).map(service_kind),
+                        Some(ServiceKind::Headless)
+                    )
+            }
+            Scope::AllServices => self.services_listed && self.endpoints_listed,
+            _ => true,
+        }
+    }
+
+    fn record(&mut self, change: Change) -> Vec<Scope> {
         match change {
             Change::Service(Update::Apply(svc)) => self.put_service(svc),
             Change::Service(Update::Delete(svc)) => {
                 self.remove_service(&ObjectKey::of(&svc.metadata))
             }
             Change::Service(Update::Relisted(all)) => {
-                self.services = all
-                    .into_iter()
-                    .map(|s| (ObjectKey::of(&s.metadata), s))
-                    .collect();
+                let old = std::mem::take(&mut self.services);
+                for svc in all {
+                    let key = ObjectKey::of(&svc.metadata);
+                    if old.get(&key) != Some(&svc) {
+                        log_port_problems(&svc);
+                    }
+                    self.services.insert(key, svc);
+                }
                 self.services_listed = true;
                 self.service_scopes()
             }
@@ -204,6 +236,9 @@ impl Index {
     fn put_service(&mut self, svc: Service) -> Vec<Scope> {
         let key = ObjectKey::of(&svc.metadata);
         let new_ip = cluster_ipv4(&svc);
+        if self.services.get(&key) != Some(&svc) {
+            log_port_problems(&svc);
+        }
         let old_ip = self
             .services
             .insert(key.clone(), svc)
@@ -258,6 +293,8 @@ impl Index {
         }
         let mut touched = BTreeSet::new();
         match update {
+            // Status updates that keep the IP change no record (1.2 did nothing either).
+            Update::Apply(pod) if self.pods.get(&pod.key) == Some(&pod.ip) => {}
             Update::Apply(pod) => {
                 touched.extend(self.forget_pod(&pod.key));
                 touched.extend(self.remember_pod(pod));
@@ -313,12 +350,13 @@ impl Index {
             .collect()
     }
 
-    /// Every scope, for a full rewrite after etcd lost its data.
+    /// Every known scope, for a full rewrite after etcd lost its data.
     pub fn all_scopes(&self) -> Vec<Scope> {
         let mut out = self.service_scopes();
         if self.features.pods {
             out.extend(self.pod_scopes());
         }
+        out.retain(|s| self.is_known(s));
         out
     }
 
@@ -372,6 +410,21 @@ impl Index {
             .iter()
             .find(|(_, s)| cluster_ipv4(s) == Some(ip))?;
         Some(ptr_record(&self.names, ip, &key.namespace, &key.name))
+    }
+}
+
+/// Logs 1.2's complaints about a cluster-IP service's ports (§5.1), once
+/// per received version of the service rather than on every reconcile.
+fn log_port_problems(svc: &Service) {
+    for problem in port_problems(svc) {
+        match problem {
+            PortProblem::NoPorts => tracing::info!(
+                "Unexpected service with no ports, this should not have happend: {svc:?}"
+            ),
+            PortProblem::NoProtocol => {
+                tracing::warn!("Port Protocol not set. port segment string cannot be created.")
+            }
+        }
     }
 }
 

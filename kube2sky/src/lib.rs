@@ -57,6 +57,9 @@ pub enum Error {
         /// Why.
         source: std::io::Error,
     },
+    /// The health server failed after it started (1.2: fatal).
+    #[error("health server on --healthz-port failed: {0}")]
+    Serve(String),
 }
 
 /// Runs kube2sky until `shutdown` is cancelled (then returns `Ok` after the
@@ -88,7 +91,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     };
     let mut writer = tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
-        w = Writer::connect(options, names.clone(), metrics.clone()) => w?,
+        w = Writer::connect(options, names.clone(), metrics.clone(), shutdown.clone()) => w?,
     };
     let client = client::build(&kube).await?;
     let mut index = Index::new(names, features);
@@ -101,32 +104,33 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     writer.sync(&index, scopes).await?;
     tracing::info!("Successfully added DNS record for Kubernetes service.");
 
+    if shutdown.is_cancelled() {
+        return Ok(());
+    }
+
     let (tx, rx) = mpsc::channel(1024);
     let mut watches = watch::spawn_all(&client, features.pods, &tx, &metrics, &shutdown);
     drop(tx);
-    let listener = tokio::net::TcpListener::bind(("0.0.0.0", healthz_port))
+    let listener = health::bind(healthz_port)
         .await
         .map_err(|source| Error::Listen {
             port: healthz_port,
             source,
         })?;
-    let http_shutdown = shutdown.clone();
-    let http = tokio::spawn(async move {
-        let served = axum::serve(listener, health::router(metrics))
-            .with_graceful_shutdown(http_shutdown.cancelled_owned())
-            .await;
-        if let Err(error) = served {
-            tracing::error!(%error, "health server failed");
-        }
-    });
+    let (http, http_failed) = health::serve(listener, metrics, shutdown.clone());
     tracing::info!(port = healthz_port, "ready");
 
-    let result = write_loop(&mut writer, &mut index, rx, loss_check, &shutdown).await;
+    let result = tokio::select! {
+        result = write_loop(&mut writer, &mut index, rx, loss_check, &shutdown) => {
+            result.map_err(Error::from)
+        }
+        why = http_failed => Err(Error::Serve(why)),
+    };
     shutdown.cancel();
     watches.abort_all();
     while watches.join_next().await.is_some() {}
     let _ = http.await;
-    result.map_err(Error::from)
+    result
 }
 
 async fn wait_for_kubernetes(
@@ -150,6 +154,44 @@ async fn wait_for_kubernetes(
     }
 }
 
+/// What the writer does next.
+#[derive(Debug)]
+enum Work {
+    /// Shutdown, or every watch has ended.
+    Stop,
+    /// Queued changes, folded into one round.
+    Changes(Vec<Change>),
+    /// Time to check etcd for data loss.
+    CheckLoss,
+}
+
+/// Waits for the next piece of work. The loss-check tick goes before the
+/// events, so steady churn cannot starve it; it is ready at most once per
+/// interval, so it cannot starve the events either.
+async fn next_work(
+    rx: &mut mpsc::Receiver<Change>,
+    ticker: &mut tokio::time::Interval,
+    check_loss: bool,
+    shutdown: &CancellationToken,
+) -> Work {
+    tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => Work::Stop,
+        _ = ticker.tick(), if check_loss => Work::CheckLoss,
+        change = rx.recv() => {
+            let Some(change) = change else { return Work::Stop };
+            let mut changes = vec![change];
+            while changes.len() < MAX_EVENTS_PER_ROUND {
+                match rx.try_recv() {
+                    Ok(change) => changes.push(change),
+                    Err(_) => break,
+                }
+            }
+            Work::Changes(changes)
+        }
+    }
+}
+
 /// The single writer: applies queued changes to the index, reconciles the
 /// touched scopes, and periodically checks etcd for data loss.
 async fn write_loop(
@@ -162,25 +204,56 @@ async fn write_loop(
     let mut ticker = tokio::time::interval(loss_check.unwrap_or(Duration::from_secs(3600)));
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
-        tokio::select! {
-            biased;
-            _ = shutdown.cancelled() => return Ok(()),
-            change = rx.recv() => {
-                let Some(change) = change else { return Ok(()) };
-                let mut scopes = index.apply(change);
-                for _ in 1..MAX_EVENTS_PER_ROUND {
-                    match rx.try_recv() {
-                        Ok(change) => scopes.extend(index.apply(change)),
-                        Err(_) => break,
-                    }
-                }
+        match next_work(&mut rx, &mut ticker, loss_check.is_some(), shutdown).await {
+            Work::Stop => return Ok(()),
+            Work::Changes(changes) => {
+                let scopes: Vec<_> = changes.into_iter().flat_map(|c| index.apply(c)).collect();
                 writer.sync(index, scopes).await?;
             }
-            _ = ticker.tick(), if loss_check.is_some() => {
+            Work::CheckLoss => {
                 if writer.data_lost().await {
                     writer.sync(index, index.all_scopes()).await?;
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::{ObjectKey, PodInfo};
+
+    fn pod_change(i: usize) -> Change {
+        Change::Pod(Update::Apply(PodInfo {
+            key: ObjectKey {
+                namespace: "d".into(),
+                name: format!("p{i}"),
+            },
+            ip: format!("10.1.0.{i}"),
+        }))
+    }
+
+    #[tokio::test]
+    async fn loss_check_is_not_starved_by_steady_events() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let shutdown = CancellationToken::new();
+        // A tick that fell due while the writer was busy writing.
+        let due = tokio::time::Instant::now() - Duration::from_secs(5);
+        let mut ticker = tokio::time::interval_at(due, Duration::from_secs(3600));
+        for i in 0..8 {
+            tx.send(pod_change(i)).await.expect("send");
+        }
+        let first = next_work(&mut rx, &mut ticker, true, &shutdown).await;
+        assert!(matches!(first, Work::CheckLoss), "{first:?}");
+        let second = next_work(&mut rx, &mut ticker, true, &shutdown).await;
+        assert!(
+            matches!(&second, Work::Changes(c) if c.len() == 8),
+            "{second:?}"
+        );
+        shutdown.cancel();
+        tx.send(pod_change(9)).await.expect("send");
+        let third = next_work(&mut rx, &mut ticker, true, &shutdown).await;
+        assert!(matches!(third, Work::Stop), "{third:?}");
     }
 }

@@ -10,6 +10,7 @@
 //! still puts before deletes.
 
 use crate::records::Records;
+use std::collections::BTreeSet;
 
 /// etcd's default `--max-txn-ops`.
 pub const MAX_TXN_OPS: usize = 128;
@@ -38,6 +39,30 @@ impl Op {
             Op::Put { key, .. } | Op::Delete { key } => key,
         }
     }
+}
+
+/// What a scope's reads found in etcd.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Actual {
+    /// The keys kube2sky owns, with their values.
+    pub records: Records,
+    /// Keys in the scope that hold another writer's value (foreign PTRs):
+    /// never written and never deleted.
+    pub foreign: BTreeSet<String>,
+}
+
+/// Removes from `desired` every key that holds a foreign value in `actual`
+/// and returns those keys, so the caller can warn instead of overwriting.
+pub fn skip_foreign(desired: &mut Records, actual: &Actual) -> Vec<String> {
+    let skipped: Vec<String> = desired
+        .keys()
+        .filter(|k| actual.foreign.contains(*k))
+        .cloned()
+        .collect();
+    for key in &skipped {
+        desired.remove(key);
+    }
+    skipped
 }
 
 /// How a scope's records are replaced.
@@ -142,6 +167,25 @@ mod tests {
         assert_eq!(
             diff(&desired, &actual, Mode::RemoveThenAdd),
             vec![vec![del("a")], vec![put("a", "1")]]
+        );
+    }
+
+    #[test]
+    fn foreign_keys_are_neither_written_nor_deleted() {
+        let mut desired = records(&[("ptr/1", "ours"), ("ptr/2", "ours")]);
+        let actual = Actual {
+            records: records(&[("ptr/2", "old")]),
+            foreign: ["ptr/1".to_string()].into(),
+        };
+        assert_eq!(skip_foreign(&mut desired, &actual), vec!["ptr/1"]);
+        assert_eq!(
+            diff(&desired, &actual.records, Mode::Reconcile),
+            vec![vec![put("ptr/2", "ours")]]
+        );
+        assert_eq!(
+            diff(&Records::new(), &actual.records, Mode::Reconcile),
+            vec![vec![del("ptr/2")]],
+            "a foreign key is not in the actual records, so it is never deleted"
         );
     }
 

@@ -141,6 +141,36 @@ fn port_labels(name: Option<&str>, protocol: Option<&str>) -> Option<(String, St
     ))
 }
 
+/// Something 1.2 logged about a cluster-IP service's ports (§5.1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PortProblem {
+    /// `Unexpected service with no ports, ...`: the A record is still written.
+    NoPorts,
+    /// `Port Protocol not set. ...`: a named port without a protocol gets no SRV.
+    NoProtocol,
+}
+
+/// What 1.2 would log about `svc`'s ports; empty for other kinds of service.
+pub fn port_problems(svc: &Service) -> Vec<PortProblem> {
+    if !matches!(service_kind(svc), ServiceKind::ClusterIp(_)) {
+        return Vec::new();
+    }
+    let ports = svc
+        .spec
+        .as_ref()
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    if ports.is_empty() {
+        return vec![PortProblem::NoPorts];
+    }
+    ports
+        .iter()
+        .filter(|p| p.name.as_deref().is_some_and(|n| !n.is_empty()))
+        .filter(|p| p.protocol.as_deref().unwrap_or("").is_empty())
+        .map(|_| PortProblem::NoProtocol)
+        .collect()
+}
+
 /// All records of one Service. `endpoints` is used for headless services;
 /// `external_name` enables ExternalName records.
 pub fn service_records(

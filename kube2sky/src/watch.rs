@@ -13,7 +13,10 @@ use crate::index::{Change, ObjectKey, PodInfo, Update};
 use crate::metrics::{Kind, Metrics};
 use crate::records::HOSTNAMES_ANNOTATION;
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{Endpoints, Pod, Service};
+use k8s_openapi::api::core::v1::{
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service, ServicePort,
+    ServiceSpec,
+};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
@@ -139,20 +142,69 @@ fn slim_meta(meta: ObjectMeta, keep_annotation: Option<&str>) -> ObjectMeta {
     }
 }
 
-/// A Service with only metadata name/namespace and its spec.
+/// A Service with only what records use: name, namespace, type,
+/// clusterIP, externalName and each port's name, protocol and number.
 pub fn slim_service(svc: Service) -> Service {
+    let spec = svc.spec.map(|spec| ServiceSpec {
+        type_: spec.type_,
+        cluster_ip: spec.cluster_ip,
+        external_name: spec.external_name,
+        ports: spec.ports.map(|ports| {
+            ports
+                .into_iter()
+                .map(|p| ServicePort {
+                    name: p.name,
+                    protocol: p.protocol,
+                    port: p.port,
+                    ..ServicePort::default()
+                })
+                .collect()
+        }),
+        ..ServiceSpec::default()
+    });
     Service {
         metadata: slim_meta(svc.metadata, None),
-        spec: svc.spec,
+        spec,
         status: None,
     }
 }
 
-/// Endpoints with only name/namespace, the hostnames annotation and subsets.
+/// Endpoints with only name, namespace, the hostnames annotation, and per
+/// subset the ready addresses' IP and hostname and the ports' name,
+/// protocol and number (`notReadyAddresses` never make records).
 pub fn slim_endpoints(ep: Endpoints) -> Endpoints {
+    let subsets = ep.subsets.map(|subsets| {
+        subsets
+            .into_iter()
+            .map(|subset| EndpointSubset {
+                addresses: subset.addresses.map(|addresses| {
+                    addresses
+                        .into_iter()
+                        .map(|a| EndpointAddress {
+                            ip: a.ip,
+                            hostname: a.hostname,
+                            ..EndpointAddress::default()
+                        })
+                        .collect()
+                }),
+                not_ready_addresses: None,
+                ports: subset.ports.map(|ports| {
+                    ports
+                        .into_iter()
+                        .map(|p| EndpointPort {
+                            name: p.name,
+                            protocol: p.protocol,
+                            port: p.port,
+                            ..EndpointPort::default()
+                        })
+                        .collect()
+                }),
+            })
+            .collect()
+    });
     Endpoints {
         metadata: slim_meta(ep.metadata, Some(HOSTNAMES_ANNOTATION)),
-        subsets: ep.subsets,
+        subsets,
     }
 }
 
@@ -161,5 +213,63 @@ pub fn pod_info(pod: Pod) -> PodInfo {
     PodInfo {
         key: ObjectKey::of(&pod.metadata),
         ip: pod.status.and_then(|s| s.pod_ip).unwrap_or_default(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ObjectReference;
+
+    fn from_json<T: DeserializeOwned>(value: serde_json::Value) -> T {
+        serde_json::from_value(value).expect("valid object")
+    }
+
+    #[test]
+    fn services_keep_only_what_records_use() {
+        let svc: Service = from_json(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "d", "labels": {"a": "b"},
+                         "annotations": {"x": "y"}, "resourceVersion": "7"},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5", "clusterIPs": ["10.0.0.5"],
+                     "selector": {"app": "web"}, "sessionAffinity": "None",
+                     "ports": [{"name": "http", "protocol": "TCP", "port": 80,
+                                "targetPort": 8080, "nodePort": 30080}]},
+            "status": {"loadBalancer": {}},
+        }));
+        let slim: Service = from_json(serde_json::json!({
+            "metadata": {"name": "web", "namespace": "d"},
+            "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5",
+                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]},
+        }));
+        assert_eq!(slim_service(svc), slim);
+    }
+
+    #[test]
+    fn endpoints_keep_only_ready_ips_hostnames_and_ports() {
+        let ep: Endpoints = from_json(serde_json::json!({
+            "metadata": {"name": "h", "namespace": "d", "labels": {"a": "b"},
+                         "annotations": {HOSTNAMES_ANNOTATION: "{}", "other": "x"}},
+            "subsets": [{
+                "addresses": [{"ip": "10.1.0.1", "hostname": "web-0", "nodeName": "n1",
+                               "targetRef": {"kind": "Pod", "name": "web-0"}}],
+                "notReadyAddresses": [{"ip": "10.1.0.2"}],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80, "appProtocol": "http"}],
+            }],
+        }));
+        let slim = slim_endpoints(ep);
+        let expected: Endpoints = from_json(serde_json::json!({
+            "metadata": {"name": "h", "namespace": "d",
+                         "annotations": {HOSTNAMES_ANNOTATION: "{}"}},
+            "subsets": [{
+                "addresses": [{"ip": "10.1.0.1", "hostname": "web-0"}],
+                "ports": [{"name": "http", "protocol": "TCP", "port": 80}],
+            }],
+        }));
+        assert_eq!(slim, expected);
+        let kept = slim.subsets.as_deref().unwrap_or_default();
+        assert_eq!(
+            kept[0].addresses.as_deref().unwrap_or_default()[0].target_ref,
+            None::<ObjectReference>
+        );
     }
 }

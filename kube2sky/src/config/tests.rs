@@ -50,8 +50,11 @@ fn glog_flags_are_accepted_and_v_maps_to_a_level() {
         "--alsologtostderr=false",
         "--log_dir=/tmp",
     ]);
-    assert_eq!(flags.log_level(), "debug");
-    assert_eq!(parse(&["--v=5"]).log_level(), "trace");
+    assert_eq!(flags.log_level(), "kube2sky=debug,skydns=debug,info");
+    assert_eq!(
+        parse(&["--v=5"]).log_level(),
+        "kube2sky=trace,skydns=trace,info"
+    );
     assert_eq!(parse(&[]).log_level(), "info");
 }
 

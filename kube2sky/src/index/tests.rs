@@ -172,6 +172,7 @@ fn shared_cluster_ip_ptr_goes_to_the_lowest_name() {
 #[test]
 fn endpoints_changes_touch_headless_services_only() {
     let mut ix = index(Features::default());
+    ix.apply(Change::Endpoints(Update::Relisted(vec![])));
     ix.apply(Change::Service(Update::Apply(svc("a", "h").ip("None"))));
     ix.apply(Change::Service(Update::Apply(svc("a", "c").ip("10.0.0.9"))));
     let ep = endpoints(
@@ -204,6 +205,7 @@ fn endpoints_deletions_can_be_ignored_like_1_2() {
         endpoints_deletions: false,
         ..Features::default()
     });
+    ix.apply(Change::Endpoints(Update::Relisted(vec![])));
     ix.apply(Change::Service(Update::Apply(svc("a", "h"))));
     let ep = endpoints("a", "h", vec![subset(&["10.244.1.6"], &[])]);
     ix.apply(Change::Endpoints(Update::Apply(ep.clone())));
@@ -267,4 +269,81 @@ fn scope_reads() {
         ]
     );
     assert_eq!(Scope::AllServices.reads(&names, false).len(), 1);
+}
+
+fn headless_with_endpoints() -> (Service, Endpoints) {
+    (
+        svc("a", "h").ip("None"),
+        endpoints(
+            "a",
+            "h",
+            vec![subset(&["10.244.1.6"], &[("http", "TCP", 80)])],
+        ),
+    )
+}
+
+#[test]
+fn headless_services_are_left_alone_until_endpoints_are_listed() {
+    for features in [
+        Features::default(),
+        Features {
+            remove_stale: false,
+            ..Features::default()
+        },
+    ] {
+        let mut ix = index(features);
+        let (headless, ep) = headless_with_endpoints();
+        let scopes = ix.apply(Change::Service(Update::Relisted(vec![
+            headless.clone(),
+            svc("a", "c").ip("10.0.0.9"),
+        ])));
+        assert!(
+            !scopes.contains(&Scope::Service(key("a", "h"))),
+            "services listed first must not empty the headless service: {scopes:?}"
+        );
+        assert!(scopes.contains(&Scope::Service(key("a", "c"))));
+        assert!(ix
+            .apply(Change::Service(Update::Apply(headless)))
+            .is_empty());
+        let all = ix.all_scopes();
+        assert!(!all.contains(&Scope::Service(key("a", "h"))), "{all:?}");
+        assert!(!all.contains(&Scope::AllServices), "{all:?}");
+
+        let scopes = ix.apply(Change::Endpoints(Update::Relisted(vec![ep])));
+        assert!(
+            scopes.contains(&Scope::AllServices) || scopes.contains(&Scope::Service(key("a", "h"))),
+            "{scopes:?}"
+        );
+        assert_eq!(ix.desired(&Scope::Service(key("a", "h"))).len(), 2);
+    }
+}
+
+#[test]
+fn deleting_a_headless_service_before_endpoints_are_listed_still_removes_it() {
+    let mut ix = index(Features::default());
+    let (headless, _) = headless_with_endpoints();
+    ix.apply(Change::Service(Update::Relisted(vec![headless.clone()])));
+    assert_eq!(
+        ix.apply(Change::Service(Update::Delete(headless))),
+        vec![Scope::Service(key("a", "h"))]
+    );
+}
+
+#[test]
+fn pod_status_update_with_the_same_ip_touches_nothing() {
+    let mut ix = index(Features::default());
+    ix.apply(Change::Pod(Update::Apply(pod("d", "a", "1.2.3.4"))));
+    assert!(ix
+        .apply(Change::Pod(Update::Apply(pod("d", "a", "1.2.3.4"))))
+        .is_empty());
+    assert!(ix
+        .apply(Change::Pod(Update::Apply(pod("d", "b", ""))))
+        .is_empty());
+    assert_eq!(
+        ix.apply(Change::Pod(Update::Apply(pod("d", "a", "")))),
+        vec![Scope::PodDir {
+            namespace: "d".into(),
+            ip: "1.2.3.4".into()
+        }]
+    );
 }

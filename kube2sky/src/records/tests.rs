@@ -203,3 +203,23 @@ fn dns1123_labels() {
     assert!(!is_dns1123_label(&"a".repeat(64)));
     assert!(!is_dns1123_label(""));
 }
+
+#[test]
+fn port_problems_are_the_ones_1_2_logged() {
+    assert_eq!(
+        port_problems(&svc("a", "x").ip("10.0.0.1")),
+        vec![PortProblem::NoPorts]
+    );
+    assert_eq!(
+        port_problems(
+            &svc("a", "x")
+                .ip("10.0.0.1")
+                .port("http", "", 80)
+                .port("", "", 81)
+                .port("dns", "UDP", 53)
+        ),
+        vec![PortProblem::NoProtocol]
+    );
+    assert!(port_problems(&svc("a", "h")).is_empty(), "headless: §5.2");
+    assert!(port_problems(&svc("a", "e").external("example.org")).is_empty());
+}

@@ -1,0 +1,139 @@
+//! End-to-end tests for the review fixes: paged reads of more than 4 MiB of
+//! owned keys, prompt SIGTERM while etcd is down, foreign PTR records left
+//! alone, and the dual-stack health port.
+
+mod support;
+
+use anyhow::{ensure, Context, Result};
+use etcd_client::{GetOptions, Txn, TxnOp};
+use std::time::{Duration, Instant};
+use support::*;
+
+const POD_ROOT: &str = "/skydns/local/cluster/pod/";
+
+/// How many keys etcd holds under `prefix` (without fetching them).
+async fn count(client: &mut etcd_client::Client, prefix: &str) -> Result<i64> {
+    let options = GetOptions::new().with_prefix().with_count_only();
+    Ok(client.get(prefix, Some(options)).await?.count())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_than_4_mib_of_stale_owned_keys_are_read_in_pages_and_removed() -> Result<()> {
+    let etcd = integration_tests::etcd::Etcd::start()?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    // 5000 × ~1 KiB = ~5 MiB: more than one gRPC message may carry.
+    let value = format!(r#"{{"host":"10.9.9.9","text":"{}"}}"#, "x".repeat(1000));
+    for batch in 0..50 {
+        let ops: Vec<TxnOp> = (0..100)
+            .map(|i| {
+                let key = format!("{POD_ROOT}stale/10-9-{batch}-{i}/k");
+                TxnOp::put(key, value.as_str(), None)
+            })
+            .collect();
+        client.txn(Txn::new().and_then(ops)).await?;
+    }
+    ensure!(count(&mut client, POD_ROOT).await? == 5000);
+
+    let api = apiserver(&[KUBERNETES]).await?;
+    create_pod(&api, "default", "p", "1.2.3.4")?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
+    k2s.wait_ready().await?;
+    let deadline = Instant::now() + DEADLINE;
+    while count(&mut client, POD_ROOT).await? != 1 {
+        ensure!(
+            Instant::now() < deadline,
+            "stale pod keys were not removed; log:\n{}",
+            k2s.log()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let pod = format!("{POD_ROOT}default/1-2-3-4/{}", label("1.2.3.4"));
+    wait_exact(&etcd, POD_ROOT, &[(pod, a("1.2.3.4"))]).await?;
+    ensure!(
+        k2s.http("/healthz").await == Some((200, "ok\n".into())),
+        "kube2sky must still be running and healthy; log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_zero_promptly_while_a_write_is_retried() -> Result<()> {
+    let (mut etcd, api, kubectl, mut k2s) = cluster(&["--etcd-mutation-timeout=60s"]).await?;
+    tokio::time::timeout(DEADLINE, api.wait_for_open_watches(3))
+        .await
+        .context("3 watches")?;
+    etcd.stop();
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("t", "10.0.0.91", &[("http", "TCP", 80)]),
+    )?;
+    eventually("a retried write", || {
+        Ok(k2s
+            .log()
+            .contains("Failed to mutate etcd using mutator: sync"))
+    })
+    .await
+    .with_context(|| k2s.log())?;
+    k2s.signal(nix::sys::signal::Signal::SIGTERM)?;
+    let status = k2s.wait_exit(Duration::from_secs(2)).await?;
+    ensure!(
+        status.success(),
+        "SIGTERM must exit 0: {status}; log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
+    let (etcd, api, kubectl, mut k2s) = cluster(&[]).await?;
+    let ptr = "/skydns/arpa/in-addr/10/0/0/77";
+    let foreign = vec![(ptr.to_string(), a("router.example.org."))];
+    etcd.put(ptr, &foreign[0].1)?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("f", "10.0.0.77", &[("http", "TCP", 80)]),
+    )?;
+    let warning = format!("Not writing {ptr}");
+    eventually("the skipped PTR warning", || {
+        Ok(k2s.log().contains(&warning))
+    })
+    .await?;
+    ensure!(
+        under(&etcd, ptr)? == foreign,
+        "the foreign PTR was overwritten"
+    );
+
+    // A restart reconciles everything at once (stale removal): still untouched.
+    k2s.kill();
+    let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
+    k2s.wait_ready().await?;
+    eventually("the skipped PTR warning after restart", || {
+        Ok(k2s.log().contains(&warning))
+    })
+    .await?;
+    ensure!(under(&etcd, ptr)? == foreign, "overwritten after restart");
+
+    kubectl.run(&["delete", "service", "f"])?;
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.78", &[]))?;
+    eventually("probe records (so the delete was handled)", || {
+        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
+    })
+    .await?;
+    wait_exact(&etcd, "/skydns/local/cluster/svc/default/f/", &[]).await?;
+    ensure!(under(&etcd, ptr)? == foreign, "the foreign PTR was deleted");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_port_answers_on_ipv4_and_ipv6() -> Result<()> {
+    let (_etcd, _api, _kubectl, k2s) = cluster(&[]).await?;
+    ensure!(k2s.http("/readiness").await == Some((200, "ok\n".into())));
+    let v6 = reqwest::get(format!("http://[::1]:{}/readiness", k2s.port)).await;
+    ensure!(
+        matches!(&v6, Ok(resp) if resp.status() == 200),
+        "[::1] must reach the health port like Go's :port: {v6:?}"
+    );
+    Ok(())
+}
