@@ -9,7 +9,11 @@ fn main() -> ExitCode {
         Err(e) => e.exit(),
     };
     // -verbose logs every query (skydns at debug), not every crate's internals.
-    let default_level = if flags.verbose { "skydns=debug,info" } else { "info" };
+    let default_level = if flags.verbose {
+        "skydns=debug,info"
+    } else {
+        "info"
+    };
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env()
