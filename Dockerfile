@@ -8,7 +8,7 @@
 # toolchain links it statically, so the binaries need no libc at run time.
 
 # Keep equal to rust-version in Cargo.toml (checked by
-# integration-tests/tests/deploy_manifests.rs).
+# integration-tests/tests/deploy_manifests/).
 ARG RUST_VERSION=1.89
 
 FROM rust:${RUST_VERSION}-alpine AS build

@@ -16,7 +16,7 @@
 #   DNS_REPLICAS   pod replicas (default 1).
 # The substitution is plain text, each placeholder replaced everywhere it
 # occurs; values are checked first so they need no escaping.
-# integration-tests/tests/deploy_manifests.rs checks that this script's output
+# integration-tests/tests/deploy_manifests/ checks that this script's output
 # equals the manifests the test parses.
 set -euo pipefail
 export LC_ALL=C  # glob order and sed on bytes, as the test expects

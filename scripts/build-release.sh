@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The release build: the three binaries of the kube-dns pod (skydns, kube2sky,
 # exec-healthz), release profile, dependencies exactly as in Cargo.lock. The
-# Dockerfile runs this script; integration-tests/tests/deploy_manifests.rs
+# Dockerfile runs this script; integration-tests/tests/deploy_manifests/
 # checks the cargo command below against the workspace's [[bin]] targets.
 #
 # Usage: scripts/build-release.sh [--out DIR]

@@ -1,0 +1,288 @@
+//! Container arguments against our binaries' flag parsers, and the pod wiring.
+
+use super::support::*;
+use super::*;
+
+// ---------------------------------------------------------------------------
+// Container arguments against our flag parsers
+
+/// What a binary made of a container's arguments.
+#[derive(Debug)]
+pub(crate) enum Accepted {
+    Skydns(Box<skydns::config::Config>),
+    Kube2sky(Box<kube2sky::config::Config>),
+    Healthz(healthz::flags::Config),
+}
+
+pub(crate) fn skydns_accepts(args: &[String]) -> Result<Accepted, String> {
+    let argv = std::iter::once("skydns".to_owned())
+        .chain(args.iter().cloned())
+        .map(OsString::from);
+    let flags = skydns::config::parse_args(argv).map_err(|e| e.to_string())?;
+    let config = skydns::config::Settings::from_flags(&flags)
+        .finish(&flags, || Ok(vec![]))
+        .map_err(|e| e.0)?;
+    Ok(Accepted::Skydns(Box::new(config)))
+}
+
+pub(crate) fn kube2sky_accepts(args: &[String]) -> Result<Accepted, String> {
+    let argv = std::iter::once("kube2sky".to_owned()).chain(args.iter().cloned());
+    let flags = kube2sky::config::Flags::parse_from_go_style(argv).map_err(|e| e.to_string())?;
+    let config = flags.into_config().map_err(|e| e.to_string())?;
+    Ok(Accepted::Kube2sky(Box::new(config)))
+}
+
+/// `healthz::flags::parse` takes the arguments after the program name, as
+/// exec-healthz's main passes them.
+pub(crate) fn healthz_accepts(args: &[String]) -> Result<Accepted, String> {
+    match healthz::flags::parse(args.iter().cloned()) {
+        Ok(healthz::flags::Parsed::Run(config)) => Ok(Accepted::Healthz(config)),
+        Ok(healthz::flags::Parsed::Help) => Err("asks for help instead of running".into()),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `kube-dns-rs/skydns:0.1.0` → the parser of the binary in that image.
+pub(crate) type Parser = fn(&[String]) -> Result<Accepted, String>;
+
+pub(crate) fn parser_for(image: &str) -> Option<Parser> {
+    let (name, _tag) = image.rsplit_once(':')?;
+    match name {
+        "kube-dns-rs/skydns" => Some(skydns_accepts),
+        "kube-dns-rs/kube2sky" => Some(kube2sky_accepts),
+        "kube-dns-rs/exechealthz" => Some(healthz_accepts),
+        _ => None,
+    }
+}
+
+/// Runs one container's arguments through its binary's parser. Containers
+/// with a `command` (etcd) are not ours and return `None`.
+pub(crate) fn check_args(c: &Container, what: &str) -> Option<Result<Accepted, String>> {
+    let image = c.image.as_deref().unwrap_or("");
+    if c.command.is_some() {
+        assert!(
+            parser_for(image).is_none(),
+            "{what}: our images are run through their entrypoint; no command"
+        );
+        return None;
+    }
+    let parse = parser_for(image)
+        .unwrap_or_else(|| panic!("{what}: image {image:?} has no command and is not one of ours"));
+    let args = c.args.clone().unwrap_or_default();
+    // Every argument is one `-flag=value`: a value split into its own list
+    // item would be a positional argument, which Go's flag package (and so
+    // exec-healthz) silently treats as the end of the flags.
+    for arg in &args {
+        assert!(
+            arg.starts_with('-') && arg.contains('='),
+            "{what}: argument {arg:?} is not of the form -flag=value"
+        );
+    }
+    Some(parse(&args))
+}
+
+pub(crate) fn port_number(port: &IntOrString) -> i32 {
+    match port {
+        IntOrString::Int(n) => *n,
+        IntOrString::String(s) => panic!("probe port {s:?}: use numbers"),
+    }
+}
+
+/// `(path, port)` of an HTTP GET probe.
+pub(crate) fn http_get(probe: Option<&Probe>, what: &str) -> (String, i32) {
+    let get = probe
+        .and_then(|p| p.http_get.as_ref())
+        .unwrap_or_else(|| panic!("{what}: no httpGet probe"));
+    (get.path.clone().unwrap_or_default(), port_number(&get.port))
+}
+
+pub(crate) fn container<'a>(pod: &'a PodSpec, name: &str) -> &'a Container {
+    pod.containers
+        .iter()
+        .find(|c| c.name == name)
+        .unwrap_or_else(|| panic!("no container {name}"))
+}
+
+/// The four containers' arguments are accepted, and they wire the pod
+/// together: kube2sky and skydns use the etcd the etcd container serves, the
+/// probes hit the ports the binaries listen on, the domain is the rendered one.
+pub(crate) fn check_pod_wiring(m: &Manifests) {
+    let (_, pod) = m.pod();
+    let names: Vec<&str> = pod.containers.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["etcd", "kube2sky", "skydns", "healthz"],
+        "{}",
+        m.flavour
+    );
+
+    let etcd = container(pod, "etcd");
+    assert_eq!(etcd.image.as_deref(), Some(ETCD_IMAGE));
+    let command = etcd.command.clone().expect("etcd has a command");
+    assert_eq!(command[0], "/usr/local/bin/etcd");
+    let flag_value = |flag: &str| {
+        let i = command.iter().position(|a| a == flag);
+        i.and_then(|i| command.get(i + 1)).cloned()
+    };
+    let client_urls: BTreeSet<String> = flag_value("-listen-client-urls")
+        .expect("etcd -listen-client-urls")
+        .split(',')
+        .map(str::to_owned)
+        .collect();
+    let expected: BTreeSet<String> = ["http://127.0.0.1:2379", "http://127.0.0.1:4001"]
+        .map(String::from)
+        .into();
+    assert_eq!(client_urls, expected);
+    let data_dir = flag_value("-data-dir").expect("etcd -data-dir");
+    let mounts = etcd.volume_mounts.clone().unwrap_or_default();
+    assert!(
+        mounts
+            .iter()
+            .any(|vm| vm.name == "etcd-storage" && data_dir.starts_with(&vm.mount_path)),
+        "{}: etcd's data dir {data_dir} is not on the etcd-storage volume",
+        m.flavour
+    );
+
+    let mut checked = BTreeSet::new();
+    for c in &pod.containers {
+        let what = format!("deploy/{} container {}", m.flavour, c.name);
+        let Some(result) = check_args(c, &what) else {
+            continue;
+        };
+        let image = c.image.clone().unwrap_or_default();
+        assert!(
+            image.ends_with(&format!(":{IMAGE_TAG}")),
+            "{what}: image {image} is not tagged {IMAGE_TAG}"
+        );
+        match result.unwrap_or_else(|e| panic!("{what}: arguments rejected: {e}")) {
+            Accepted::Skydns(config) => {
+                assert_eq!(config.zone.domain, format!("{DOMAIN}."), "{what}");
+                assert_eq!(config.addr.to_string(), "0.0.0.0:53", "{what}");
+                assert!(!config.ns_rotate, "{what}: -ns-rotate=false as in 1.2");
+                assert_eq!(config.etcd.endpoints, ["http://127.0.0.1:4001"], "{what}");
+                assert!(client_urls.contains(&config.etcd.endpoints[0]));
+                let ports: BTreeSet<(i32, String)> = c
+                    .ports
+                    .iter()
+                    .flatten()
+                    .map(|p| (p.container_port, p.protocol.clone().unwrap_or_default()))
+                    .collect();
+                let want: BTreeSet<(i32, String)> =
+                    [(53, "UDP".to_owned()), (53, "TCP".to_owned())].into();
+                assert_eq!(ports, want, "{what}");
+            }
+            Accepted::Kube2sky(config) => {
+                assert_eq!(config.domain, format!("{DOMAIN}."), "{what}");
+                assert_eq!(config.etcd.endpoints, ["http://127.0.0.1:4001"], "{what}");
+                assert!(client_urls.contains(&config.etcd.endpoints[0]));
+                let readiness = http_get(c.readiness_probe.as_ref(), &what);
+                assert_eq!(
+                    readiness,
+                    ("/readiness".to_owned(), i32::from(config.healthz_port)),
+                    "{what}: readiness must hit kube2sky's own /readiness"
+                );
+                assert!(c.liveness_probe.is_some(), "{what}: liveness probe");
+            }
+            Accepted::Healthz(config) => {
+                assert_eq!(
+                    config.cmd,
+                    format!("nslookup kubernetes.default.svc.{DOMAIN} 127.0.0.1 >/dev/null"),
+                    "{what}"
+                );
+                assert_eq!(config.port, 8080, "{what}");
+                let declared: Vec<i32> =
+                    c.ports.iter().flatten().map(|p| p.container_port).collect();
+                assert_eq!(declared, [i32::from(config.port)], "{what}");
+            }
+        }
+        checked.insert(c.name.clone());
+    }
+    assert_eq!(
+        checked,
+        ["kube2sky", "skydns", "healthz"].map(String::from).into(),
+        "{}: every one of our containers is checked",
+        m.flavour
+    );
+
+    // Every HTTP probe in the pod hits a port some container listens on:
+    // 8080 (exec-healthz) or 8081 (kube2sky's --healthz-port default).
+    for c in &pod.containers {
+        for probe in [&c.liveness_probe, &c.readiness_probe]
+            .into_iter()
+            .flatten()
+        {
+            let (path, port) = http_get(Some(probe), &c.name);
+            assert!(
+                matches!(
+                    (path.as_str(), port),
+                    ("/healthz", 8080 | 8081) | ("/readiness", 8081)
+                ),
+                "deploy/{} container {}: probe {path} on {port}",
+                m.flavour,
+                c.name
+            );
+        }
+    }
+
+    // Resources: requests and limits for cpu and memory everywhere.
+    for c in &pod.containers {
+        let r = c.resources.as_ref().expect("resources");
+        for map in [&r.requests, &r.limits] {
+            let map = map.as_ref().expect("requests and limits");
+            assert!(
+                map.contains_key("cpu") && map.contains_key("memory"),
+                "{}",
+                c.name
+            );
+        }
+    }
+    assert_eq!(pod.dns_policy.as_deref(), Some("Default"), "{}", m.flavour);
+    let volumes: BTreeSet<&str> = pod
+        .volumes
+        .iter()
+        .flatten()
+        .map(|v| v.name.as_str())
+        .collect();
+    for c in &pod.containers {
+        for vm in c.volume_mounts.iter().flatten() {
+            assert!(
+                volumes.contains(vm.name.as_str()),
+                "{}: {}",
+                c.name,
+                vm.name
+            );
+        }
+    }
+}
+
+pub(crate) fn check_service(m: &Manifests) {
+    let svc = m.service();
+    let meta = &svc.metadata;
+    assert_eq!(meta.name.as_deref(), Some("kube-dns"));
+    assert_eq!(meta.namespace.as_deref(), Some("kube-system"));
+    let spec = svc.spec.as_ref().expect("service spec");
+    assert_eq!(spec.cluster_ip.as_deref(), Some(SERVER_IP));
+    let ports: Vec<(String, i32, String)> = spec
+        .ports
+        .iter()
+        .flatten()
+        .map(|p| {
+            (
+                p.name.clone().unwrap_or_default(),
+                p.port,
+                p.protocol.clone().unwrap_or_default(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        ports,
+        [
+            ("dns".to_owned(), 53, "UDP".to_owned()),
+            ("dns-tcp".to_owned(), 53, "TCP".to_owned())
+        ]
+    );
+    let (labels, _) = m.pod();
+    for (k, v) in spec.selector.iter().flatten() {
+        assert_eq!(labels.get(k), Some(v), "{}: selector {k}", m.flavour);
+    }
+}

@@ -1,0 +1,304 @@
+//! The deployment files under `deploy/` and the image build:
+//!
+//! - every manifest template (`deploy/{legacy,kubernetes}/*.yaml.in`), rendered
+//!   with the substitution of `deploy/render.sh`, parses document by document
+//!   into k8s-openapi types, with no field the types do not know (checked by
+//!   a serialisation round trip, since k8s-openapi ignores unknown fields);
+//! - `deploy/render.sh` prints exactly those rendered documents;
+//! - every container argument list for one of our images is accepted by that
+//!   binary's own flag parser and validation, with the values the pod's
+//!   wiring needs (ports, domain, etcd URL), and a corrupted list is not;
+//! - the pod, RBAC and security settings the issue asks for are there;
+//! - the Dockerfile builds with `scripts/build-release.sh` only, whose one
+//!   cargo command builds exactly the three binaries, all `[[bin]]` targets
+//!   of the workspace, and the image stages match the manifests' images.
+//!
+//! Nothing here needs a cluster or Docker.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::core::v1::{
+    Container, PodSpec, Probe, ReplicationController, Service, ServiceAccount,
+};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+/// Values the tests render with; not the defaults, so a placeholder that
+/// was not substituted, or a hard-coded default, shows.
+const DOMAIN: &str = "k8s.example";
+const SERVER_IP: &str = "10.96.0.10";
+const REPLICAS: &str = "2";
+
+const ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.5.15-0";
+const IMAGE_TAG: &str = "0.1.0";
+
+/// Our images: (image name, Dockerfile stage, binary, crate that owns it).
+const OUR_IMAGES: [(&str, &str, &str, &str); 3] = [
+    ("kube-dns-rs/skydns", "skydns", "skydns", "skydns"),
+    ("kube-dns-rs/kube2sky", "kube2sky", "kube2sky", "kube2sky"),
+    (
+        "kube-dns-rs/exechealthz",
+        "exechealthz",
+        "exec-healthz",
+        "healthz",
+    ),
+];
+
+const FLAVOURS: [&str; 2] = ["legacy", "kubernetes"];
+
+fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("integration-tests lives in the workspace")
+        .to_path_buf()
+}
+
+fn read(rel: &str) -> String {
+    let path = repo_root().join(rel);
+    std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()))
+}
+
+mod args;
+mod scripts;
+mod support;
+
+use args::*;
+use support::*;
+
+// ---------------------------------------------------------------------------
+// Tests: manifests
+
+#[test]
+fn legacy_manifests_parse_and_args_are_accepted() {
+    let m = Manifests::load("legacy");
+    assert_eq!(m.objects.len(), 2, "the RC and the Service");
+    let rc = m.one(|o| match o {
+        Object::ReplicationController(rc) => Some(&**rc),
+        _ => None,
+    });
+    assert_eq!(rc.metadata.name.as_deref(), Some("kube-dns-v11"));
+    assert_eq!(rc.metadata.namespace.as_deref(), Some("kube-system"));
+    let spec = rc.spec.as_ref().expect("rc spec");
+    assert_eq!(
+        spec.replicas.map(|r| r.to_string()).as_deref(),
+        Some(REPLICAS)
+    );
+    let want: BTreeMap<String, String> = [("k8s-app", "kube-dns"), ("version", "v11")]
+        .map(|(k, v)| (k.to_owned(), v.to_owned()))
+        .into();
+    assert_eq!(spec.selector.as_ref(), Some(&want));
+    let (labels, pod) = m.pod();
+    for (k, v) in &want {
+        assert_eq!(labels.get(k), Some(v));
+    }
+    // 1.2's probes: kube2sky's liveness is the healthz sidecar's nslookup.
+    let kube2sky = container(pod, "kube2sky");
+    assert_eq!(
+        http_get(kube2sky.liveness_probe.as_ref(), "kube2sky"),
+        ("/healthz".to_owned(), 8080)
+    );
+    check_pod_wiring(&m);
+    check_service(&m);
+}
+
+#[test]
+fn kubernetes_manifests_parse_and_args_are_accepted() {
+    let m = Manifests::load("kubernetes");
+    check_pod_wiring(&m);
+    check_service(&m);
+
+    let sa = m.one(|o| match o {
+        Object::ServiceAccount(sa) => Some(&**sa),
+        _ => None,
+    });
+    let role = m.one(|o| match o {
+        Object::ClusterRole(r) => Some(&**r),
+        _ => None,
+    });
+    let binding = m.one(|o| match o {
+        Object::ClusterRoleBinding(b) => Some(&**b),
+        _ => None,
+    });
+    let deployment = m.one(|o| match o {
+        Object::Deployment(d) => Some(&**d),
+        _ => None,
+    });
+
+    // Least privilege: read Services, Endpoints and Pods, nothing else.
+    let rules = role.rules.clone().unwrap_or_default();
+    assert_eq!(rules.len(), 1, "one rule");
+    let rule = &rules[0];
+    assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
+    let set =
+        |v: &Option<Vec<String>>| -> BTreeSet<String> { v.iter().flatten().cloned().collect() };
+    assert_eq!(
+        set(&rule.resources),
+        ["services", "endpoints", "pods"].map(String::from).into()
+    );
+    assert_eq!(
+        rule.verbs.iter().cloned().collect::<BTreeSet<_>>(),
+        ["get", "list", "watch"].map(String::from).into()
+    );
+    assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
+
+    // The binding ties that role to the pod's service account.
+    assert_eq!(binding.role_ref.kind, "ClusterRole");
+    assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
+    let subjects = binding.subjects.clone().unwrap_or_default();
+    assert_eq!(subjects.len(), 1);
+    assert_eq!(subjects[0].kind, "ServiceAccount");
+    assert_eq!(Some(&subjects[0].name), sa.metadata.name.as_ref());
+    assert_eq!(subjects[0].namespace, sa.metadata.namespace);
+    assert_eq!(sa.metadata.namespace.as_deref(), Some("kube-system"));
+
+    let spec = deployment.spec.as_ref().expect("deployment spec");
+    assert_eq!(
+        deployment.metadata.namespace.as_deref(),
+        Some("kube-system")
+    );
+    assert_eq!(
+        spec.replicas.map(|r| r.to_string()).as_deref(),
+        Some(REPLICAS)
+    );
+    let (labels, pod) = m.pod();
+    for (k, v) in spec.selector.match_labels.iter().flatten() {
+        assert_eq!(labels.get(k), Some(v), "deployment selector {k}");
+    }
+    assert_eq!(pod.service_account_name, sa.metadata.name);
+    assert_eq!(
+        pod.priority_class_name.as_deref(),
+        Some("system-cluster-critical")
+    );
+
+    // Non-root everywhere; port 53 through the unprivileged-port sysctl.
+    let psc = pod.security_context.as_ref().expect("pod securityContext");
+    assert_eq!(psc.run_as_non_root, Some(true));
+    assert!(psc.run_as_user.is_some_and(|u| u != 0));
+    assert_eq!(
+        psc.seccomp_profile.as_ref().map(|s| s.type_.as_str()),
+        Some("RuntimeDefault")
+    );
+    let sysctls: Vec<(String, String)> = psc
+        .sysctls
+        .iter()
+        .flatten()
+        .map(|s| (s.name.clone(), s.value.clone()))
+        .collect();
+    assert_eq!(
+        sysctls,
+        [(
+            "net.ipv4.ip_unprivileged_port_start".to_owned(),
+            "0".to_owned()
+        )]
+    );
+    for c in &pod.containers {
+        let sc = c
+            .security_context
+            .as_ref()
+            .unwrap_or_else(|| panic!("{}: securityContext", c.name));
+        assert_eq!(sc.allow_privilege_escalation, Some(false), "{}", c.name);
+        assert_eq!(sc.read_only_root_filesystem, Some(true), "{}", c.name);
+        assert!(sc.run_as_user.is_none_or(|u| u != 0), "{}", c.name);
+        assert_ne!(sc.run_as_non_root, Some(false), "{}", c.name);
+        assert_ne!(sc.privileged, Some(true), "{}", c.name);
+        let caps = sc.capabilities.as_ref().expect("capabilities");
+        assert_eq!(
+            caps.drop.as_deref(),
+            Some(&["ALL".to_owned()][..]),
+            "{}",
+            c.name
+        );
+        assert!(caps.add.is_none(), "{}", c.name);
+    }
+
+    // Probes: kube2sky ready on /readiness 8081; something restarts on
+    // the nslookup check (/healthz 8080).
+    let kube2sky = container(pod, "kube2sky");
+    assert_eq!(
+        http_get(kube2sky.readiness_probe.as_ref(), "kube2sky"),
+        ("/readiness".to_owned(), 8081)
+    );
+    assert!(pod
+        .containers
+        .iter()
+        .any(|c| c.liveness_probe.as_ref().is_some_and(|_| {
+            http_get(c.liveness_probe.as_ref(), &c.name) == ("/healthz".to_owned(), 8080)
+        })));
+}
+
+#[test]
+fn both_flavours_run_the_same_commands_and_images() {
+    let legacy = Manifests::load("legacy");
+    let modern = Manifests::load("kubernetes");
+    let (_, a) = legacy.pod();
+    let (_, b) = modern.pod();
+    for (x, y) in a.containers.iter().zip(&b.containers) {
+        assert_eq!(x.name, y.name);
+        assert_eq!(x.image, y.image, "{}", x.name);
+        assert_eq!(x.command, y.command, "{}", x.name);
+        assert_eq!(x.args, y.args, "{}", x.name);
+        assert_eq!(x.resources, y.resources, "{}", x.name);
+    }
+}
+
+/// The checks above can fail: a corrupted argument list is rejected by each
+/// parser, through the same path the manifests take.
+#[test]
+fn corrupted_arguments_are_rejected() {
+    let m = Manifests::load("kubernetes");
+    let (_, pod) = m.pod();
+    let mut seen = 0;
+    for c in &pod.containers {
+        if c.command.is_some() {
+            continue;
+        }
+        let mut bad = c.clone();
+        bad.args
+            .get_or_insert_with(Vec::new)
+            .push("-no-such-flag=1".to_owned());
+        let result = check_args(&bad, &c.name).expect("one of ours");
+        assert!(result.is_err(), "{}: an unknown flag was accepted", c.name);
+        seen += 1;
+    }
+    assert_eq!(seen, 3);
+
+    // Known flags with bad values, and an empty domain.
+    let bad_value = [
+        (skydns_accepts as Parser, "-addr=0.0.0.0"),
+        (skydns_accepts, "-ns-rotate=maybe"),
+        (kube2sky_accepts, "--domain="),
+        (kube2sky_accepts, "--healthz-port=70000"),
+        (healthz_accepts, "-port=70000"),
+        (healthz_accepts, "-period=0s"),
+    ];
+    for (parse, arg) in bad_value {
+        assert!(parse(&[arg.to_owned()]).is_err(), "{arg} was accepted");
+    }
+
+    // A value split into its own list item is caught before the parser
+    // (exec-healthz would stop at it and run just `nslookup`).
+    let mut split = container(pod, "healthz").clone();
+    split.args = Some(vec![
+        "-cmd=nslookup".to_owned(),
+        "kubernetes.default".to_owned(),
+    ]);
+    let caught = std::panic::catch_unwind(|| check_args(&split, "split"));
+    assert!(caught.is_err(), "a split argument list was accepted");
+}
+
+#[test]
+fn unknown_fields_are_caught() {
+    let doc =
+        "apiVersion: v1\nkind: Service\nmetadata:\n  name: x\nspec:\n  clusterIp: 10.0.0.10\n";
+    let caught = std::panic::catch_unwind(|| parse_objects(doc, "misspelt"));
+    assert!(caught.is_err(), "clusterIp (for clusterIP) was not caught");
+    let doc = "apiVersion: apps/v1\nkind: Service\nmetadata:\n  name: x\n";
+    let caught = std::panic::catch_unwind(|| parse_objects(doc, "wrong apiVersion"));
+    assert!(caught.is_err(), "a wrong apiVersion was not caught");
+}

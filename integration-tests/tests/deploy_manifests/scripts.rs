@@ -1,0 +1,328 @@
+//! `deploy/render.sh`, `scripts/build-release.sh` and the Dockerfile.
+
+use super::support::*;
+use super::*;
+
+// ---------------------------------------------------------------------------
+// Tests: render script
+
+fn render_sh(flavour: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo_root().join("deploy/render.sh")).arg(flavour);
+    for var in ["DNS_DOMAIN", "DNS_SERVER_IP", "DNS_REPLICAS"] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("running bash deploy/render.sh")
+}
+
+#[test]
+pub(crate) fn render_script_prints_the_tested_manifests() {
+    let env = [
+        ("DNS_DOMAIN", DOMAIN),
+        ("DNS_SERVER_IP", SERVER_IP),
+        ("DNS_REPLICAS", REPLICAS),
+    ];
+    for flavour in FLAVOURS {
+        let out = render_sh(flavour, &env);
+        assert!(
+            out.status.success(),
+            "render.sh {flavour}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8(out.stdout).expect("UTF-8");
+        assert_eq!(printed, rendered_stream(flavour), "render.sh {flavour}");
+        // Each template uses every placeholder it is documented to use.
+        let raw: String = templates(flavour)
+            .iter()
+            .map(|p| std::fs::read_to_string(p).unwrap())
+            .collect();
+        for placeholder in ["$DNS_DOMAIN", "$DNS_SERVER_IP", "$DNS_REPLICAS"] {
+            assert!(
+                raw.contains(placeholder),
+                "deploy/{flavour} lacks {placeholder}"
+            );
+        }
+    }
+
+    // Defaults: cluster.local and one replica; the server IP is required.
+    let out = render_sh("kubernetes", &[("DNS_SERVER_IP", SERVER_IP)]);
+    assert!(out.status.success());
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let expected = templates("kubernetes")
+        .iter()
+        .map(|p| {
+            render(
+                &std::fs::read_to_string(p).unwrap(),
+                "cluster.local",
+                SERVER_IP,
+                "1",
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("---\n");
+    assert_eq!(printed, expected);
+    parse_objects(&printed, "render.sh defaults");
+
+    for (flavour, env) in [
+        ("kubernetes", vec![]),
+        ("kubernetes", vec![("DNS_SERVER_IP", "10.0.0.10/8")]),
+        (
+            "legacy",
+            vec![
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("DNS_DOMAIN", "cluster.local."),
+            ],
+        ),
+        (
+            "legacy",
+            vec![("DNS_SERVER_IP", SERVER_IP), ("DNS_DOMAIN", "a/b")],
+        ),
+        (
+            "legacy",
+            vec![("DNS_SERVER_IP", SERVER_IP), ("DNS_REPLICAS", "two")],
+        ),
+        ("modern", vec![("DNS_SERVER_IP", SERVER_IP)]),
+    ] {
+        let out = render_sh(flavour, &env);
+        assert!(
+            !out.status.success(),
+            "render.sh {flavour} {env:?} succeeded"
+        );
+        assert!(
+            out.stdout.is_empty(),
+            "render.sh {flavour} {env:?} printed output"
+        );
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Tests: Dockerfile and the release build
+
+/// Dockerfile instructions with their continuation lines joined, comments
+/// and blank lines dropped.
+pub(crate) fn dockerfile_instructions() -> Vec<String> {
+    let mut out = Vec::new();
+    let mut current = String::new();
+    for line in read("Dockerfile").lines() {
+        let line = line.trim();
+        if line.starts_with('#') || line.is_empty() {
+            continue;
+        }
+        match line.strip_suffix('\\') {
+            Some(head) => {
+                current.push_str(head.trim());
+                current.push(' ');
+            }
+            None => {
+                current.push_str(line);
+                out.push(std::mem::take(&mut current));
+            }
+        }
+    }
+    assert!(current.is_empty(), "Dockerfile ends in a continuation");
+    out
+}
+
+/// Stage name → its instructions after `FROM`, plus each stage's base image.
+pub(crate) fn dockerfile_stages() -> BTreeMap<String, (String, Vec<String>)> {
+    let mut stages = BTreeMap::new();
+    let mut current: Option<String> = None;
+    for ins in dockerfile_instructions() {
+        let words: Vec<&str> = ins.split_whitespace().collect();
+        if words[0].eq_ignore_ascii_case("FROM") {
+            assert!(
+                words.len() == 4 && words[2].eq_ignore_ascii_case("AS"),
+                "every stage is named: {ins}"
+            );
+            let name = words[3].to_owned();
+            stages.insert(name.clone(), (words[1].to_owned(), Vec::new()));
+            current = Some(name);
+        } else if let Some(name) = &current {
+            stages.get_mut(name).unwrap().1.push(ins);
+        }
+    }
+    stages
+}
+
+/// `cargo metadata`: every `bin` target of the workspace → its package, and
+/// the workspace's rust-version.
+pub(crate) fn workspace_bins() -> (BTreeMap<String, String>, String) {
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(repo_root())
+        .output()
+        .expect("running cargo metadata");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).expect("metadata JSON");
+    let mut bins = BTreeMap::new();
+    let mut versions = BTreeSet::new();
+    for package in meta["packages"].as_array().expect("packages") {
+        let name = package["name"].as_str().unwrap().to_owned();
+        if let Some(v) = package["rust_version"].as_str() {
+            versions.insert(v.to_owned());
+        }
+        for target in package["targets"].as_array().unwrap() {
+            let is_bin = target["kind"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|k| k == "bin");
+            if is_bin {
+                bins.insert(target["name"].as_str().unwrap().to_owned(), name.clone());
+            }
+        }
+    }
+    assert_eq!(
+        versions.len(),
+        1,
+        "one workspace rust-version: {versions:?}"
+    );
+    (bins, versions.into_iter().next().unwrap())
+}
+
+#[test]
+pub(crate) fn release_script_builds_exactly_the_three_binaries() {
+    let script = read("scripts/build-release.sh");
+    let cargo_lines: Vec<&str> = script
+        .lines()
+        .map(str::trim)
+        .filter(|l| l.starts_with("cargo ") || l.contains(" cargo "))
+        .filter(|l| !l.starts_with('#'))
+        .collect();
+    assert_eq!(cargo_lines.len(), 1, "one cargo command: {cargo_lines:?}");
+    let words: Vec<&str> = cargo_lines[0].split_whitespace().collect();
+    assert_eq!(&words[..2], ["cargo", "build"]);
+    let mut bins = BTreeSet::new();
+    let mut flags = BTreeSet::new();
+    let mut rest = words[2..].iter();
+    while let Some(w) = rest.next() {
+        if *w == "--bin" {
+            bins.insert(rest.next().expect("--bin NAME").to_string());
+        } else {
+            flags.insert(w.to_string());
+        }
+    }
+    let want: BTreeSet<String> = OUR_IMAGES.iter().map(|i| i.2.to_owned()).collect();
+    assert_eq!(bins, want, "the binaries of the three images");
+    assert_eq!(
+        flags,
+        ["--locked", "--release"].map(String::from).into(),
+        "locked, release profile, nothing else (no --target or --features that CI does not build)"
+    );
+    // The same three are the ones copied out.
+    assert!(
+        script.contains("for bin in skydns kube2sky exec-healthz; do"),
+        "the --out loop copies the same binaries"
+    );
+
+    // Each is a bin target of the expected workspace crate (CI's
+    // `cargo test --workspace` builds every workspace bin).
+    let (targets, _) = workspace_bins();
+    for (_, _, bin, package) in OUR_IMAGES {
+        assert_eq!(
+            targets.get(bin).map(String::as_str),
+            Some(package),
+            "{bin} is a [[bin]] of crate {package}"
+        );
+    }
+}
+
+#[test]
+pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifests() {
+    let stages = dockerfile_stages();
+    let instructions = dockerfile_instructions();
+
+    // The build: only scripts/build-release.sh runs cargo.
+    let build_runs: Vec<&String> = instructions
+        .iter()
+        .filter(|i| i.starts_with("RUN") && i.contains("build-release.sh"))
+        .collect();
+    assert_eq!(build_runs.len(), 1, "one RUN of the release script");
+    assert!(
+        build_runs[0].contains("scripts/build-release.sh --out /out"),
+        "{}",
+        build_runs[0]
+    );
+    assert!(
+        stages["build"].1.contains(build_runs[0]),
+        "the release script runs in the build stage"
+    );
+    for ins in &instructions {
+        assert!(
+            !ins.split_whitespace().any(|w| w == "cargo" || w == "rustc"),
+            "cargo runs only through scripts/build-release.sh: {ins}"
+        );
+    }
+
+    // The toolchain image is the workspace's declared rust-version.
+    let (_, rust_version) = workspace_bins();
+    assert!(
+        instructions.contains(&format!("ARG RUST_VERSION={rust_version}")),
+        "Dockerfile's RUST_VERSION is the workspace rust-version {rust_version}"
+    );
+    assert!(stages["build"].0.starts_with("rust:${RUST_VERSION}"));
+
+    // One runtime stage per image, running its binary as a non-root user.
+    for (image, stage, bin, _) in OUR_IMAGES {
+        let (_, body) = stages
+            .get(stage)
+            .unwrap_or_else(|| panic!("no Dockerfile stage {stage} for {image}"));
+        assert!(
+            body.contains(&format!("COPY --from=build /out/{bin} /{bin}")),
+            "stage {stage} copies {bin}"
+        );
+        assert!(
+            body.contains(&format!("ENTRYPOINT [\"/{bin}\"]")),
+            "stage {stage} runs {bin}"
+        );
+        assert!(
+            body.iter()
+                .any(|i| i.starts_with("USER ") && !i.starts_with("USER 0")),
+            "stage {stage} runs as non-root"
+        );
+    }
+    // exec-healthz's command in the pod is `sh -c "nslookup ..."`.
+    assert!(stages["exechealthz"].0.starts_with("busybox:"));
+
+    // Every image the manifests use is built by a stage, and deploy/README.md
+    // says how.
+    let readme = read("deploy/README.md");
+    for flavour in FLAVOURS {
+        let m = Manifests::load(flavour);
+        let (_, pod) = m.pod();
+        for c in &pod.containers {
+            let image = c.image.clone().unwrap_or_default();
+            if image == ETCD_IMAGE {
+                continue;
+            }
+            let (name, tag) = image.rsplit_once(':').expect("tagged image");
+            let (_, stage, _, _) = OUR_IMAGES
+                .iter()
+                .find(|i| i.0 == name)
+                .unwrap_or_else(|| panic!("deploy/{flavour}: unknown image {image}"));
+            assert_eq!(tag, IMAGE_TAG);
+            let command = format!("docker build --target {stage} -t {image} .");
+            assert!(
+                readme.contains(&command),
+                "deploy/README.md lacks `{command}`"
+            );
+        }
+    }
+
+    let ignore = read(".dockerignore");
+    assert!(
+        ignore.lines().any(|l| l.trim() == "target/"),
+        "target/ stays out of the context"
+    );
+}

@@ -1,0 +1,189 @@
+//! Rendering the templates and parsing them into typed objects.
+
+use super::*;
+
+// ---------------------------------------------------------------------------
+// Rendering
+
+/// The substitution of `deploy/render.sh` (its three `sed -e` expressions):
+/// each placeholder replaced everywhere, as plain text.
+pub(crate) fn render(template: &str, domain: &str, server_ip: &str, replicas: &str) -> String {
+    template
+        .replace("$DNS_DOMAIN", domain)
+        .replace("$DNS_SERVER_IP", server_ip)
+        .replace("$DNS_REPLICAS", replicas)
+}
+
+/// The template files of one flavour, sorted like the shell glob
+/// `deploy/<flavour>/*.yaml.in` sorts them.
+pub(crate) fn templates(flavour: &str) -> Vec<PathBuf> {
+    let dir = repo_root().join("deploy").join(flavour);
+    let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
+        .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
+        .map(|entry| entry.expect("directory entry").path())
+        .collect();
+    files.sort();
+    for f in &files {
+        let name = f.file_name().unwrap().to_string_lossy();
+        assert!(
+            name.ends_with(".yaml.in"),
+            "{}: every file in deploy/{flavour}/ must be a .yaml.in template, \
+             or render.sh and this test would skip it",
+            f.display()
+        );
+    }
+    assert!(!files.is_empty(), "no templates in {}", dir.display());
+    files
+}
+
+/// What `deploy/render.sh <flavour>` must print: the rendered templates,
+/// separated by `---` lines.
+pub(crate) fn rendered_stream(flavour: &str) -> String {
+    templates(flavour)
+        .iter()
+        .map(|path| {
+            let text = std::fs::read_to_string(path).expect("reading template");
+            assert!(
+                text.ends_with('\n'),
+                "{}: must end with a newline",
+                path.display()
+            );
+            render(&text, DOMAIN, SERVER_IP, REPLICAS)
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+/// The non-empty YAML documents of a multi-document stream.
+pub(crate) fn documents(stream: &str, what: &str) -> Vec<serde_yaml::Value> {
+    serde_yaml::Deserializer::from_str(stream)
+        .enumerate()
+        .map(|(i, doc)| {
+            serde::Deserialize::deserialize(doc)
+                .unwrap_or_else(|e| panic!("{what}: document {i} is not YAML: {e}"))
+        })
+        .filter(|doc: &serde_yaml::Value| !doc.is_null())
+        .collect()
+}
+
+// ---------------------------------------------------------------------------
+// Typed parsing
+
+/// The objects a manifest may hold.
+#[derive(Debug)]
+pub(crate) enum Object {
+    ReplicationController(Box<ReplicationController>),
+    Deployment(Box<Deployment>),
+    Service(Box<Service>),
+    ServiceAccount(Box<ServiceAccount>),
+    ClusterRole(Box<ClusterRole>),
+    ClusterRoleBinding(Box<ClusterRoleBinding>),
+}
+
+/// Parses `doc` as `T`, then serialises it back and requires the same tree:
+/// k8s-openapi silently drops fields it does not know, so a misspelt or
+/// misplaced field only shows in the round trip.
+pub(crate) fn typed<T: DeserializeOwned + Serialize>(doc: &serde_yaml::Value, what: &str) -> T {
+    let value: T = serde_yaml::from_value(doc.clone())
+        .unwrap_or_else(|e| panic!("{what}: does not parse as its k8s-openapi type: {e}"));
+    let original = serde_json::to_value(doc).expect("YAML to JSON");
+    let back = serde_json::to_value(&value).expect("serialising");
+    if let Some(diff) = first_difference(&original, &back, "") {
+        panic!("{what}: the k8s-openapi type does not keep the manifest as written: {diff}");
+    }
+    value
+}
+
+pub(crate) fn first_difference(
+    a: &serde_json::Value,
+    b: &serde_json::Value,
+    path: &str,
+) -> Option<String> {
+    use serde_json::Value;
+    match (a, b) {
+        (Value::Object(x), Value::Object(y)) => {
+            let keys: BTreeSet<&String> = x.keys().chain(y.keys()).collect();
+            keys.into_iter().find_map(|k| {
+                let here = format!("{path}.{k}");
+                match (x.get(k), y.get(k)) {
+                    (Some(p), Some(q)) => first_difference(p, q, &here),
+                    (Some(_), None) => Some(format!("{here} is not a field of the type")),
+                    (None, _) => Some(format!("{here} appeared in the round trip")),
+                }
+            })
+        }
+        (Value::Array(x), Value::Array(y)) if x.len() == y.len() => x
+            .iter()
+            .zip(y)
+            .enumerate()
+            .find_map(|(i, (p, q))| first_difference(p, q, &format!("{path}[{i}]"))),
+        _ if a == b => None,
+        _ => Some(format!("{path}: {a} became {b}")),
+    }
+}
+
+pub(crate) fn parse_objects(stream: &str, what: &str) -> Vec<Object> {
+    documents(stream, what)
+        .iter()
+        .enumerate()
+        .map(|(i, doc)| {
+            let kind = doc.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+            let what = format!("{what} document {i} ({kind})");
+            match kind {
+                "ReplicationController" => Object::ReplicationController(typed(doc, &what)),
+                "Deployment" => Object::Deployment(typed(doc, &what)),
+                "Service" => Object::Service(typed(doc, &what)),
+                "ServiceAccount" => Object::ServiceAccount(typed(doc, &what)),
+                "ClusterRole" => Object::ClusterRole(typed(doc, &what)),
+                "ClusterRoleBinding" => Object::ClusterRoleBinding(typed(doc, &what)),
+                other => panic!("{what}: unexpected kind {other:?}"),
+            }
+        })
+        .collect()
+}
+
+/// The parsed objects of one flavour, rendered with the test values.
+pub(crate) struct Manifests {
+    pub(crate) flavour: &'static str,
+    pub(crate) objects: Vec<Object>,
+}
+
+impl Manifests {
+    pub(crate) fn load(flavour: &'static str) -> Self {
+        let stream = rendered_stream(flavour);
+        assert!(
+            !stream.contains("$DNS_"),
+            "deploy/{flavour}: a $DNS_ placeholder is left after rendering"
+        );
+        let objects = parse_objects(&stream, &format!("deploy/{flavour}"));
+        Manifests { flavour, objects }
+    }
+
+    pub(crate) fn one<T>(&self, pick: impl Fn(&Object) -> Option<&T>) -> &T {
+        let found: Vec<&T> = self.objects.iter().filter_map(pick).collect();
+        assert_eq!(found.len(), 1, "deploy/{}: want exactly one", self.flavour);
+        found[0]
+    }
+
+    pub(crate) fn service(&self) -> &Service {
+        self.one(|o| match o {
+            Object::Service(s) => Some(&**s),
+            _ => None,
+        })
+    }
+
+    /// The pod template's labels and spec, of the RC or the Deployment.
+    pub(crate) fn pod(&self) -> (BTreeMap<String, String>, &PodSpec) {
+        let template = self.one(|o| match o {
+            Object::ReplicationController(rc) => rc.spec.as_ref()?.template.as_ref(),
+            Object::Deployment(d) => Some(&d.spec.as_ref()?.template),
+            _ => None,
+        });
+        let labels = template
+            .metadata
+            .as_ref()
+            .and_then(|m| m.labels.clone())
+            .unwrap_or_default();
+        (labels, template.spec.as_ref().expect("pod template spec"))
+    }
+}
