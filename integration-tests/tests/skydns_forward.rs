@@ -35,6 +35,7 @@ async fn forwards_over_udp_and_tcp_and_relays_nxdomain() {
     let up = Dnsmasq::start(&[
         "--address=/www.example.org/192.0.2.10",
         "--address=/nx.example.org/",
+        "--ptr-record=9.9.9.10.in-addr.arpa,host.example.",
     ]);
     let dns = resolver(&etcd, &[&format!("-nameservers=127.0.0.1:{}", up.port)]).await;
     let r = dns.dig(&["www.example.org", "A"]).await;
@@ -47,6 +48,13 @@ async fn forwards_over_udp_and_tcp_and_relays_nxdomain() {
     let r = dns.dig(&["localhost.", "A"]).await;
     assert_eq!(r.status, "SERVFAIL");
     assert!(r.flags.contains(&"ra".into()));
+    // A reverse name skydns has no PTR for goes upstream.
+    let r = dns.dig(&["-x", "10.9.9.9"]).await;
+    assert_eq!(
+        r.answer,
+        ["9.9.9.10.in-addr.arpa. 100 IN PTR host.example."],
+        "{r:?}"
+    );
     dns.shutdown().await;
 }
 

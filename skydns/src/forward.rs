@@ -236,3 +236,55 @@ impl Drop for Leader<'_> {
         self.coalescer.finish(self.key, self.reply.take());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hickory_proto::rr::RecordType;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// An upstream that counts queries and answers each after `delay`.
+    async fn slow_upstream(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
+        let addr = socket.local_addr().unwrap();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counter = seen.clone();
+        tokio::spawn(async move {
+            let mut buf = vec![0u8; 512];
+            while let Ok((len, peer)) = socket.recv_from(&mut buf).await {
+                counter.fetch_add(1, Ordering::SeqCst);
+                let mut reply = buf[..len].to_vec();
+                reply[2] |= 0x80;
+                let socket = socket.clone();
+                tokio::spawn(async move {
+                    tokio::time::sleep(delay).await;
+                    let _ = socket.send_to(&reply, peer).await;
+                });
+            }
+        });
+        (addr, seen)
+    }
+
+    fn query(id: u16, name: &str) -> Vec<u8> {
+        let mut m = Message::query();
+        m.metadata.id = id;
+        m.queries.push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        m.to_vec().unwrap()
+    }
+
+    #[tokio::test]
+    async fn identical_requests_in_flight_share_one_exchange() {
+        let (addr, seen) = slow_upstream(Duration::from_millis(200)).await;
+        let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
+        let (q1, q2, q3) = (query(7, "a.example.org."), query(9, "a.example.org."), query(8, "b.example.org."));
+        let (a, b, c) = tokio::join!(
+            upstreams.relay(&q1, 0, false),
+            upstreams.relay(&q2, 0, false),
+            upstreams.relay(&q3, 0, false),
+        );
+        assert_eq!(seen.load(Ordering::SeqCst), 2, "same question: one exchange; another question: its own");
+        assert_eq!(&a.unwrap()[..2], &7u16.to_be_bytes(), "each caller gets its own ID");
+        assert_eq!(&b.unwrap()[..2], &9u16.to_be_bytes());
+        assert_eq!(&c.unwrap()[..2], &8u16.to_be_bytes());
+    }
+}
