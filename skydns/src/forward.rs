@@ -268,7 +268,8 @@ mod tests {
     fn query(id: u16, name: &str) -> Vec<u8> {
         let mut m = Message::query();
         m.metadata.id = id;
-        m.queries.push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+        m.queries
+            .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
         m.to_vec().unwrap()
     }
 
@@ -276,14 +277,26 @@ mod tests {
     async fn identical_requests_in_flight_share_one_exchange() {
         let (addr, seen) = slow_upstream(Duration::from_millis(200)).await;
         let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
-        let (q1, q2, q3) = (query(7, "a.example.org."), query(9, "a.example.org."), query(8, "b.example.org."));
+        let (q1, q2, q3) = (
+            query(7, "a.example.org."),
+            query(9, "a.example.org."),
+            query(8, "b.example.org."),
+        );
         let (a, b, c) = tokio::join!(
             upstreams.relay(&q1, 0, false),
             upstreams.relay(&q2, 0, false),
             upstreams.relay(&q3, 0, false),
         );
-        assert_eq!(seen.load(Ordering::SeqCst), 2, "same question: one exchange; another question: its own");
-        assert_eq!(&a.unwrap()[..2], &7u16.to_be_bytes(), "each caller gets its own ID");
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            2,
+            "same question: one exchange; another question: its own"
+        );
+        assert_eq!(
+            &a.unwrap()[..2],
+            &7u16.to_be_bytes(),
+            "each caller gets its own ID"
+        );
         assert_eq!(&b.unwrap()[..2], &9u16.to_be_bytes());
         assert_eq!(&c.unwrap()[..2], &8u16.to_be_bytes());
     }
