@@ -6,7 +6,8 @@
 mod support;
 
 use anyhow::{ensure, Context, Result};
-use integration_tests::apiserver::ResourceKind;
+use integration_tests::apiserver::{ApiServerHandle, ResourceKind};
+use integration_tests::etcd::Etcd;
 use std::time::Duration;
 use support::*;
 
@@ -66,9 +67,13 @@ async fn service_deleted_while_kube2sky_was_down_is_removed_at_start() -> Result
 }
 
 /// Deletes service `w` while kube2sky's watches cannot see it, then lets them
-/// recover; returns whether `w`'s records are eventually gone.
-async fn delete_during_watch_gap(flags: &[&str], expire_history: bool) -> Result<bool> {
-    let (etcd, api, kubectl, _k2s) = cluster(flags).await?;
+/// recover until a later service (`probe`) has its records. Returns the
+/// cluster pieces (kept alive by the caller) and `w`'s record directory.
+async fn delete_w_during_watch_gap(
+    flags: &[&str],
+    expire_history: bool,
+) -> Result<(Etcd, ApiServerHandle, Kube2sky, &'static str)> {
+    let (etcd, api, kubectl, k2s) = cluster(flags).await?;
     kubectl.with_manifest(
         "create",
         &svc_manifest("w", "10.0.0.70", &[("http", "TCP", 80)]),
@@ -95,6 +100,12 @@ async fn delete_during_watch_gap(flags: &[&str], expire_history: bool) -> Result
         Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
     })
     .await?;
+    Ok((etcd, api, k2s, dir))
+}
+
+/// Whether `w`'s records are eventually gone after the gap.
+async fn delete_during_watch_gap(flags: &[&str], expire_history: bool) -> Result<bool> {
+    let (etcd, _api, _k2s, dir) = delete_w_during_watch_gap(flags, expire_history).await?;
     let gone = eventually("w's records removed", || {
         Ok(keys_under(&etcd, dir)?.is_empty())
     })
@@ -114,30 +125,7 @@ async fn delete_missed_behind_a_410_is_removed_after_the_relist() -> Result<()> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_delete_missed_behind_a_410_stays_without_stale_removal() -> Result<()> {
     // The watch relists, but 1.2 ignored the deletion tombstone.
-    let flags = ["--remove-stale=false"];
-    let (etcd, api, kubectl, k2s) = cluster(&flags).await?;
-    kubectl.with_manifest(
-        "create",
-        &svc_manifest("w", "10.0.0.70", &[("http", "TCP", 80)]),
-    )?;
-    let dir = "/skydns/local/cluster/svc/default/w/";
-    eventually("records of w", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
-    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(3))
-        .await
-        .context("3 watches")?;
-    api.pause();
-    api.drop_watches();
-    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(0))
-        .await
-        .context("watches closed")?;
-    store_delete(&api, ResourceKind::Service, "default", "w")?;
-    api.expire_history();
-    api.resume();
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.71", &[]))?;
-    eventually("probe records", || {
-        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
-    })
-    .await?;
+    let (etcd, _api, k2s, dir) = delete_w_during_watch_gap(&["--remove-stale=false"], true).await?;
     ensure!(
         keys_under(&etcd, dir)?.len() == 2,
         "control: the stale records must remain without stale removal; log:\n{}",
