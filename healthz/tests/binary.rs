@@ -7,8 +7,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
 use common::{
-    assert_no_process_with, eventually, free_tcp_port, get, processes_with, unique_sleep,
-    KillOnDrop,
+    assert_no_process_with, eventually, eventually_503, free_tcp_port, get, processes_with,
+    unique_sleep, KillOnDrop,
 };
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -110,16 +110,7 @@ async fn go_style_flags_503_then_quit_exits_0_without_answering() {
     let (mut child, base) =
         start(&["--cmd=echo nope; false", "-period", "100ms", "-latency=5s"]).await;
     let url = format!("{base}/healthz");
-    let body = eventually(WAIT, "a 503", || {
-        let url = url.clone();
-        async move {
-            get(&url)
-                .await
-                .ok()
-                .and_then(|(s, _, b)| (s == 503).then_some(b))
-        }
-    })
-    .await;
+    let body = eventually_503(WAIT, "a 503", &url).await;
     assert!(
         body.starts_with("Healthz probe error: Result of last exec: nope\n, at "),
         "{body:?}"

@@ -8,7 +8,9 @@ mod common;
 use std::process::{Command, Stdio};
 use std::time::Duration;
 
-use common::{eventually, free_tcp_port, free_udp_tcp_port, get, metric, KillOnDrop};
+use common::{
+    eventually, eventually_503, free_tcp_port, free_udp_tcp_port, get, metric, KillOnDrop,
+};
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-healthz");
 const NAME: &str = "kubernetes.default.svc.cluster.local";
@@ -106,16 +108,7 @@ async fn nslookup_probe_is_200_while_dns_answers_and_503_after_it_stops() {
     let _ = dnsmasq.0.kill();
     let _ = dnsmasq.0.wait();
     let url = format!("{base}/healthz");
-    let body = eventually(WAIT, "/healthz to report the DNS failure", || {
-        let url = url.clone();
-        async move {
-            get(&url)
-                .await
-                .ok()
-                .and_then(|(s, _, b)| (s == 503).then_some(b))
-        }
-    })
-    .await;
+    let body = eventually_503(WAIT, "/healthz to report the DNS failure", &url).await;
     assert!(
         body.starts_with("Healthz probe error: Result of last exec: "),
         "{body}"

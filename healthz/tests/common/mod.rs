@@ -47,6 +47,17 @@ where
     }
 }
 
+/// Polls `url` until it answers 503, and returns that body.
+pub async fn eventually_503(timeout: Duration, what: &str, url: &str) -> String {
+    eventually(timeout, what, || async move {
+        get(url)
+            .await
+            .ok()
+            .and_then(|(s, _, b)| (s == 503).then_some(b))
+    })
+    .await
+}
+
 /// An HTTP client that ignores proxy settings and gives up after 5 s.
 pub fn client() -> reqwest::Client {
     reqwest::Client::builder()
