@@ -11,6 +11,7 @@ command -v dig      >/dev/null || need+=(dnsutils)
 command -v nslookup >/dev/null || need+=(dnsutils)
 command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
+command -v openssl  >/dev/null || need+=(openssl)
 
 if [ ${#need[@]} -gt 0 ]; then
   sudo=""

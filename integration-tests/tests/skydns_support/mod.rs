@@ -72,33 +72,60 @@ impl SkyDns {
 
     /// Starts skydns with `base` and `extra` flags; ready once `probe` resolves.
     pub async fn start_with(etcd: &Etcd, base: &[&str], extra: &[&str], probe: &str) -> SkyDns {
-        // An explicit -addr=127.0.0.1:PORT in `extra` wins (Go flags: last one counts).
-        let port = extra
-            .iter()
-            .find_map(|a| {
-                a.strip_prefix("-addr=127.0.0.1:")
-                    .and_then(|p| p.parse().ok())
-            })
-            .unwrap_or_else(|| free_port().unwrap());
-        let mut args: Vec<OsString> = vec![OsString::from("skydns")];
-        args.extend(base.iter().map(OsString::from));
-        args.push(format!("-machines={}", etcd.endpoint()).into());
-        args.push(format!("-addr=127.0.0.1:{port}").into());
-        args.extend(extra.iter().map(OsString::from));
-        let flags = skydns::config::parse_args(args).unwrap();
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(skydns::run(flags, stop.clone()));
-        let server = SkyDns {
-            port,
-            stop,
-            task: Some(task),
-        };
+        let machines = format!("-machines={}", etcd.endpoint());
+        let mut args: Vec<&str> = base.to_vec();
+        args.push(&machines);
+        args.extend_from_slice(extra);
+        Self::start_with_etcd_url(&args, probe).await
+    }
+
+    /// Starts skydns for `cluster.local.` with `args` (which name the etcd
+    /// endpoints themselves); ready once `probe` resolves.
+    pub async fn start_with_etcd_url(args: &[&str], probe: &str) -> SkyDns {
+        let server = Self::launch(args);
         server
             .wait_for(probe, "A", |r| {
                 r.status == "NOERROR" || r.status == "NXDOMAIN"
             })
             .await;
         server
+    }
+
+    /// Starts skydns and waits only until it answers at all (e.g. SERVFAIL
+    /// while it cannot read etcd).
+    pub async fn start_unsynced(args: &[&str]) -> SkyDns {
+        let server = Self::launch(args);
+        server
+            .wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
+                !r.status.is_empty()
+            })
+            .await;
+        server
+    }
+
+    fn launch(args: &[&str]) -> SkyDns {
+        // An explicit -addr=127.0.0.1:PORT wins (Go flags: last one counts).
+        let port = args
+            .iter()
+            .find_map(|a| {
+                a.strip_prefix("-addr=127.0.0.1:")
+                    .and_then(|p| p.parse().ok())
+            })
+            .unwrap_or_else(|| free_port().unwrap());
+        let mut argv: Vec<OsString> = vec![
+            OsString::from("skydns"),
+            OsString::from("-domain=cluster.local."),
+        ];
+        argv.push(format!("-addr=127.0.0.1:{port}").into());
+        argv.extend(args.iter().map(OsString::from));
+        let flags = skydns::config::parse_args(argv).unwrap();
+        let stop = CancellationToken::new();
+        let task = tokio::spawn(skydns::run(flags, stop.clone()));
+        SkyDns {
+            port,
+            stop,
+            task: Some(task),
+        }
     }
 
     pub async fn dig(&self, args: &[&str]) -> Reply {
