@@ -31,6 +31,9 @@ async fn main() -> ExitCode {
     };
     tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
+        // A closed stderr must not panic the task that logs (tracing would
+        // report the failed write with eprintln!, which panics).
+        .log_internal_errors(false)
         .with_max_level(level)
         .with_target(false)
         .with_ansi(std::io::stderr().is_terminal())

@@ -4,6 +4,8 @@
 //!   endpoints, pods, namespaces) with real list/watch semantics, used by the
 //!   kube2sky tests, by kubectl-driven tests and by the local demo.
 //! - [`etcd`]: a harness that runs a real etcd for the skydns tests.
+//! - [`bins`]: where tests find the workspace's binaries.
 
 pub mod apiserver;
+pub mod bins;
 pub mod etcd;

@@ -7,6 +7,7 @@
 //! The script runs with `SKIP_BUILD=1` on the binaries next to this test
 //! (`scripts/test.sh` builds them with `cargo build --workspace --bins`).
 
+use integration_tests::bins::built_binary;
 use integration_tests::etcd::{dig, free_port, require_binary};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -53,17 +54,10 @@ fn repo_root() -> PathBuf {
 }
 
 fn bin_dir() -> PathBuf {
-    // target/debug/deps/<this test> → target/debug
-    let exe = std::env::current_exe().unwrap();
-    let dir = exe.parent().unwrap().parent().unwrap().to_path_buf();
     for bin in ["skydns", "kube2sky", "exec-healthz", "kube-api-test-server"] {
-        assert!(
-            dir.join(bin).exists(),
-            "{} is missing: run `cargo build --workspace --bins` first (scripts/test.sh does)",
-            dir.join(bin).display()
-        );
+        built_binary(bin);
     }
-    dir
+    integration_tests::bins::bin_dir()
 }
 
 fn kubectl(kubeconfig: &Path, api: u16, args: &[&str]) -> String {

@@ -17,6 +17,9 @@ async fn main() {
     tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
+        // A closed stderr must not panic the task that logs (tracing would
+        // report the failed write with eprintln!, which panics).
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let config = match flags.into_config() {
@@ -49,6 +52,6 @@ async fn signals(shutdown: CancellationToken) {
         _ = term.recv() => "terminated",
         _ = int.recv() => "interrupt",
     };
-    tracing::info!("Received signal {name}; finishing the write in flight");
     shutdown.cancel();
+    tracing::info!("Received signal {name}; finishing the write in flight");
 }

@@ -20,6 +20,9 @@ fn main() -> ExitCode {
                 .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level)),
         )
         .with_writer(std::io::stderr)
+        // A closed stderr must not panic the task that logs (tracing would
+        // report the failed write with eprintln!, which panics).
+        .log_internal_errors(false)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = match tokio::runtime::Runtime::new() {
@@ -48,9 +51,10 @@ async fn stop_on_signal(shutdown: CancellationToken) {
             return;
         }
     };
-    tokio::select! {
-        _ = term.recv() => tracing::info!("received SIGTERM, stopping"),
-        _ = tokio::signal::ctrl_c() => tracing::info!("received SIGINT, stopping"),
-    }
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    };
     shutdown.cancel();
+    tracing::info!("received {name}, stopping");
 }
