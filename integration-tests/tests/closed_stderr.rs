@@ -7,8 +7,18 @@ use integration_tests::etcd::{dig, free_port};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// A child process killed when the test ends, passed or not.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// Starts `bin` with stderr on a pipe that is closed at once.
-fn spawn_with_closed_stderr(bin: &str, args: &[String]) -> Child {
+fn spawn_with_closed_stderr(bin: &str, args: &[String]) -> Running {
     let mut child = Command::new(built_binary(bin))
         .args(args)
         .stdin(Stdio::null())
@@ -17,7 +27,7 @@ fn spawn_with_closed_stderr(bin: &str, args: &[String]) -> Child {
         .spawn()
         .expect("starting the binary");
     drop(child.stderr.take());
-    child
+    Running(child)
 }
 
 fn wait_until(what: &str, ready: impl Fn() -> bool) {
@@ -29,7 +39,8 @@ fn wait_until(what: &str, ready: impl Fn() -> bool) {
 }
 
 /// Sends SIGTERM and requires exit status 0 within 10 s (killing it otherwise).
-fn assert_stops_on_sigterm(mut child: Child, what: &str) {
+fn assert_stops_on_sigterm(mut running: Running, what: &str) {
+    let child = &mut running.0;
     Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .status()
@@ -41,8 +52,6 @@ fn assert_stops_on_sigterm(mut child: Child, what: &str) {
             return;
         }
         if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
             panic!("{what} ignored SIGTERM with its stderr closed");
         }
         std::thread::sleep(Duration::from_millis(50));
