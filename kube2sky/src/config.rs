@@ -8,6 +8,7 @@
 //! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
 
 use clap::Parser;
+use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -282,7 +283,11 @@ pub fn normalize_args<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
         };
         let normalized = name.replace('_', "-");
         if normalized != name {
-            eprintln!("WARNING: {name} is deprecated, use {normalized} instead");
+            // Not eprintln!: a closed stderr must not panic flag parsing.
+            let _ = writeln!(
+                std::io::stderr(),
+                "WARNING: {name} is deprecated, use {normalized} instead"
+            );
         }
         out.push(match value {
             Some(v) => format!("--{normalized}={v}"),
