@@ -8,7 +8,7 @@ use std::collections::BTreeSet;
 
 use apiserver_support::{client, client_with, service, start_default, within};
 use futures::{Stream, StreamExt};
-use integration_tests::apiserver::{Key, ResourceKind};
+use integration_tests::apiserver::{ApiServerHandle, Key, ResourceKind};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{self, Store as ReflectorStore};
@@ -103,6 +103,13 @@ fn key(name: &str) -> Key {
     }
 }
 
+/// Ends every open watch and keeps clients from reconnecting until `resume`.
+async fn cut_watches(server: &ApiServerHandle) {
+    server.pause();
+    server.drop_watches();
+    within("the watch to close", server.wait_for_open_watches(0)).await;
+}
+
 #[tokio::test]
 async fn watcher_sees_add_modify_delete_in_order() {
     let server = start_default().await;
@@ -143,9 +150,7 @@ async fn watcher_survives_dropped_watch_without_missing_events() {
     within("the watch to open", server.wait_for_open_watches(1)).await;
 
     // Cut the watch and keep the client from reconnecting while we write.
-    server.pause();
-    server.drop_watches();
-    within("the watch to close", server.wait_for_open_watches(0)).await;
+    cut_watches(&server).await;
     let store = server.store();
     let b = store
         .create(
@@ -193,9 +198,7 @@ async fn watcher_relists_after_forced_410_and_ends_with_right_state() {
         .await;
     within("the watch to open", server.wait_for_open_watches(1)).await;
 
-    server.pause();
-    server.drop_watches();
-    within("the watch to close", server.wait_for_open_watches(0)).await;
+    cut_watches(&server).await;
     let store = server.store();
     store
         .create(

@@ -5,7 +5,7 @@
 mod skydns_support;
 
 use integration_tests::etcd::Etcd;
-use skydns_support::SkyDns;
+use skydns_support::{SkyDns, KUBERNETES_A};
 use std::time::{Duration, Instant};
 
 const RECORDS: &[(&str, &str)] = &[
@@ -62,19 +62,13 @@ async fn dig_gets_the_reference_answers() {
         r.flags.contains(&"aa".into()) && r.flags.contains(&"ra".into()),
         "{r:?}"
     );
-    assert_eq!(
-        r.answer,
-        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-    );
+    assert_eq!(r.answer, [KUBERNETES_A]);
 
     let r = dns
         .dig(&["_https._tcp.kubernetes.default.svc.cluster.local", "SRV"])
         .await;
     assert_eq!(r.answer, ["_https._tcp.kubernetes.default.svc.cluster.local. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."]);
-    assert_eq!(
-        r.additional,
-        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-    );
+    assert_eq!(r.additional, [KUBERNETES_A]);
 
     let r = dns
         .dig(&["kubernetes.default.svc.cluster.local", "SRV"])
@@ -149,10 +143,7 @@ async fn dig_gets_the_reference_answers() {
     let r = dns
         .dig(&["+tcp", "kubernetes.default.svc.cluster.local", "A"])
         .await;
-    assert_eq!(
-        r.answer,
-        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-    );
+    assert_eq!(r.answer, [KUBERNETES_A]);
     let r = dns
         .dig(&[
             "+edns=0",
@@ -243,13 +234,7 @@ async fn answers_continue_while_etcd_is_down_and_changes_flow_when_it_is_back() 
     let dns = SkyDns::start(&etcd, &[]).await;
     etcd.stop();
     for _ in 0..5 {
-        let r = dns
-            .dig(&["kubernetes.default.svc.cluster.local", "A"])
-            .await;
-        assert_eq!(
-            r.answer,
-            ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-        );
+        dns.assert_kubernetes_resolves().await;
     }
     etcd.restart().unwrap();
     etcd.put(

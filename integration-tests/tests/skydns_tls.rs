@@ -186,13 +186,7 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
     ];
     let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
     let dns = SkyDns::start_with_etcd_url(&tls, "kubernetes.default.svc.cluster.local").await;
-    let r = dns
-        .dig(&["kubernetes.default.svc.cluster.local", "A"])
-        .await;
-    assert_eq!(
-        r.answer,
-        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-    );
+    dns.assert_kubernetes_resolves().await;
     dns.shutdown().await;
 
     // Without the client certificate etcd refuses us: no snapshot, SERVFAIL.
@@ -243,13 +237,7 @@ async fn skydns_authenticates_to_etcd_with_user_and_password() {
         "kubernetes.default.svc.cluster.local",
     )
     .await;
-    let r = dns
-        .dig(&["kubernetes.default.svc.cluster.local", "A"])
-        .await;
-    assert_eq!(
-        r.answer,
-        ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-    );
+    dns.assert_kubernetes_resolves().await;
     dns.shutdown().await;
 
     let dns = SkyDns::start_unsynced(&[&machines, "-username=skydns", "-password=wrong"]).await;

@@ -53,6 +53,9 @@ pub fn parse(text: &str) -> Reply {
     reply
 }
 
+/// The answer line for the `kubernetes` service of reference §9.
+pub const KUBERNETES_A: &str = "kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1";
+
 pub struct SkyDns {
     pub port: u16,
     stop: CancellationToken,
@@ -126,6 +129,14 @@ impl SkyDns {
             stop,
             task: Some(task),
         }
+    }
+
+    /// Asserts that `kubernetes.default.svc.cluster.local A` gives the §9 record.
+    pub async fn assert_kubernetes_resolves(&self) {
+        let r = self
+            .dig(&["kubernetes.default.svc.cluster.local", "A"])
+            .await;
+        assert_eq!(r.answer, [KUBERNETES_A], "{r:?}");
     }
 
     pub async fn dig(&self, args: &[&str]) -> Reply {
