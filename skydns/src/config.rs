@@ -290,6 +290,7 @@ pub fn parse_args(args: impl IntoIterator<Item = OsString>) -> Result<Flags, cla
     Flags::try_parse_from(go_style_args(args))
 }
 
+/// A comma-separated flag value as a list, blanks dropped.
 fn split_list(s: &str) -> Vec<String> {
     s.split(',')
         .map(str::trim)

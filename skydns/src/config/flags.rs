@@ -126,13 +126,7 @@ impl Flags {
     /// etcd connection options from the flags.
     pub fn etcd_options(&self) -> EtcdOptions {
         EtcdOptions {
-            endpoints: self
-                .machines
-                .split(',')
-                .map(str::trim)
-                .filter(|s| !s.is_empty())
-                .map(String::from)
-                .collect(),
+            endpoints: super::split_list(&self.machines),
             tls_cert: self.tls_pem.clone(),
             tls_key: self.tls_key.clone(),
             ca_cert: self.ca_cert.clone(),
