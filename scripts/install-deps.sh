@@ -5,6 +5,9 @@ set -euo pipefail
 
 need=()
 command -v protoc   >/dev/null || need+=(protobuf-compiler)
+# etcd-client's protos import google/protobuf/*.proto, which protoc's
+# recommended package ships (not installed with --no-install-recommends).
+[ -f /usr/include/google/protobuf/descriptor.proto ] || need+=(libprotobuf-dev)
 command -v etcd     >/dev/null || need+=(etcd-server)
 command -v etcdctl  >/dev/null || need+=(etcd-client)
 command -v dig      >/dev/null || need+=(dnsutils)
