@@ -21,6 +21,7 @@ use crate::metrics::Metrics;
 use crate::path::{in_domain, is_addressable_label};
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
 use crate::snapshot::Snapshot;
+use crate::store::paths::{hidden_part, PathReader};
 use crate::stub::{has_loop_marker, StubZones};
 use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
@@ -121,6 +122,8 @@ struct Inner {
     stubs: Mutex<(i64, Arc<StubZones>)>,
     replies: ReplyCache,
     metrics: Arc<Metrics>,
+    /// Reads hidden etcd v2 paths on demand (disabled for v3).
+    paths: PathReader,
 }
 
 impl Handler {
@@ -148,8 +151,18 @@ impl Handler {
                 stubs: Mutex::new((i64::MIN, Arc::default())),
                 replies: ReplyCache::default(),
                 metrics,
+                paths: PathReader::default(),
             }),
         }
+    }
+
+    /// Reads hidden paths through `reader` (an etcd v2 store). Call it on a
+    /// new handler, before it is cloned.
+    pub fn with_path_reader(mut self, reader: PathReader) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.paths = reader;
+        }
+        self
     }
 
     /// Handles one request, completing any upstream work.
@@ -166,7 +179,7 @@ impl Handler {
         let tcp = transport == Transport::Tcp;
         let plain = QuestionKey::parse(packet, tcp);
         let snapshot = self.inner.snapshot.load_full();
-        let revision = snapshot.as_ref().map_or(-1, |s| s.revision());
+        let revision = snapshot.as_ref().map_or(-1, |s| s.generation());
         let hour = unix_now() / 3600;
         if let Some(q) = &plain {
             if let Some(reply) = self.inner.replies.get(q, revision, hour) {
@@ -285,6 +298,9 @@ impl Handler {
         if !addressable(&q.qname) {
             return Route::Reply(self.negative(reply, ResponseCode::NXDomain));
         }
+        if let Some(path) = self.unread_hidden_path(&snapshot, &q.name) {
+            return Route::Pending(pending::Route::HiddenPath(path));
+        }
         let lookups = if self.can_forward() {
             Lookups::new()
         } else {
@@ -312,6 +328,18 @@ impl Handler {
         Route::Pending(pending::Route::Forward)
     }
 
+    /// The hidden etcd v2 path `name` needs and the snapshot lacks, if any.
+    fn unread_hidden_path(&self, snapshot: &Snapshot, name: &str) -> Option<String> {
+        if !self.inner.paths.is_enabled() {
+            return None;
+        }
+        let prefix = &self.inner.zone.prefix;
+        let (path, _) = prefix.path_with_wildcard(name);
+        let root = prefix.root();
+        let hidden = hidden_part(&path, root.trim_end_matches('/'))?;
+        (!snapshot.has_read(&hidden)).then_some(hidden)
+    }
+
     /// Whether internal lookups (§8.2) can run: they need upstreams only;
     /// `-no-rec` stops forwarding, not lookups.
     fn can_forward(&self) -> bool {
@@ -326,9 +354,9 @@ impl Handler {
         let snapshot = snapshot?;
         let zones = {
             let mut cached = self.inner.stubs.lock().unwrap_or_else(|e| e.into_inner());
-            if cached.0 != snapshot.revision() {
+            if cached.0 != snapshot.generation() {
                 *cached = (
-                    snapshot.revision(),
+                    snapshot.generation(),
                     Arc::new(StubZones::from_snapshot(snapshot, &self.inner.zone)),
                 );
             }

@@ -1,5 +1,6 @@
 //! SkyDNS 2.5.2c, re-implemented: an authoritative DNS server for the
-//! Kubernetes cluster domain that serves SkyDNS records kept in etcd v3.
+//! Kubernetes cluster domain that serves SkyDNS records kept in etcd (the v2
+//! keys API by default, as SkyDNS 2.5.2c; the v3 API with `-etcd3`).
 //!
 //! How a query is answered: the [`store`] task mirrors everything under
 //! `/skydns/` from etcd into an immutable [`snapshot::Snapshot`], swapped
@@ -12,7 +13,7 @@
 //! - [`snapshot`]: the in-memory copy of the records queries read;
 //! - [`answer`]: pure "question + snapshot → answer" functions;
 //! - [`handler`], [`response`]: request → reply, rcodes, `Fit`;
-//! - [`store`]: the store trait, the etcd v3 store and the mirror task;
+//! - [`store`]: the store trait, the etcd v2 and v3 stores and the mirror task;
 //! - [`config`]: flags, environment, the etcd config key, defaults;
 //! - [`server`]: UDP and TCP sockets.
 //!
@@ -39,7 +40,9 @@ pub mod stub;
 use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
 use crate::handler::{Handler, SharedSnapshot};
 use crate::store::etcd::EtcdStore;
-use crate::store::Store;
+use crate::store::paths::{self, PathReader, PathRequests};
+use crate::store::v2::EtcdV2Store;
+use crate::store::{Store, StoreError};
 use arc_swap::ArcSwapOption;
 use std::path::Path;
 use std::sync::Arc;
@@ -49,9 +52,54 @@ use tokio_util::sync::CancellationToken;
 /// How long start-up waits for etcd to return the config key.
 const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Reads the configuration, binds the sockets and serves until `shutdown`.
+/// Reads the configuration, binds the sockets and serves until `shutdown`,
+/// reading etcd through the v2 keys API, or the v3 API with `-etcd3`.
 pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()> {
-    let mut store = EtcdStore::new(flags.etcd_options());
+    let options = flags.etcd_options();
+    refuse_v3_on_etcd2(&flags).await?;
+    if flags.etcd3 {
+        let store = EtcdStore::new(options);
+        serve(
+            flags,
+            store,
+            PathReader::default(),
+            PathRequests::default(),
+            shutdown,
+        )
+        .await
+    } else {
+        let store = EtcdV2Store::new(&options).map_err(|e| ConfigError(e.to_string()))?;
+        let (reader, requests) = paths::channel();
+        serve(flags, store, reader, requests, shutdown).await
+    }
+}
+
+/// With `-etcd3`, an etcd 2.x (which has no v3 API) stops start-up with a
+/// message naming the flag; an etcd that cannot be asked is not an error.
+async fn refuse_v3_on_etcd2(flags: &Flags) -> Result<(), ConfigError> {
+    if !flags.etcd3 {
+        return Ok(());
+    }
+    let options = store::v2::v2_options(&flags.etcd_options());
+    let Ok(client) = etcd2::Client::new(&options) else {
+        return Ok(());
+    };
+    match client.version().await {
+        Ok(v) if v.major() == Some(2) => Err(ConfigError(format!(
+            "etcd {} has no v3 API: drop -etcd3 to use the v2 keys API",
+            v.server
+        ))),
+        _ => Ok(()),
+    }
+}
+
+async fn serve<S: Store>(
+    flags: Flags,
+    mut store: S,
+    reader: PathReader,
+    requests: PathRequests,
+    shutdown: CancellationToken,
+) -> anyhow::Result<()> {
     let config = load_config(&flags, &mut store).await?;
     let listeners = server::Listeners::bind(config.addr)
         .await
@@ -62,12 +110,14 @@ pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()
         store,
         prefix,
         shared.clone(),
+        requests,
         shutdown.clone(),
     ));
     tracing::info!(
         domain = %config.zone.domain,
         addr = %listeners.local_addr()?,
         etcd = ?config.etcd.endpoints,
+        api = if flags.etcd3 { "v3" } else { "v2" },
         "ready for queries"
     );
     let metrics = Arc::new(metrics::Metrics::default());
@@ -91,7 +141,8 @@ pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()
         shared,
         config.handler_options(),
         metrics,
-    );
+    )
+    .with_path_reader(reader);
     server::serve(listeners, handler, shutdown).await;
     mirror.await?;
     if let Some(task) = metrics_task {
@@ -114,6 +165,7 @@ async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Config, C
             tracing::info!(%key, "merged configuration from etcd");
         }
         Ok(Ok(None)) => tracing::info!(%key, "no configuration in etcd; using flags"),
+        Ok(Err(StoreError::WrongApi(why))) => return Err(ConfigError(why)),
         Ok(Err(error)) => {
             tracing::warn!(%error, "falling back to default configuration, could not read from etcd")
         }

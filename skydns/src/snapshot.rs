@@ -8,11 +8,26 @@
 //! was written against: a key is a leaf, a key prefix is a directory, a
 //! directory listing returns every leaf below it except those under a *hidden*
 //! segment (one starting with `_`), and a missing name is "key not found".
+//!
+//! Directories: read from etcd v3, a directory exists while a key lies below
+//! it. Read from etcd v2 ([`Snapshot::with_dirs`]), directories are nodes of
+//! their own, as SkyDNS saw them: one stays after its last key is deleted
+//! (an empty directory is a name that exists), and goes only when it is
+//! deleted itself. v2 also never lists hidden nodes, so their keys are read
+//! path by path on demand; [`Snapshot::has_read`] tells which paths were.
 
 use crate::record::Record;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Bound;
+use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
+
+/// Source of [`Snapshot::generation`]: every snapshot gets a new number.
+static GENERATION: AtomicI64 = AtomicI64::new(0);
+
+fn next_generation() -> i64 {
+    GENERATION.fetch_add(1, Ordering::Relaxed) + 1
+}
 
 /// One record and the etcd key it was read from.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,7 +42,13 @@ pub struct Leaf {
 #[derive(Clone, Debug, Default)]
 pub struct Snapshot {
     revision: i64,
+    generation: i64,
     entries: BTreeMap<Arc<str>, Arc<Record>>,
+    /// Directory nodes (etcd v2 only; `None` for v3, where directories
+    /// are implied by the keys below them).
+    dirs: Option<BTreeSet<Arc<str>>>,
+    /// Hidden paths read one by one from an etcd v2 store.
+    read_paths: Arc<BTreeSet<String>>,
 }
 
 /// One change to apply to a snapshot.
@@ -37,6 +58,20 @@ pub enum Change {
     Put(String, Record),
     /// The key is gone (or now holds a value that is not a record).
     Delete(String),
+    /// A directory node exists (etcd v2).
+    Dir(String),
+    /// A directory and everything below it are gone (etcd v2).
+    DeleteDir(String),
+    /// A hidden path was read on its own: what is visible from it replaces
+    /// what was known there (etcd v2).
+    ReadPath {
+        /// The path read.
+        path: String,
+        /// Its keys (empty when absent).
+        entries: Vec<(String, Record)>,
+        /// Its directories, itself included when it is one.
+        dirs: Vec<String>,
+    },
 }
 
 impl Snapshot {
@@ -44,16 +79,54 @@ impl Snapshot {
     pub fn new(revision: i64, entries: impl IntoIterator<Item = (String, Record)>) -> Self {
         Snapshot {
             revision,
+            generation: next_generation(),
             entries: entries
                 .into_iter()
                 .map(|(k, r)| (Arc::from(k), Arc::new(r)))
                 .collect(),
+            dirs: None,
+            read_paths: Arc::default(),
         }
+    }
+
+    /// A snapshot of an etcd v2 store, whose directories are nodes of their
+    /// own: `dirs` lists them all, empty ones included.
+    pub fn with_dirs(
+        revision: i64,
+        entries: impl IntoIterator<Item = (String, Record)>,
+        dirs: impl IntoIterator<Item = String>,
+    ) -> Self {
+        let mut snapshot = Snapshot::new(revision, entries);
+        snapshot.dirs = Some(BTreeSet::new());
+        for dir in dirs {
+            snapshot.apply(Change::Dir(dir));
+        }
+        let keys: Vec<Arc<str>> = snapshot.entries.keys().cloned().collect();
+        for key in keys {
+            snapshot.add_parents(&key);
+        }
+        snapshot
     }
 
     /// The etcd revision this snapshot reflects.
     pub fn revision(&self) -> i64 {
         self.revision
+    }
+
+    /// A number no other snapshot of this process has: caches of answers
+    /// are valid for one generation.
+    pub fn generation(&self) -> i64 {
+        self.generation
+    }
+
+    /// Whether this hidden path was read from the v2 store on its own.
+    pub fn has_read(&self, path: &str) -> bool {
+        self.read_paths.contains(path)
+    }
+
+    /// The hidden paths read on their own.
+    pub fn read_paths(&self) -> impl Iterator<Item = &str> {
+        self.read_paths.iter().map(String::as_str)
     }
 
     /// Number of records.
@@ -68,18 +141,105 @@ impl Snapshot {
 
     /// A new snapshot with `changes` applied, at `revision`.
     pub fn with_changes(&self, revision: i64, changes: impl IntoIterator<Item = Change>) -> Self {
-        let mut entries = self.entries.clone();
+        let mut next = Snapshot {
+            revision,
+            generation: next_generation(),
+            entries: self.entries.clone(),
+            dirs: self.dirs.clone(),
+            read_paths: self.read_paths.clone(),
+        };
         for change in changes {
-            match change {
-                Change::Put(key, record) => {
-                    entries.insert(Arc::from(key), Arc::new(record));
-                }
-                Change::Delete(key) => {
-                    entries.remove(key.as_str());
+            next.apply(change);
+        }
+        next
+    }
+
+    fn apply(&mut self, change: Change) {
+        match change {
+            Change::Put(key, record) => {
+                let key: Arc<str> = Arc::from(key);
+                self.add_parents(&key);
+                self.entries.insert(key, Arc::new(record));
+            }
+            Change::Delete(key) => {
+                self.entries.remove(key.as_str());
+            }
+            Change::Dir(dir) => {
+                self.add_parents(&dir);
+                if let Some(dirs) = &mut self.dirs {
+                    dirs.insert(Arc::from(dir));
                 }
             }
+            Change::DeleteDir(dir) => {
+                self.remove_below(&dir, |_| true);
+                self.entries.remove(dir.as_str());
+                if let Some(dirs) = &mut self.dirs {
+                    dirs.remove(dir.as_str());
+                }
+            }
+            Change::ReadPath {
+                path,
+                entries,
+                dirs,
+            } => {
+                self.remove_below(&path, |relative| !is_hidden_below(relative));
+                self.entries.remove(path.as_str());
+                if let Some(known) = &mut self.dirs {
+                    known.remove(path.as_str());
+                }
+                for dir in dirs {
+                    self.apply(Change::Dir(dir));
+                }
+                for (key, record) in entries {
+                    self.apply(Change::Put(key, record));
+                }
+                Arc::make_mut(&mut self.read_paths).insert(path);
+            }
         }
-        Snapshot { revision, entries }
+    }
+
+    /// Removes the keys and directories strictly below `dir` whose path
+    /// relative to it is selected by `select`.
+    fn remove_below(&mut self, dir: &str, select: impl Fn(&str) -> bool) {
+        let prefix = format!("{}/", dir.trim_end_matches('/'));
+        let doomed: Vec<Arc<str>> = self
+            .entries
+            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(&prefix))
+            .filter(|(k, _)| select(&k[prefix.len()..]))
+            .map(|(k, _)| k.clone())
+            .collect();
+        for key in doomed {
+            self.entries.remove(&key);
+        }
+        if let Some(dirs) = &mut self.dirs {
+            let doomed: Vec<Arc<str>> = dirs
+                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                .take_while(|d| d.starts_with(&prefix))
+                .filter(|d| select(&d[prefix.len()..]))
+                .cloned()
+                .collect();
+            for dir in doomed {
+                dirs.remove(&dir);
+            }
+        }
+    }
+
+    /// In v2 mode, records every directory above `key` (etcd creates them
+    /// implicitly and keeps them after the key goes).
+    fn add_parents(&mut self, key: &str) {
+        let Some(dirs) = &mut self.dirs else { return };
+        let mut end = key.len();
+        while let Some(at) = key[..end].rfind('/') {
+            if at == 0 {
+                break;
+            }
+            if dirs.contains(&key[..at]) {
+                break; // its parents are known too
+            }
+            dirs.insert(Arc::from(&key[..at]));
+            end = at;
+        }
     }
 
     /// The record stored exactly at `key`, if any.
@@ -114,7 +274,11 @@ impl Snapshot {
         }
         let dir = format!("{}/", path.trim_end_matches('/'));
         let mut below = self.scan_prefix(&dir).peekable();
-        below.peek()?;
+        if below.peek().is_none() {
+            // An empty directory exists in v2; in v3 nothing is there.
+            let is_dir = self.dirs.as_ref().is_some_and(|d| d.contains(path));
+            return is_dir.then(Vec::new);
+        }
         if exact {
             return Some(Vec::new());
         }
@@ -260,5 +424,82 @@ mod tests {
         assert!(new.get(&format!("{K}/c88f1059")).is_none());
         assert!(old.get(&format!("{K}/c88f1059")).is_some());
         assert!(new.get("/skydns/x").is_some());
+    }
+}
+
+#[cfg(test)]
+mod v2_tests {
+    use super::*;
+
+    const SVC: &str = "/skydns/local/cluster/svc/default/web";
+
+    fn v2(keys: &[&str], dirs: &[&str]) -> Snapshot {
+        Snapshot::with_dirs(
+            1,
+            keys.iter()
+                .map(|k| (k.to_string(), Record::kube2sky_address("10.0.0.1"))),
+            dirs.iter().map(|d| d.to_string()),
+        )
+    }
+
+    fn found(s: &Snapshot, path: &str) -> Option<usize> {
+        s.lookup(path, None, false).map(|l| l.len())
+    }
+
+    #[test]
+    fn an_emptied_directory_still_exists_until_it_is_deleted() {
+        let s = v2(&[&format!("{SVC}/1")], &[]);
+        let emptied = s.with_changes(2, [Change::Delete(format!("{SVC}/1"))]);
+        assert_eq!(found(&emptied, SVC), Some(0), "empty dir: NODATA");
+        assert_eq!(
+            found(&emptied, "/skydns/local/cluster/svc/default"),
+            Some(0)
+        );
+        let gone = emptied.with_changes(3, [Change::DeleteDir(SVC.into())]);
+        assert_eq!(found(&gone, SVC), None, "deleted dir: NXDOMAIN");
+        assert_eq!(found(&gone, "/skydns/local/cluster/svc/default"), Some(0));
+    }
+
+    #[test]
+    fn v3_snapshots_have_no_directory_nodes() {
+        let s = Snapshot::new(
+            1,
+            [(format!("{SVC}/1"), Record::kube2sky_address("10.0.0.1"))],
+        );
+        let emptied = s.with_changes(2, [Change::Delete(format!("{SVC}/1"))]);
+        assert_eq!(found(&emptied, SVC), None);
+    }
+
+    #[test]
+    fn loaded_empty_directories_exist_and_names_below_keys_do_not() {
+        let s = v2(&[&format!("{SVC}/1")], &["/skydns/local/cluster/pod/ns"]);
+        assert_eq!(found(&s, "/skydns/local/cluster/pod/ns"), Some(0));
+        assert_eq!(found(&s, "/skydns/local/cluster/pod"), Some(0));
+        assert_eq!(found(&s, &format!("{SVC}/1/below")), None, "error 104");
+    }
+
+    #[test]
+    fn a_read_path_replaces_only_what_is_visible_from_it() {
+        let hidden = format!("{SVC}/_tcp/_http");
+        let nested = format!("{hidden}/x/_deeper/k");
+        let s = v2(
+            &[&format!("{SVC}/1"), &format!("{hidden}/old"), &nested],
+            &[],
+        );
+        let record = Record::kube2sky_address("10.0.0.2");
+        let read = s.with_changes(
+            1,
+            [Change::ReadPath {
+                path: hidden.clone(),
+                entries: vec![(format!("{hidden}/new"), record)],
+                dirs: vec![hidden.clone()],
+            }],
+        );
+        assert!(read.has_read(&hidden));
+        assert!(read.get(&format!("{hidden}/old")).is_none());
+        assert!(read.get(&format!("{hidden}/new")).is_some());
+        assert!(read.get(&nested).is_some(), "hidden below the path is kept");
+        assert!(read.get(&format!("{SVC}/1")).is_some());
+        assert_ne!(read.generation(), s.generation());
     }
 }

@@ -18,8 +18,8 @@ use std::time::Duration;
     name = "skydns",
     args_override_self = true,
     version,
-    about = "SkyDNS 2.5.2c-compatible DNS server for the Kubernetes cluster domain, serving records from etcd v3.",
-    long_about = "Serves the SkyDNS records kube2sky writes to etcd (v3 API) as DNS over UDP and TCP.\n\
+    about = "SkyDNS 2.5.2c-compatible DNS server for the Kubernetes cluster domain, serving records from etcd.",
+    long_about = "Serves the SkyDNS records kube2sky writes to etcd as DNS over UDP and TCP, read through the etcd v2 keys API (as SkyDNS 2.5.2c) or, with -etcd3, the v3 API.\n\
 Flags may be given Go style (-domain=cluster.local. -ns-rotate=false) or GNU style (--domain cluster.local.).\n\
 Settings in the JSON at /<path-prefix>/config in etcd, read once at start, override the flags."
 )]
@@ -117,8 +117,9 @@ pub struct Flags {
         hide = true
     )]
     pub prometheus_path: String,
-    /// Use the etcd v3 API (always on; accepted for compatibility with later SkyDNS).
-    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
+    /// Read etcd through the v3 API instead of the v2 keys API (SkyDNS 2.5.2c, and the
+    /// Kubernetes 1.2 pod, used v2; etcd >= 3.4 serves v2 only with --enable-v2=true).
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub etcd3: bool,
 }
 

@@ -5,13 +5,16 @@
 //! when `-rcache` is set), a name in a stub zone (relayed to that zone's
 //! servers with the loop marker), and an authoritative answer whose CNAME or
 //! SRV targets lie outside the domain (internal lookups, then the answer is
-//! computed again). When every upstream fails the client gets SERVFAIL, which
-//! SkyDNS built but never sent.
+//! computed again). A fourth waits on etcd instead: a name below a hidden
+//! (`_`) path of an etcd v2 store that the mirror has not read yet (see
+//! `store::paths`). When every upstream fails the client gets SERVFAIL, which
+//! SkyDNS built but never sent; so does a hidden path that cannot be read.
 
 use super::{base_reply, unix_now, Handler, Pending, Request};
 use crate::answer::{self, Lookups};
 use crate::cache::CacheKey;
 use crate::forward::Upstreams;
+use crate::store::paths::PathRead;
 use crate::stub;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Name, Record, RecordType};
@@ -29,6 +32,8 @@ pub(super) enum Route {
     Stub(Vec<SocketAddr>),
     /// Authoritative answer needing internal lookups.
     Lookups,
+    /// Authoritative answer needing this hidden etcd v2 path read first.
+    HiddenPath(String),
 }
 
 impl Handler {
@@ -39,7 +44,20 @@ impl Handler {
             Route::Forward => self.forward(&request).await,
             Route::Stub(servers) => self.stub_forward(&request, servers).await,
             Route::Lookups => self.answer_with_lookups(&request).await,
+            Route::HiddenPath(path) => {
+                let timeout = self.inner.options.read_timeout;
+                match self.inner.paths.read(path, timeout).await {
+                    PathRead::Read | PathRead::Absent => self.answer_with_lookups(&request).await,
+                    PathRead::Failed => self.server_failure(&request),
+                }
+            }
         }
+    }
+
+    fn server_failure(&self, r: &Request) -> Option<Vec<u8>> {
+        let mut reply = base_reply(&r.message);
+        reply.metadata.response_code = ResponseCode::ServFail;
+        self.send(r, reply)
     }
 
     async fn forward(&self, r: &Request) -> Option<Vec<u8>> {
@@ -107,9 +125,7 @@ impl Handler {
 
     async fn answer_with_lookups(&self, r: &Request) -> Option<Vec<u8>> {
         let Some(snapshot) = self.inner.snapshot.load_full() else {
-            let mut reply = base_reply(&r.message);
-            reply.metadata.response_code = ResponseCode::ServFail;
-            return self.send(r, reply);
+            return self.server_failure(r);
         };
         let mut lookups = Lookups::new();
         for round in 0..=LOOKUP_ROUNDS {

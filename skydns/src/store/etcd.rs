@@ -7,7 +7,7 @@
 //! on the next attempt. A watch that reports compaction or cancellation ends
 //! with an error, which makes the mirror reload everything.
 
-use super::{Batch, Changes, KeyValue, RawChange, Store, StoreError};
+use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use etcd_client::{
     Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, TlsOptions, WatchOptions,
 };
@@ -111,7 +111,7 @@ impl EtcdStore {
 }
 
 impl Store for EtcdStore {
-    async fn load(&mut self, prefix: &str) -> Result<(i64, Vec<KeyValue>), StoreError> {
+    async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         let result = async {
             let client = self.client().await?;
             let resp = client
@@ -122,12 +122,13 @@ impl Store for EtcdStore {
             let kvs = resp
                 .kvs()
                 .iter()
-                .map(|kv| KeyValue {
-                    key: String::from_utf8_lossy(kv.key()).into_owned(),
-                    value: kv.value().to_vec(),
-                })
+                .map(|kv| KeyValue::new(String::from_utf8_lossy(kv.key()), kv.value().to_vec()))
                 .collect();
-            Ok((revision, kvs))
+            Ok(Loaded {
+                revision,
+                kvs,
+                dirs: None,
+            })
         }
         .await;
         self.forget_on_error(result)
@@ -198,10 +199,7 @@ fn to_change(event: &etcd_client::Event) -> Option<RawChange> {
     let kv = event.kv()?;
     let key = String::from_utf8_lossy(kv.key()).into_owned();
     Some(match event.event_type() {
-        EventType::Put => RawChange::Put(KeyValue {
-            key,
-            value: kv.value().to_vec(),
-        }),
+        EventType::Put => RawChange::Put(KeyValue::new(key, kv.value().to_vec())),
         EventType::Delete => RawChange::Delete(key),
     })
 }

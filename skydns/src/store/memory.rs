@@ -1,7 +1,7 @@
 //! An in-memory [`Store`] for tests: a map with a revision counter and
 //! broadcast watches, plus switches to make it fail like a lost etcd.
 
-use super::{Batch, Changes, KeyValue, RawChange, Store, StoreError};
+use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use futures::StreamExt;
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -44,10 +44,7 @@ impl MemoryStore {
         let mut s = self.lock();
         s.revision += 1;
         s.data.insert(key.into(), value.as_bytes().to_vec());
-        let kv = KeyValue {
-            key: key.into(),
-            value: value.as_bytes().to_vec(),
-        };
+        let kv = KeyValue::new(key, value.as_bytes().to_vec());
         let _ = self.events.send(Batch {
             revision: s.revision,
             changes: vec![RawChange::Put(kv)],
@@ -87,19 +84,20 @@ impl MemoryStore {
 }
 
 impl Store for MemoryStore {
-    async fn load(&mut self, prefix: &str) -> Result<(i64, Vec<KeyValue>), StoreError> {
+    async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         self.check_up()?;
         let s = self.lock();
         let kvs = s
             .data
             .iter()
             .filter(|(k, _)| k.starts_with(prefix))
-            .map(|(k, v)| KeyValue {
-                key: k.clone(),
-                value: v.clone(),
-            })
+            .map(|(k, v)| KeyValue::new(k.clone(), v.clone()))
             .collect();
-        Ok((s.revision, kvs))
+        Ok(Loaded {
+            revision: s.revision,
+            kvs,
+            dirs: None,
+        })
     }
 
     async fn watch(&mut self, prefix: &str, after: i64) -> Result<Changes, StoreError> {
@@ -121,7 +119,9 @@ impl Store for MemoryStore {
             .map(move |mut b| {
                 b.changes.retain(|c| match c {
                     RawChange::Put(kv) => kv.key.starts_with(&prefix),
-                    RawChange::Delete(k) => k.starts_with(&prefix),
+                    RawChange::Delete(k) | RawChange::Dir(k) | RawChange::DeleteDir(k) => {
+                        k.starts_with(&prefix)
+                    }
                 });
                 Ok(b)
             })

@@ -8,17 +8,25 @@
 //! watch or a lost connection, load again with backoff. While the store is
 //! unreachable the last snapshot stays published, so DNS keeps answering.
 //! Values that are not valid records are logged and left out.
-//! Implementations: [`etcd::EtcdStore`] (etcd v3) and [`memory::MemoryStore`]
-//! (tests).
+//! Implementations: [`etcd::EtcdStore`] (etcd v3), [`v2::EtcdV2Store`]
+//! (etcd v2 keys API) and [`memory::MemoryStore`] (tests).
+//!
+//! etcd v2 hides nodes whose name starts with `_` from listings and from
+//! recursive watches, so a v2 store cannot mirror them: such paths are read
+//! one at a time when a query first names them, then kept fresh (see
+//! [`paths`]).
 
 pub mod etcd;
 pub mod memory;
+pub mod paths;
+pub mod v2;
 
 use crate::handler::SharedSnapshot;
 use crate::record::Record;
 use crate::snapshot::{Change, Snapshot};
 use futures::stream::BoxStream;
 use futures::StreamExt;
+use paths::{PathRequests, ReadPaths};
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,6 +39,19 @@ pub struct KeyValue {
     pub key: String,
     /// The raw value (JSON for records).
     pub value: Vec<u8>,
+    /// Seconds before the key expires, when it has a TTL (etcd v2).
+    pub ttl: Option<u32>,
+}
+
+impl KeyValue {
+    /// A key without a TTL.
+    pub fn new(key: impl Into<String>, value: impl Into<Vec<u8>>) -> Self {
+        KeyValue {
+            key: key.into(),
+            value: value.into(),
+            ttl: None,
+        }
+    }
 }
 
 /// One change as the store reports it.
@@ -40,6 +61,22 @@ pub enum RawChange {
     Put(KeyValue),
     /// A key was deleted.
     Delete(String),
+    /// A directory was created (etcd v2).
+    Dir(String),
+    /// A directory was deleted with everything below it (etcd v2).
+    DeleteDir(String),
+}
+
+/// Everything under a prefix (or one path) at one revision.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Loaded {
+    /// The revision (etcd v2: `X-Etcd-Index`) of the read.
+    pub revision: i64,
+    /// The keys.
+    pub kvs: Vec<KeyValue>,
+    /// Directory nodes, empty ones included; `None` for stores without
+    /// directory nodes (etcd v3).
+    pub dirs: Option<Vec<String>>,
 }
 
 /// Every change of one store revision.
@@ -54,6 +91,9 @@ pub struct Batch {
 /// Why the store could not be read.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
+    /// The store answers but lacks the API in use; retrying cannot help.
+    #[error("{0}")]
+    WrongApi(String),
     /// The store could not be reached or answered with an error.
     #[error("store unavailable: {0}")]
     Unavailable(String),
@@ -73,10 +113,7 @@ pub type Changes = BoxStream<'static, Result<Batch, StoreError>>;
 /// A key/value store holding SkyDNS records.
 pub trait Store: Send + 'static {
     /// Every key under `prefix`, and the revision they were read at.
-    fn load(
-        &mut self,
-        prefix: &str,
-    ) -> impl Future<Output = Result<(i64, Vec<KeyValue>), StoreError>> + Send;
+    fn load(&mut self, prefix: &str) -> impl Future<Output = Result<Loaded, StoreError>> + Send;
     /// The changes under `prefix` with revisions above `after`.
     fn watch(
         &mut self,
@@ -88,6 +125,35 @@ pub trait Store: Send + 'static {
         &mut self,
         key: &str,
     ) -> impl Future<Output = Result<Option<Vec<u8>>, StoreError>> + Send;
+    /// Whether listings and watches leave out hidden (`_`) nodes, which
+    /// must then be read with [`Store::read_path`] (etcd v2).
+    fn hides_underscore(&self) -> bool {
+        false
+    }
+    /// One path and what is visible below it; `None` when it is absent.
+    fn read_path(
+        &mut self,
+        _path: &str,
+    ) -> impl Future<Output = Result<Option<Loaded>, StoreError>> + Send {
+        async { Ok(None) }
+    }
+    /// Several paths, as [`Store::read_path`] reads each.
+    fn read_paths(
+        &mut self,
+        paths: &[String],
+    ) -> impl Future<Output = Result<Vec<Option<Loaded>>, StoreError>> + Send {
+        async move {
+            let mut out = Vec::with_capacity(paths.len());
+            for path in paths {
+                out.push(self.read_path(path).await?);
+            }
+            Ok(out)
+        }
+    }
+    /// The store's current revision, without reading any key.
+    fn current_revision(&mut self) -> impl Future<Output = Result<i64, StoreError>> + Send {
+        async { Ok(0) }
+    }
 }
 
 /// Backoff between reload attempts: 100 ms doubling up to 5 s.
@@ -95,17 +161,19 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Mirrors everything under `prefix` into `shared` until `shutdown`.
+/// `requests` carries the hidden paths queries ask for (v2 stores only).
 pub async fn mirror<S: Store>(
     mut store: S,
     prefix: String,
     shared: SharedSnapshot,
+    mut requests: PathRequests,
     shutdown: CancellationToken,
 ) {
     let mut backoff = BACKOFF_START;
     loop {
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
-            result = sync_once(&mut store, &prefix, &shared) => result,
+            result = sync_once(&mut store, &prefix, &shared, &mut requests) => result,
         };
         match result {
             Ok(()) => {
@@ -129,38 +197,91 @@ async fn sync_once<S: Store>(
     store: &mut S,
     prefix: &str,
     shared: &SharedSnapshot,
+    requests: &mut PathRequests,
 ) -> Result<(), StoreError> {
-    let (revision, kvs) = store.load(prefix).await?;
-    let records = kvs
-        .into_iter()
-        .filter_map(|kv| parse(&kv.key, &kv.value).map(|r| (kv.key, r)));
-    let snapshot = Snapshot::new(revision, records);
+    let loaded = store.load(prefix).await?;
+    let revision = loaded.revision;
+    let mut current = Arc::new(snapshot_of(loaded));
+    let mut read_paths = ReadPaths::default();
+    if let Some(previous) = shared.load_full() {
+        // Hidden paths read before the reload are read again.
+        let paths: Vec<String> = previous.read_paths().map(str::to_string).collect();
+        current = Arc::new(read_paths.refresh(store, &current, paths).await?);
+    }
     tracing::info!(
         revision,
-        records = snapshot.len(),
+        records = current.len(),
         "loaded records from the store"
     );
-    let mut current = Arc::new(snapshot);
     shared.store(Some(current.clone()));
     let mut changes = store.watch(prefix, revision).await?;
-    while let Some(batch) = changes.next().await {
-        let batch = batch?;
-        let changes = batch.changes.into_iter().map(|c| match c {
-            RawChange::Put(kv) => match parse(&kv.key, &kv.value) {
-                Some(record) => Change::Put(kv.key, record),
-                None => Change::Delete(kv.key),
-            },
-            RawChange::Delete(key) => Change::Delete(key),
-        });
-        current = Arc::new(current.with_changes(batch.revision, changes));
-        tracing::debug!(
-            revision = batch.revision,
-            records = current.len(),
-            "applied store changes"
-        );
+    let mut ticker = tokio::time::interval(paths::REFRESH_PERIOD);
+    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let hides = store.hides_underscore();
+    loop {
+        tokio::select! {
+            biased;
+            batch = changes.next() => {
+                let Some(batch) = batch else { return Ok(()) };
+                let batch = batch?;
+                read_paths.note_batch(&batch);
+                current = Arc::new(current.with_changes(batch.revision, to_changes(batch.changes)));
+                tracing::debug!(revision = batch.revision, records = current.len(), "applied store changes");
+            }
+            request = requests.next(), if hides => {
+                let Some((path, done)) = request else { continue };
+                match read_paths.read(store, &current, path, done).await {
+                    Some(next) => current = Arc::new(next),
+                    None => continue,
+                }
+            }
+            _ = ticker.tick(), if hides && current.read_paths().next().is_some() => {
+                match read_paths.refresh_if_changed(store, &current).await? {
+                    Some(next) => current = Arc::new(next),
+                    None => continue,
+                }
+            }
+        }
         shared.store(Some(current.clone()));
     }
-    Ok(())
+}
+
+/// The first snapshot of a load: v3 without, v2 with directory nodes.
+fn snapshot_of(loaded: Loaded) -> Snapshot {
+    let records = loaded
+        .kvs
+        .into_iter()
+        .filter_map(|kv| parse_kv(&kv).map(|r| (kv.key, r)));
+    match loaded.dirs {
+        Some(dirs) => Snapshot::with_dirs(loaded.revision, records, dirs),
+        None => Snapshot::new(loaded.revision, records),
+    }
+}
+
+/// Store changes as snapshot changes; an unparsable value deletes the key.
+fn to_changes(changes: Vec<RawChange>) -> impl Iterator<Item = Change> {
+    changes.into_iter().map(|c| match c {
+        RawChange::Put(kv) => match parse_kv(&kv) {
+            Some(record) => Change::Put(kv.key, record),
+            None => Change::Delete(kv.key),
+        },
+        RawChange::Delete(key) => Change::Delete(key),
+        RawChange::Dir(dir) => Change::Dir(dir),
+        RawChange::DeleteDir(dir) => Change::DeleteDir(dir),
+    })
+}
+
+/// Parses a stored key: the record, its TTL lowered to the node's TTL when
+/// the key has one (SkyDNS: the smaller of the two, ignoring zeros).
+fn parse_kv(kv: &KeyValue) -> Option<Record> {
+    let mut record = parse(&kv.key, &kv.value)?;
+    if let Some(ttl) = kv.ttl.filter(|t| *t > 0) {
+        record.ttl = match record.ttl {
+            0 => ttl,
+            own => own.min(ttl),
+        };
+    }
+    Some(record)
 }
 
 /// Parses one value; a bad one is logged and left out (the rest still serve).

@@ -33,6 +33,7 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
         store.clone(),
         "/skydns/".into(),
         shared.clone(),
+        paths::PathRequests::default(),
         stop.clone(),
     ));
 

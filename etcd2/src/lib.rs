@@ -1,0 +1,428 @@
+//! A small client for the etcd **v2 keys API**, the store the Kubernetes 1.2
+//! DNS pod ran (etcd 2.2.1), shared by skydns (which reads and long-polls)
+//! and kube2sky (which writes). No maintained Rust crate speaks v2, so this
+//! one covers exactly what the two binaries use:
+//!
+//! - [`Client::get`]: `GET /v2/keys<key>[?recursive=true]`, a node tree and
+//!   the `X-Etcd-Index` it was read at;
+//! - [`Client::watch`]: `GET ...?wait=true&recursive=true&waitIndex=N`, one
+//!   event per call (etcd keeps the last 1000; older indexes give error 401);
+//! - [`Client::set`] (`PUT` with form `value=...`, no TTL) and
+//!   [`Client::delete`] (`DELETE`, recursive or empty-directory only);
+//! - [`Client::version`]: `GET /version`, to tell an etcd 2.x from a 3.x.
+//!
+//! Requests go over HTTP/1.1 keep-alive connections from one pool, so many
+//! can be in flight at once (clone the [`Client`]; clones share the pool).
+//! TLS client certificates, a CA and basic auth come from [`Options`]; with
+//! several endpoints a request that cannot reach one tries the next. A
+//! server that answers `/v2/keys` with a plain 404 (etcd ≥ 3.4 started
+//! without `--enable-v2`) is [`Error::NoV2Api`], so callers can stop with a
+//! clear message instead of retrying forever.
+//!
+//! v2 semantics callers must know: a directory is a node of its own (it
+//! stays when its last key is deleted), and nodes whose name starts with `_`
+//! are *hidden*: never listed in a directory read and never reported to a
+//! recursive watch above them, though they can be read and watched directly.
+
+mod error;
+mod node;
+
+pub use error::{Error, DIRECTORY_NOT_EMPTY, EVENT_INDEX_CLEARED, KEY_NOT_FOUND, NOT_A_DIRECTORY};
+pub use node::{Leaf, Node, Response};
+
+use reqwest::{Method, RequestBuilder, StatusCode};
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// How to reach etcd.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Endpoint URLs, e.g. `http://127.0.0.1:2379`.
+    pub endpoints: Vec<String>,
+    /// Client certificate (PEM).
+    pub tls_cert: Option<PathBuf>,
+    /// Client key (PEM).
+    pub tls_key: Option<PathBuf>,
+    /// CA certificate (PEM) that signed etcd's server certificate.
+    pub ca_cert: Option<PathBuf>,
+    /// User and password (HTTP basic auth, etcd v2 auth).
+    pub user: Option<(String, String)>,
+    /// Upper bound of one ordinary request (not of a watch).
+    pub request_timeout: Duration,
+}
+
+/// The versions `GET /version` reports.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
+pub struct Version {
+    /// The server's version, e.g. `3.4.23` or `2.2.1`.
+    #[serde(rename = "etcdserver")]
+    pub server: String,
+    /// The cluster's version.
+    #[serde(rename = "etcdcluster", default)]
+    pub cluster: String,
+}
+
+impl Version {
+    /// The major version of the server (2 for etcd 2.x).
+    pub fn major(&self) -> Option<u32> {
+        self.server.split('.').next()?.parse().ok()
+    }
+}
+
+/// A v2 keys API client; cheap to clone.
+#[derive(Clone, Debug)]
+pub struct Client {
+    http: reqwest::Client,
+    endpoints: Arc<Vec<String>>,
+    preferred: Arc<AtomicUsize>,
+    user: Option<(String, String)>,
+    request_timeout: Duration,
+}
+
+impl Client {
+    /// A client for `options` (no request is made yet).
+    pub fn new(options: &Options) -> Result<Self, Error> {
+        if options.endpoints.is_empty() {
+            return Err(Error::Config("no etcd endpoint given".into()));
+        }
+        let mut builder = reqwest::Client::builder()
+            .use_rustls_tls()
+            .connect_timeout(Duration::from_secs(3))
+            .tcp_nodelay(true)
+            .pool_idle_timeout(Duration::from_secs(90));
+        let read = |p: &PathBuf| {
+            std::fs::read(p).map_err(|e| Error::Config(format!("cannot read {}: {e}", p.display())))
+        };
+        if let Some(ca) = &options.ca_cert {
+            let cert = reqwest::Certificate::from_pem(&read(ca)?)
+                .map_err(|e| Error::Config(format!("bad CA certificate {}: {e}", ca.display())))?;
+            builder = builder
+                .tls_built_in_root_certs(false)
+                .add_root_certificate(cert);
+        }
+        match (&options.tls_cert, &options.tls_key) {
+            (Some(cert), Some(key)) => {
+                let mut pem = read(cert)?;
+                pem.push(b'\n');
+                pem.extend(read(key)?);
+                let identity = reqwest::Identity::from_pem(&pem).map_err(|e| {
+                    Error::Config(format!(
+                        "bad client certificate/key {}/{}: {e}",
+                        cert.display(),
+                        key.display()
+                    ))
+                })?;
+                builder = builder.identity(identity);
+            }
+            (None, None) => {}
+            _ => {
+                return Err(Error::Config(
+                    "a TLS client certificate needs both the certificate and the key".into(),
+                ))
+            }
+        }
+        let http = builder
+            .build()
+            .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
+        Ok(Client {
+            http,
+            endpoints: Arc::new(
+                options
+                    .endpoints
+                    .iter()
+                    .map(|e| e.trim_end_matches('/').to_string())
+                    .collect(),
+            ),
+            preferred: Arc::new(AtomicUsize::new(0)),
+            user: options.user.clone(),
+            request_timeout: if options.request_timeout.is_zero() {
+                Duration::from_secs(5)
+            } else {
+                options.request_timeout
+            },
+        })
+    }
+
+    /// `GET /version`.
+    pub async fn version(&self) -> Result<Version, Error> {
+        let reply = self
+            .send(Method::GET, "/version", None, self.request_timeout)
+            .await?;
+        if !reply.status.is_success() {
+            return Err(Error::Status {
+                status: reply.status.as_u16(),
+                body: shorten(&reply.body),
+            });
+        }
+        serde_json::from_slice(&reply.body).map_err(|e| Error::Decode(format!("/version: {e}")))
+    }
+
+    /// Reads `key`; with `recursive`, a directory comes with its whole
+    /// (visible) subtree.
+    pub async fn get(&self, key: &str, recursive: bool) -> Result<Response, Error> {
+        let query = if recursive { "?recursive=true" } else { "" };
+        self.keys(Method::GET, key, query, None, self.request_timeout)
+            .await
+    }
+
+    /// Waits for the first change at or below `key` with an index of at
+    /// least `wait_index`. `Ok(None)` when nothing happened within `timeout`
+    /// (ask again with the same index: nothing is lost).
+    pub async fn watch(
+        &self,
+        key: &str,
+        wait_index: u64,
+        timeout: Duration,
+    ) -> Result<Option<Response>, Error> {
+        let query = format!("?wait=true&recursive=true&waitIndex={wait_index}");
+        match self.keys(Method::GET, key, &query, None, timeout).await {
+            Ok(resp) => Ok(Some(resp)),
+            Err(Error::Transport(e)) if e.starts_with(TIMED_OUT) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Writes `value` at `key` (no TTL); missing directories are created.
+    pub async fn set(&self, key: &str, value: &str) -> Result<Response, Error> {
+        let form = format!("value={}", encode(value, false));
+        self.keys(Method::PUT, key, "", Some(form), self.request_timeout)
+            .await
+    }
+
+    /// Deletes `key`: a key, or with `recursive` a directory and everything
+    /// below it (hidden nodes included).
+    pub async fn delete(&self, key: &str, recursive: bool) -> Result<Response, Error> {
+        let query = if recursive { "?recursive=true" } else { "" };
+        self.keys(Method::DELETE, key, query, None, self.request_timeout)
+            .await
+    }
+
+    /// Deletes the directory `key` only if it is empty
+    /// ([`DIRECTORY_NOT_EMPTY`] otherwise).
+    pub async fn delete_empty_dir(&self, key: &str) -> Result<Response, Error> {
+        self.keys(Method::DELETE, key, "?dir=true", None, self.request_timeout)
+            .await
+    }
+
+    async fn keys(
+        &self,
+        method: Method,
+        key: &str,
+        query: &str,
+        form: Option<String>,
+        timeout: Duration,
+    ) -> Result<Response, Error> {
+        let path = format!("/v2/keys{}{query}", encode(key, true));
+        let reply = self.send(method, &path, form, timeout).await?;
+        decode(&reply)
+    }
+
+    /// Sends one request, trying each endpoint in turn from the last one
+    /// that answered.
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        form: Option<String>,
+        timeout: Duration,
+    ) -> Result<Reply, Error> {
+        let n = self.endpoints.len();
+        let first = self.preferred.load(Ordering::Relaxed) % n;
+        let mut last_error = String::new();
+        for i in 0..n {
+            let at = (first + i) % n;
+            let endpoint = &self.endpoints[at];
+            let request = self.request(method.clone(), endpoint, path, form.clone(), timeout);
+            match exchange(endpoint, request).await {
+                Ok(reply) => {
+                    self.preferred.store(at, Ordering::Relaxed);
+                    return Ok(reply);
+                }
+                Err(e) if e.starts_with(TIMED_OUT) => return Err(Error::Transport(e)),
+                Err(e) => last_error = format!("{endpoint}: {e}"),
+            }
+        }
+        Err(Error::Transport(last_error))
+    }
+
+    fn request(
+        &self,
+        method: Method,
+        endpoint: &str,
+        path: &str,
+        form: Option<String>,
+        timeout: Duration,
+    ) -> RequestBuilder {
+        let mut request = self
+            .http
+            .request(method, format!("{endpoint}{path}"))
+            .timeout(timeout);
+        if let Some((user, password)) = &self.user {
+            request = request.basic_auth(user, Some(password));
+        }
+        if let Some(form) = form {
+            request = request
+                .header("Content-Type", "application/x-www-form-urlencoded")
+                .body(form);
+        }
+        request
+    }
+}
+
+/// The prefix of the transport error that means "timed out".
+const TIMED_OUT: &str = "timed out";
+
+/// One HTTP answer.
+struct Reply {
+    endpoint: String,
+    status: StatusCode,
+    /// `X-Etcd-Index`, 0 when absent.
+    index: u64,
+    body: Vec<u8>,
+}
+
+/// Sends a request to `endpoint` and reads the whole answer.
+async fn exchange(endpoint: &str, request: RequestBuilder) -> Result<Reply, String> {
+    let describe = |e: reqwest::Error| {
+        if e.is_timeout() {
+            format!("{TIMED_OUT}: {e}")
+        } else {
+            format!("{e}")
+        }
+    };
+    let resp = request.send().await.map_err(describe)?;
+    let status = resp.status();
+    let index = resp
+        .headers()
+        .get("X-Etcd-Index")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0);
+    let body = resp.bytes().await.map_err(describe)?.to_vec();
+    Ok(Reply {
+        endpoint: endpoint.to_string(),
+        status,
+        index,
+        body,
+    })
+}
+
+#[derive(serde::Deserialize)]
+struct EtcdError {
+    #[serde(rename = "errorCode")]
+    code: u32,
+    #[serde(default)]
+    message: String,
+    #[serde(default)]
+    cause: String,
+    #[serde(default)]
+    index: u64,
+}
+
+/// Turns a `/v2/keys` answer into a [`Response`] or an [`Error`].
+fn decode(reply: &Reply) -> Result<Response, Error> {
+    let (status, body) = (reply.status, reply.body.as_slice());
+    if status.is_success() {
+        let mut resp: Response = serde_json::from_slice(body)
+            .map_err(|e| Error::Decode(format!("{e}: {}", shorten(body))))?;
+        resp.index = reply.index;
+        return Ok(resp);
+    }
+    if let Ok(e) = serde_json::from_slice::<EtcdError>(body) {
+        return Err(Error::Etcd {
+            code: e.code,
+            message: e.message,
+            cause: e.cause,
+            index: e.index,
+        });
+    }
+    if status == StatusCode::NOT_FOUND {
+        return Err(Error::NoV2Api {
+            endpoint: reply.endpoint.clone(),
+            status: status.as_u16(),
+        });
+    }
+    Err(Error::Status {
+        status: status.as_u16(),
+        body: shorten(body),
+    })
+}
+
+fn shorten(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(body);
+    let text = text.trim();
+    match text.char_indices().nth(200) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_string(),
+    }
+}
+
+/// Percent-encodes everything but unreserved characters (and `/` in paths).
+fn encode(s: &str, path: bool) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        let keep = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
+        if keep || (path && b == b'/') {
+            out.push(char::from(b));
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_and_values_are_percent_encoded() {
+        assert_eq!(encode("/skydns/a_b/c-1.x", true), "/skydns/a_b/c-1.x");
+        assert_eq!(encode("/a b/?", true), "/a%20b/%3F");
+        assert_eq!(
+            encode(r#"{"host":"10.0.0.1"}"#, false),
+            "%7B%22host%22%3A%2210.0.0.1%22%7D"
+        );
+    }
+
+    #[test]
+    fn answers_decode_into_responses_and_errors() {
+        let reply = |status: u16, body: &[u8]| Reply {
+            endpoint: "http://e".into(),
+            status: StatusCode::from_u16(status).expect("status"),
+            index: 42,
+            body: body.to_vec(),
+        };
+        let ok = br#"{"action":"set","node":{"key":"/a","value":"1"}}"#;
+        let resp = decode(&reply(201, ok)).expect("ok");
+        assert_eq!((resp.index, resp.node.key.as_str()), (42, "/a"));
+
+        let missing =
+            br#"{"errorCode":100,"message":"Key not found","cause":"/skydns","index":12}"#;
+        let err = decode(&reply(404, missing)).expect_err("error 100");
+        assert!(err.is_key_not_found(), "{err}");
+
+        let cleared = br#"{"errorCode":401,"message":"The event in requested index is outdated and cleared","cause":"the requested history has been cleared [1008/8]","index":2007}"#;
+        let err = decode(&reply(400, cleared)).expect_err("error 401");
+        assert!(err.is_event_index_cleared(), "{err}");
+
+        let err = decode(&reply(404, b"404 page not found\n")).expect_err("no v2");
+        assert!(err.is_permanent(), "{err}");
+        assert!(err.to_string().contains("--enable-v2"), "{err}");
+
+        let err = decode(&reply(401, b"unauthorized")).expect_err("401");
+        assert!(
+            !err.is_permanent() && err.to_string().contains("401"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn versions_tell_etcd_2_from_3() {
+        let v: Version =
+            serde_json::from_str(r#"{"etcdserver":"2.2.1","etcdcluster":"2.2.0"}"#).expect("v");
+        assert_eq!(v.major(), Some(2));
+    }
+}

@@ -1,0 +1,245 @@
+//! Hidden paths of an etcd v2 store: read when a query first names them,
+//! then kept fresh.
+//!
+//! etcd v2 never lists a node whose name starts with `_` and never reports
+//! its changes to a recursive watch above it, so the SRV keys kube2sky writes
+//! under `.../<svc>/_tcp/_https/` are invisible to the mirror's load and
+//! watch. SkyDNS read etcd on every query, so it found them by name; we do
+//! the same once per path: the handler sends the path through a
+//! [`PathReader`], the mirror reads it ([`Store::read_path`]), puts what it
+//! found into the snapshot and remembers the path ([`Snapshot::has_read`]),
+//! so later queries are answered from memory. Paths that do not exist are
+//! not remembered (a query for a random `_x` name costs one read, as in
+//! SkyDNS). Remembered paths are read again after every reload, after a
+//! recursive directory delete above them, and whenever etcd's index moved
+//! past what the watch reported (a change the watch could not see), checked
+//! every [`REFRESH_PERIOD`]. So a hidden key follows etcd within about a
+//! second instead of at once: the one place where v2 answers lag.
+
+use super::{Batch, Loaded, RawChange, Store, StoreError};
+use crate::snapshot::{Change, Snapshot};
+use std::time::Duration;
+use tokio::sync::{mpsc, oneshot};
+
+/// How often etcd's index is checked for changes the watch could not see.
+pub const REFRESH_PERIOD: Duration = Duration::from_secs(1);
+/// Most hidden paths remembered; past it, new ones are not read.
+pub const MAX_READ_PATHS: usize = 10_000;
+/// Requests waiting for the mirror; past it, queries get SERVFAIL.
+const QUEUE: usize = 1024;
+
+/// What the mirror did with a requested path.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PathRead {
+    /// The current snapshot holds what is at the path.
+    Read,
+    /// Nothing is there.
+    Absent,
+    /// The store could not be read (or too many paths are remembered).
+    Failed,
+}
+
+type Request = (String, oneshot::Sender<PathRead>);
+
+/// The handler's side: asks the mirror to read a hidden path.
+#[derive(Clone, Debug, Default)]
+pub struct PathReader {
+    tx: Option<mpsc::Sender<Request>>,
+}
+
+/// The mirror's side of a [`PathReader`].
+#[derive(Debug, Default)]
+pub struct PathRequests {
+    rx: Option<mpsc::Receiver<Request>>,
+}
+
+/// A connected reader and request queue.
+pub fn channel() -> (PathReader, PathRequests) {
+    let (tx, rx) = mpsc::channel(QUEUE);
+    (PathReader { tx: Some(tx) }, PathRequests { rx: Some(rx) })
+}
+
+impl PathReader {
+    /// Whether hidden paths must be read on demand (a v2 store).
+    pub fn is_enabled(&self) -> bool {
+        self.tx.is_some()
+    }
+
+    /// Asks for `path` and waits up to `timeout` for the mirror.
+    pub async fn read(&self, path: String, timeout: Duration) -> PathRead {
+        let Some(tx) = &self.tx else {
+            return PathRead::Absent;
+        };
+        let (done, answer) = oneshot::channel();
+        if tx.try_send((path, done)).is_err() {
+            return PathRead::Failed;
+        }
+        match tokio::time::timeout(timeout, answer).await {
+            Ok(Ok(read)) => read,
+            _ => PathRead::Failed,
+        }
+    }
+}
+
+impl PathRequests {
+    /// The next request; never resolves once every reader is gone.
+    pub(super) async fn next(&mut self) -> Option<Request> {
+        match &mut self.rx {
+            Some(rx) => match rx.recv().await {
+                Some(request) => Some(request),
+                None => {
+                    self.rx = None;
+                    std::future::pending().await
+                }
+            },
+            None => std::future::pending().await,
+        }
+    }
+}
+
+/// What the mirror knows about its hidden paths' freshness.
+#[derive(Debug, Default)]
+pub(super) struct ReadPaths {
+    /// The highest revision the watch reported.
+    seen: i64,
+    /// The store's revision at the last refresh.
+    refreshed_at: i64,
+    /// A directory above some path was deleted: read them all again.
+    stale: bool,
+}
+
+impl ReadPaths {
+    /// Notes what a watch batch tells about hidden paths.
+    pub(super) fn note_batch(&mut self, batch: &Batch) {
+        self.seen = self.seen.max(batch.revision);
+        if batch
+            .changes
+            .iter()
+            .any(|c| matches!(c, RawChange::DeleteDir(_)))
+        {
+            self.stale = true;
+        }
+    }
+
+    /// Reads one requested path into a new snapshot (`None`: unchanged).
+    pub(super) async fn read<S: Store>(
+        &mut self,
+        store: &mut S,
+        current: &Snapshot,
+        path: String,
+        done: oneshot::Sender<PathRead>,
+    ) -> Option<Snapshot> {
+        if current.has_read(&path) {
+            let _ = done.send(PathRead::Read);
+            return None;
+        }
+        let (outcome, next) = match store.read_path(&path).await {
+            Ok(None) => (PathRead::Absent, None),
+            Ok(Some(_)) if current.read_paths().count() >= MAX_READ_PATHS => {
+                tracing::warn!(%path, limit = MAX_READ_PATHS, "not reading another hidden path: too many");
+                (PathRead::Failed, None)
+            }
+            Ok(Some(loaded)) => {
+                tracing::debug!(%path, keys = loaded.kvs.len(), "read a hidden path");
+                let change = read_change(path, loaded);
+                let next = current.with_changes(current.revision(), [change]);
+                (PathRead::Read, Some(next))
+            }
+            Err(error) => {
+                tracing::warn!(%path, %error, "cannot read a hidden path");
+                (PathRead::Failed, None)
+            }
+        };
+        let _ = done.send(outcome);
+        next
+    }
+
+    /// Reads every remembered path again when the store changed in a way
+    /// the watch could not report (`None`: nothing to do).
+    pub(super) async fn refresh_if_changed<S: Store>(
+        &mut self,
+        store: &mut S,
+        current: &Snapshot,
+    ) -> Result<Option<Snapshot>, StoreError> {
+        let now = store.current_revision().await?;
+        if !self.stale && now <= self.seen.max(self.refreshed_at) {
+            return Ok(None);
+        }
+        let paths: Vec<String> = current.read_paths().map(str::to_string).collect();
+        let next = self.refresh(store, current, paths).await?;
+        self.refreshed_at = now;
+        Ok(Some(next))
+    }
+
+    /// Reads `paths` again into a new snapshot.
+    pub(super) async fn refresh<S: Store>(
+        &mut self,
+        store: &mut S,
+        current: &Snapshot,
+        paths: Vec<String>,
+    ) -> Result<Snapshot, StoreError> {
+        self.stale = false;
+        let mut changes = Vec::with_capacity(paths.len());
+        for (path, read) in paths.iter().zip(store.read_paths(&paths).await?) {
+            changes.push(read_change(path.clone(), read.unwrap_or_default()));
+        }
+        if !changes.is_empty() {
+            tracing::debug!(paths = changes.len(), "read hidden paths again");
+        }
+        Ok(current.with_changes(current.revision(), changes))
+    }
+}
+
+fn read_change(path: String, loaded: Loaded) -> Change {
+    Change::ReadPath {
+        path,
+        entries: loaded
+            .kvs
+            .iter()
+            .filter_map(|kv| super::parse_kv(kv).map(|r| (kv.key.clone(), r)))
+            .collect(),
+        dirs: loaded.dirs.unwrap_or_default(),
+    }
+}
+
+/// The hidden path a query needs read, if any: `path` (an etcd path under
+/// `root`, already cut at any wildcard) up to its last segment starting
+/// with `_`. `None` when no segment below `root` is hidden.
+pub fn hidden_part(path: &str, root: &str) -> Option<String> {
+    let relative = path.strip_prefix(root)?;
+    let mut end = None;
+    let mut at = root.len();
+    for segment in relative.split('/') {
+        at += segment.len();
+        if segment.starts_with('_') {
+            end = Some(at);
+        }
+        at += 1;
+    }
+    end.map(|end| path[..end].to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::hidden_part;
+
+    #[test]
+    fn the_hidden_part_ends_at_the_last_underscore_segment() {
+        let root = "/skydns";
+        let svc = "/skydns/local/cluster/svc/default/kubernetes";
+        assert_eq!(hidden_part(svc, root), None);
+        assert_eq!(
+            hidden_part(&format!("{svc}/_tcp/_https"), root).as_deref(),
+            Some(format!("{svc}/_tcp/_https").as_str())
+        );
+        assert_eq!(
+            hidden_part(&format!("{svc}/_tcp/_https/c88f1059"), root).as_deref(),
+            Some(format!("{svc}/_tcp/_https").as_str())
+        );
+        assert_eq!(
+            hidden_part(&format!("{svc}/_tcp"), root).as_deref(),
+            Some(format!("{svc}/_tcp").as_str())
+        );
+        assert_eq!(hidden_part("/other/_x", root), None);
+    }
+}
