@@ -8,6 +8,9 @@
 # (integration-tests/seed/demo.yaml), unless a real cluster is given:
 #   deploy/local/run.sh --kubeconfig ~/.kube/config
 #   deploy/local/run.sh --kube-master-url http://127.0.0.1:8080
+# The records go through the etcd v2 keys API, as in the 1.2 pod (etcd runs
+# with --enable-v2=true; `etcdctl ls /skydns` shows them); --etcd-api=v3 runs
+# kube2sky and skydns on the v3 API instead (`etcdctl get /skydns --prefix`).
 # It builds first, waits until /readiness and /healthz are green, prints
 # commands to try, streams the logs and stops everything on Ctrl-C.
 #
@@ -28,16 +31,24 @@ DNS_DOMAIN=${DNS_DOMAIN:-cluster.local}
 BIN_DIR=${BIN_DIR:-$root/target/debug}
 kubeconfig=""
 master_url=""
+etcd_api=v2
 while [ $# -gt 0 ]; do
   case "$1" in
+    --etcd-api) etcd_api=$2; shift 2 ;;
+    --etcd-api=*) etcd_api=${1#*=}; shift ;;
     --kubeconfig) kubeconfig=$2; shift 2 ;;
     --kubeconfig=*) kubeconfig=${1#*=}; shift ;;
     --kube-master-url) master_url=$2; shift 2 ;;
     --kube-master-url=*) master_url=${1#*=}; shift ;;
-    -h|--help) sed -n '2,18p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
+case "$etcd_api" in
+  v2) skydns_api=() ;;
+  v3) skydns_api=(-etcd3) ;;
+  *) echo "--etcd-api must be v2 or v3, not '$etcd_api'" >&2; exit 2 ;;
+esac
 etcd_url="http://127.0.0.1:${ETCD_PORT}"
 
 scripts/install-deps.sh
@@ -79,8 +90,8 @@ wait_for() { # description, command...
   exit 1
 }
 
-echo "==> etcd on ${etcd_url}"
-ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" \
+echo "==> etcd on ${etcd_url} (records through the ${etcd_api} API)"
+ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" --enable-v2=true \
   --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
   --listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
   --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
@@ -109,12 +120,12 @@ else
 fi
 
 echo "==> kube2sky (readiness on :${READINESS_PORT})"
-"$BIN_DIR/kube2sky" --domain="$DNS_DOMAIN" --etcd-server="$etcd_url" \
+"$BIN_DIR/kube2sky" --domain="$DNS_DOMAIN" --etcd-server="$etcd_url" --etcd-api="$etcd_api" \
   --healthz-port="$READINESS_PORT" "${kube_args[@]}" >"$work/kube2sky.log" 2>&1 &
 pids+=($!)
 
 echo "==> skydns on 127.0.0.1:${DNS_PORT}"
-"$BIN_DIR/skydns" -machines="$etcd_url" -addr="127.0.0.1:${DNS_PORT}" \
+"$BIN_DIR/skydns" -machines="$etcd_url" -addr="127.0.0.1:${DNS_PORT}" "${skydns_api[@]}" \
   -ns-rotate=false -domain="${DNS_DOMAIN}." >"$work/skydns.log" 2>&1 &
 pids+=($!)
 
@@ -129,6 +140,15 @@ wait_for "skydns to answer" sh -c "dig @127.0.0.1 -p ${DNS_PORT} +short kubernet
 # The first nslookup runs one period after start; wait for a real result.
 wait_for "exec-healthz /healthz" sh -c "curl -sf http://127.0.0.1:${HEALTHZ_PORT}/metrics | grep -q '^exechealthz_runs_total [1-9]' && curl -sf http://127.0.0.1:${HEALTHZ_PORT}/healthz"
 
+domain_path=$(echo "$DNS_DOMAIN" | awk -F. '{for (i = NF; i > 0; i--) printf "/%s", $i}')
+if [ "$etcd_api" = v2 ]; then
+  etcdctl_hint="  ETCDCTL_API=2 etcdctl --endpoints=${etcd_url} ls /skydns${domain_path}/svc/kube-system/kube-dns
+  ETCDCTL_API=2 etcdctl --endpoints=${etcd_url} get /skydns${domain_path}/svc/kube-system/kube-dns/21172049
+  ETCDCTL_API=2 etcdctl --endpoints=${etcd_url} ls --recursive /skydns   (keys under _tcp/_udp are hidden in v2)"
+else
+  etcdctl_hint="  ETCDCTL_API=3 etcdctl --endpoints=${etcd_url} get /skydns --prefix"
+fi
+
 cat <<MSG
 
 ==> ready: /readiness and /healthz are green. Try:
@@ -136,7 +156,7 @@ cat <<MSG
   dig @127.0.0.1 -p ${DNS_PORT} _dns._udp.kube-dns.kube-system.svc.${DNS_DOMAIN} SRV
   dig @127.0.0.1 -p ${DNS_PORT} web.default.svc.${DNS_DOMAIN}
   dig @127.0.0.1 -p ${DNS_PORT} -x 10.0.0.1
-  etcdctl --endpoints=${etcd_url} get /skydns --prefix      (ETCDCTL_API=3)
+${etcdctl_hint}
   ${kubectl_hint} get services -A
   ${kubectl_hint} create -f deploy/local/demo-service.yaml --validate=false
   dig @127.0.0.1 -p ${DNS_PORT} demo.default.svc.${DNS_DOMAIN}

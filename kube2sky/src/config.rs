@@ -7,6 +7,7 @@
 //! accepted and `--v` is mapped onto a tracing level. Boolean switches take
 //! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
 
+use crate::etcd::EtcdApi;
 use clap::Parser;
 use std::io::Write;
 use std::path::PathBuf;
@@ -38,6 +39,16 @@ pub struct Flags {
     /// How long one etcd mutation is retried (every 50ms) before exiting.
     #[arg(long, default_value = "10s", value_parser = parse_duration)]
     pub etcd_mutation_timeout: Duration,
+    /// etcd API to write through: v2 (the keys API, as kube2sky 1.2; `etcdctl ls /skydns`
+    /// shows the records) or v3 (transactions; `etcdctl get --prefix /skydns`).
+    #[arg(long, default_value = "v2", value_parser = parse_etcd_api)]
+    pub etcd_api: EtcdApi,
+    /// etcd user name (basic auth on v2, etcd authentication on v3).
+    #[arg(long, env = "ETCD_USERNAME")]
+    pub etcd_username: Option<String>,
+    /// etcd password (with --etcd-username).
+    #[arg(long, env = "ETCD_PASSWORD", hide_env_values = true)]
+    pub etcd_password: Option<String>,
     /// Client certificate (PEM) for etcd TLS.
     #[arg(long)]
     pub etcd_certfile: Option<PathBuf>,
@@ -107,6 +118,8 @@ pub struct Config {
     pub domain: String,
     /// etcd connection settings.
     pub etcd: skydns::store::etcd::EtcdOptions,
+    /// The etcd API written through.
+    pub etcd_api: EtcdApi,
     /// Mutation retry deadline.
     pub mutation_timeout: Duration,
     /// How to reach the API server.
@@ -189,6 +202,9 @@ impl Flags {
             domain,
             etcd_server,
             etcd_mutation_timeout,
+            etcd_api,
+            etcd_username,
+            etcd_password,
             etcd_certfile,
             etcd_keyfile,
             etcd_cafile,
@@ -217,6 +233,9 @@ impl Flags {
                 "--etcd-server must name at least one endpoint".into(),
             ));
         }
+        if etcd_password.is_some() && etcd_username.is_none() {
+            return Err(ConfigError("--etcd-password needs --etcd-username".into()));
+        }
         if etcd_certfile.is_some() != etcd_keyfile.is_some() {
             return Err(ConfigError(
                 "--etcd-certfile and --etcd-keyfile must be given together".into(),
@@ -243,8 +262,9 @@ impl Flags {
                 tls_cert: etcd_certfile,
                 tls_key: etcd_keyfile,
                 ca_cert: etcd_cafile,
-                user: None,
+                user: etcd_username.map(|u| (u, etcd_password.unwrap_or_default())),
             },
+            etcd_api,
             mutation_timeout: etcd_mutation_timeout,
             kube,
             healthz_port,
@@ -342,6 +362,15 @@ fn validate_master_url(url: &str) -> Result<String, ConfigError> {
     match (uri.scheme(), uri.host()) {
         (Some(_), Some(host)) if !host.is_empty() && host != ":" => Ok(url.to_string()),
         _ => Err(invalid()),
+    }
+}
+
+/// `--etcd-api`: `v2` or `v3`.
+fn parse_etcd_api(s: &str) -> Result<EtcdApi, String> {
+    match s {
+        "v2" | "2" => Ok(EtcdApi::V2),
+        "v3" | "3" => Ok(EtcdApi::V3),
+        _ => Err(format!("invalid etcd API {s:?} (use v2 or v3)")),
     }
 }
 

@@ -18,28 +18,36 @@ use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, skip_foreign, Mode, Op};
 use crate::records::Names;
-use etcd_client::{Client, Txn, TxnOp};
+use backend::{Backend, SHUTTING_DOWN};
 use skydns::store::etcd::EtcdOptions;
 use std::collections::BTreeSet;
-use std::future::Future;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
-mod read;
+mod backend;
+mod v2;
+mod v3;
 
 /// Pause between two attempts of one mutation (1.2: 50 ms).
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-/// Upper bound on one etcd request, so a hung request cannot stall the retry loop.
-const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long a request in flight may still take once shutdown is requested.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-/// The error that ends a scope early on shutdown.
-const SHUTTING_DOWN: &str = "shutting down";
+
+/// Which etcd API to write through (`--etcd-api`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EtcdApi {
+    /// The v2 keys API, as kube2sky 1.2 (the default).
+    #[default]
+    V2,
+    /// The v3 API: one transaction per batch.
+    V3,
+}
 
 /// Why the writer gave up.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
+    /// etcd answers, but not with the API `--etcd-api` chose.
+    #[error("{0}")]
+    WrongApi(String),
     /// etcd never answered at start-up.
     #[error("Failed to create etcd client - failed to connect to etcd server: {endpoints}, error: {error}")]
     Connect {
@@ -65,6 +73,8 @@ pub enum WriteError {
 pub struct WriterOptions {
     /// Connection settings.
     pub etcd: EtcdOptions,
+    /// Which API to write through.
+    pub api: EtcdApi,
     /// `--etcd-mutation-timeout`.
     pub mutation_timeout: Duration,
     /// Reconcile (default) or 1.2's remove-then-add.
@@ -78,7 +88,7 @@ pub struct WriterOptions {
 /// Owns the etcd connection; see the module docs.
 pub struct Writer {
     options: WriterOptions,
-    client: Option<Client>,
+    backend: Backend,
     names: Names,
     metrics: Arc<Metrics>,
     marker: String,
@@ -98,9 +108,22 @@ impl Writer {
         shutdown: CancellationToken,
     ) -> Result<Self, WriteError> {
         let marker = format!("/kube2sky/{}/marker", names.domain().trim_end_matches('.'));
+        let backend = match options.api {
+            EtcdApi::V3 => Backend::V3(v3::V3::new(
+                options.etcd.clone(),
+                names.clone(),
+                shutdown.clone(),
+            )),
+            EtcdApi::V2 => {
+                let settings = skydns::store::v2::v2_options(&options.etcd);
+                let client = etcd2::Client::new(&settings)
+                    .map_err(|e| WriteError::WrongApi(e.to_string()))?;
+                Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
+            }
+        };
         let mut writer = Writer {
             options,
-            client: None,
+            backend,
             names,
             metrics,
             marker,
@@ -117,9 +140,14 @@ impl Writer {
                     tracing::info!("Etcd server found: {endpoints}");
                     return Ok(writer);
                 }
+                Err(e) if is_wrong_api(&e) => {
+                    return Err(WriteError::WrongApi(format!(
+                        "{e}; or start kube2sky with --etcd-api=v3"
+                    )))
+                }
                 Err(e) => last_error = e,
             }
-            writer.client = None;
+            writer.backend.reset();
             if attempt < attempts {
                 tracing::info!(
                     "[Attempt: {attempt}] Attempting access to etcd after {} second sleep",
@@ -134,28 +162,13 @@ impl Writer {
         })
     }
 
-    /// A handle on the connection (cheap to clone), connecting if needed.
-    async fn client(&mut self) -> Result<Client, String> {
-        if let Some(client) = &self.client {
-            return Ok(client.clone());
-        }
-        let options = self.options.etcd.clone();
-        let client = self.bounded(options.connect()).await?;
-        self.client = Some(client.clone());
-        Ok(client)
-    }
-
-    fn saw(&mut self, header: Option<&etcd_client::ResponseHeader>) {
-        if let Some(h) = header {
-            self.last_revision = self.last_revision.max(h.revision());
-        }
+    fn saw(&mut self, revision: i64) {
+        self.last_revision = self.last_revision.max(revision);
     }
 
     async fn put_marker(&mut self) -> Result<(), String> {
-        let marker = self.marker.clone();
-        let mut client = self.client().await?;
-        let resp = self.bounded(client.put(marker, "kube2sky", None)).await?;
-        self.saw(resp.header());
+        let revision = self.backend.put_marker(&self.marker).await?;
+        self.saw(revision);
         Ok(())
     }
 
@@ -202,7 +215,7 @@ impl Writer {
                 return Ok(());
             }
             self.metrics.set_etcd_ok(false);
-            self.client = None;
+            self.backend.reset();
             let key = scope.describe(&self.names);
             if start.max(self.last_progress).elapsed() >= self.options.mutation_timeout {
                 return Err(WriteError::Timeout {
@@ -220,10 +233,10 @@ impl Writer {
     }
 
     async fn sync_scope(&mut self, index: &Index, scope: &Scope) -> Result<(), String> {
-        let actual = self
-            .read(&scope.reads(&self.names, self.options.reverse))
-            .await?;
         let mut desired = index.desired(scope);
+        let reads = scope.reads(&self.names, self.options.reverse);
+        let (actual, revision) = self.backend.read(&reads, &desired).await?;
+        self.saw(revision);
         for key in skip_foreign(&mut desired, &actual) {
             tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");
         }
@@ -236,50 +249,22 @@ impl Writer {
         Ok(())
     }
 
-    /// Runs `work` under [`ATTEMPT_TIMEOUT`]. Once shutdown is requested it
-    /// gets [`SHUTDOWN_GRACE`] more to finish.
-    async fn bounded<T, E: std::fmt::Display>(
-        &self,
-        work: impl Future<Output = Result<T, E>>,
-    ) -> Result<T, String> {
-        let work = tokio::time::timeout(ATTEMPT_TIMEOUT, work);
-        tokio::pin!(work);
-        let outcome = tokio::select! {
-            outcome = &mut work => outcome,
-            _ = self.shutdown.cancelled() => {
-                match tokio::time::timeout(SHUTDOWN_GRACE, &mut work).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => return Err(SHUTTING_DOWN.into()),
-                }
-            }
-        };
-        match outcome {
-            Ok(Ok(value)) => Ok(value),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err(format!("timed out after {ATTEMPT_TIMEOUT:?}")),
-        }
-    }
-
     async fn apply(&mut self, batch: Vec<Op>) -> Result<(), String> {
         let (mut puts, mut deletes) = (0u64, 0u64);
-        let ops: Vec<TxnOp> = batch
-            .iter()
-            .map(|op| match op {
+        for op in &batch {
+            match op {
                 Op::Put { key, value } => {
                     tracing::debug!("Setting DNS record: {key} -> {value:?}");
                     puts += 1;
-                    TxnOp::put(key.as_str(), value.as_str(), None)
                 }
                 Op::Delete { key } => {
                     tracing::debug!("Removing {key} from DNS");
                     deletes += 1;
-                    TxnOp::delete(key.as_str(), None)
                 }
-            })
-            .collect();
-        let mut client = self.client().await?;
-        let resp = self.bounded(client.txn(Txn::new().and_then(ops))).await?;
-        self.saw(resp.header());
+            }
+        }
+        let revision = self.backend.apply(&batch).await?;
+        self.saw(revision);
         self.last_progress = Instant::now();
         self.metrics.records_written.inc_by(puts);
         self.metrics.records_deleted.inc_by(deletes);
@@ -291,24 +276,12 @@ impl Writer {
     /// count as "not lost": the next mutation will retry or exit.
     pub async fn data_lost(&mut self) -> bool {
         let seen = self.last_revision;
-        let marker = self.marker.clone();
-        let mut client = match self.client().await {
-            Ok(client) => client,
+        let (missing, revision) = match self.backend.marker(&self.marker).await {
+            Ok((present, revision)) => (!present, revision),
             Err(error) => {
                 tracing::warn!(%error, "etcd data-loss check failed");
                 self.metrics.set_etcd_ok(false);
-                return false;
-            }
-        };
-        let (missing, revision) = match self.bounded(client.get(marker, None)).await {
-            Ok(resp) => (
-                resp.kvs().is_empty(),
-                resp.header().map_or(0, |h| h.revision()),
-            ),
-            Err(error) => {
-                tracing::warn!(%error, "etcd data-loss check failed");
-                self.metrics.set_etcd_ok(false);
-                self.client = None;
+                self.backend.reset();
                 return false;
             }
         };
@@ -330,4 +303,10 @@ impl Writer {
         }
         true
     }
+}
+
+/// Whether an error says the server lacks the chosen API (v2: a plain 404
+/// for `/v2/keys`).
+fn is_wrong_api(error: &str) -> bool {
+    error.contains("does not serve the etcd v2 keys API")
 }

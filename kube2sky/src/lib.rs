@@ -1,5 +1,6 @@
 //! kube2sky: watches Kubernetes Services, Endpoints and Pods and keeps the
-//! SkyDNS records kube2sky 1.2 wrote in etcd (now through the v3 API).
+//! SkyDNS records kube2sky 1.2 wrote in etcd, through the v2 keys API as
+//! 1.2 did (`--etcd-api=v2`, the default) or the v3 API (`--etcd-api=v3`).
 //!
 //! Data flow: three [`watch`] tasks reduce API objects and send
 //! [`index::Change`]s down one channel to the single writer task ([`run`]),
@@ -69,6 +70,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let Config {
         domain,
         etcd,
+        etcd_api,
         mutation_timeout,
         kube,
         healthz_port,
@@ -84,6 +86,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     };
     let options = WriterOptions {
         etcd,
+        api: etcd_api,
         mutation_timeout,
         mode,
         reverse: features.reverse,

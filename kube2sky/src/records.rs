@@ -85,6 +85,21 @@ impl Names {
         self.key(&format!("{d}.{c}.{b}.{a}.in-addr.arpa."))
     }
 
+    /// The deepest directory above `key` that is never removed when it
+    /// empties (etcd v2): the namespace directory of service and pod keys,
+    /// the PTR root of PTR keys; `None` for keys elsewhere.
+    pub fn dir_floor(&self, key: &str) -> Option<String> {
+        for root in [self.svc_root(), self.pod_root()] {
+            if let Some(rest) = key.strip_prefix(&root) {
+                let namespace = rest.split('/').next()?;
+                return Some(format!("{root}{namespace}"));
+            }
+        }
+        let ptr_root = self.ptr_root();
+        key.starts_with(&ptr_root)
+            .then(|| ptr_root.trim_end_matches('/').to_string())
+    }
+
     /// Whether a PTR value was written by us: its host is a service name in our domain.
     pub fn owns_ptr_value(&self, value: &str) -> bool {
         Record::from_json(value.as_bytes())

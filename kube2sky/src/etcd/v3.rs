@@ -1,0 +1,176 @@
+//! Writing through the etcd v3 API. Each batch is one transaction (at most
+//! 128 operations, etcd's `--max-txn-ops`). Prefixes are read in pages of
+//! [`PAGE_SIZE`] keys, all at the revision of the first page, so no single
+//! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
+//! owns. Each request runs under the per-request deadline.
+
+use super::backend::{bounded, file_key};
+use crate::index::Read;
+use crate::reconcile::{Actual, Op};
+use crate::records::Names;
+use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp};
+use skydns::store::etcd::EtcdOptions;
+use tokio_util::sync::CancellationToken;
+
+/// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
+const PAGE_SIZE: i64 = 500;
+
+/// The v3 backend: a lazily (re)connected gRPC client.
+pub(in crate::etcd) struct V3 {
+    options: EtcdOptions,
+    client: Option<Client>,
+    names: Names,
+    shutdown: CancellationToken,
+}
+
+impl V3 {
+    pub(in crate::etcd) fn new(
+        options: EtcdOptions,
+        names: Names,
+        shutdown: CancellationToken,
+    ) -> Self {
+        V3 {
+            options,
+            client: None,
+            names,
+            shutdown,
+        }
+    }
+
+    /// A handle on the connection (cheap to clone), connecting if needed.
+    async fn client(&mut self) -> Result<Client, String> {
+        if let Some(client) = &self.client {
+            return Ok(client.clone());
+        }
+        let options = self.options.clone();
+        let client = bounded(&self.shutdown, options.connect()).await?;
+        self.client = Some(client.clone());
+        Ok(client)
+    }
+
+    pub(in crate::etcd) fn reset(&mut self) {
+        self.client = None;
+    }
+
+    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, String> {
+        let mut client = self.client().await?;
+        let resp = bounded(&self.shutdown, client.put(marker, "kube2sky", None)).await?;
+        Ok(revision(resp.header()))
+    }
+
+    pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), String> {
+        let mut client = self.client().await?;
+        let resp = bounded(&self.shutdown, client.get(marker, None)).await?;
+        Ok((!resp.kvs().is_empty(), revision(resp.header())))
+    }
+
+    pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
+        let ops: Vec<TxnOp> = batch
+            .iter()
+            .map(|op| match op {
+                Op::Put { key, value } => TxnOp::put(key.as_str(), value.as_str(), None),
+                Op::Delete { key } => TxnOp::delete(key.as_str(), None),
+            })
+            .collect();
+        let mut client = self.client().await?;
+        let resp = bounded(&self.shutdown, client.txn(Txn::new().and_then(ops))).await?;
+        Ok(revision(resp.header()))
+    }
+
+    /// The actual records of `reads`; foreign PTR values are set apart.
+    pub(in crate::etcd) async fn read(&mut self, reads: &[Read]) -> Result<(Actual, i64), String> {
+        let mut out = Actual::default();
+        let mut seen = 0;
+        for read in reads {
+            let at = match read {
+                Read::Prefix(p) => self.read_prefix(p, false, &mut out).await?,
+                Read::OwnedPtrs(p) => self.read_prefix(p, true, &mut out).await?,
+                Read::OwnedPtr(key) => {
+                    let mut client = self.client().await?;
+                    let resp = bounded(&self.shutdown, client.get(key.as_str(), None)).await?;
+                    for kv in resp.kvs() {
+                        self.file(kv, true, &mut out);
+                    }
+                    revision(resp.header())
+                }
+            };
+            seen = seen.max(at);
+        }
+        Ok((out, seen))
+    }
+
+    async fn read_prefix(
+        &mut self,
+        prefix: &str,
+        ptr: bool,
+        out: &mut Actual,
+    ) -> Result<i64, String> {
+        let end = prefix_end(prefix.as_bytes());
+        let mut from = prefix.as_bytes().to_vec();
+        let mut at = 0;
+        loop {
+            let mut options = GetOptions::new()
+                .with_range(end.clone())
+                .with_limit(PAGE_SIZE);
+            if at > 0 {
+                options = options.with_revision(at);
+            }
+            let mut client = self.client().await?;
+            let resp = bounded(&self.shutdown, client.get(from.clone(), Some(options))).await?;
+            if at == 0 {
+                at = revision(resp.header());
+            }
+            for kv in resp.kvs() {
+                self.file(kv, ptr, out);
+            }
+            match resp.kvs().last() {
+                Some(last) if resp.more() => {
+                    from = last.key().to_vec();
+                    from.push(0);
+                }
+                _ => return Ok(at),
+            }
+        }
+    }
+
+    fn file(&self, kv: &KeyValue, ptr: bool, out: &mut Actual) {
+        let Ok(key) = kv.key_str() else {
+            return;
+        };
+        match kv.value_str() {
+            Ok(value) => file_key(&self.names, key, value, ptr, out),
+            Err(_) if ptr => {
+                out.foreign.insert(key.to_string());
+            }
+            Err(_) => {}
+        }
+    }
+}
+
+fn revision(header: Option<&etcd_client::ResponseHeader>) -> i64 {
+    header.map_or(0, |h| h.revision())
+}
+
+/// The end of the key range of everything starting with `prefix`.
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::prefix_end;
+
+    #[test]
+    fn prefix_end_increments_the_last_byte() {
+        assert_eq!(prefix_end(b"/skydns/pod/"), b"/skydns/pod0".to_vec());
+        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
+        assert_eq!(prefix_end(b"\xff"), vec![0]);
+    }
+}
