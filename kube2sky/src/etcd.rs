@@ -109,11 +109,11 @@ impl Writer {
     ) -> Result<Self, WriteError> {
         let marker = format!("/kube2sky/{}/marker", names.domain().trim_end_matches('.'));
         let backend = match options.api {
-            EtcdApi::V3 => Backend::V3(v3::V3::new(
+            EtcdApi::V3 => Backend::V3(Box::new(v3::V3::new(
                 options.etcd.clone(),
                 names.clone(),
                 shutdown.clone(),
-            )),
+            ))),
             EtcdApi::V2 => {
                 let settings = skydns::store::v2::v2_options(&options.etcd);
                 let client = etcd2::Client::new(&settings)

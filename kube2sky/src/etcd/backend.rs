@@ -26,7 +26,7 @@ pub(super) const SHUTTING_DOWN: &str = "shutting down";
 /// Which etcd API the records are written through.
 pub(super) enum Backend {
     /// The v3 API: transactions of up to 128 operations.
-    V3(V3),
+    V3(Box<V3>),
     /// The v2 keys API: one request per key, many in flight.
     V2(V2),
 }

@@ -228,7 +228,7 @@ impl V2 {
 
 /// A request's answer, or the index at which its key was found absent.
 enum Outcome {
-    Found(etcd2::Response),
+    Found(Box<etcd2::Response>),
     Absent(u64),
 }
 
@@ -237,12 +237,12 @@ async fn absent_is_none(
     request: impl std::future::Future<Output = Result<etcd2::Response, etcd2::Error>>,
 ) -> Result<Outcome, etcd2::Error> {
     match request.await {
-        Ok(resp) => Ok(Outcome::Found(resp)),
-        Err(etcd2::Error::Etcd { code, index, .. })
-            if code == KEY_NOT_FOUND || code == NOT_A_DIRECTORY =>
-        {
-            Ok(Outcome::Absent(index))
-        }
+        Ok(resp) => Ok(Outcome::Found(Box::new(resp))),
+        Err(etcd2::Error::Etcd {
+            code: KEY_NOT_FOUND | NOT_A_DIRECTORY,
+            index,
+            ..
+        }) => Ok(Outcome::Absent(index)),
         Err(e) => Err(e),
     }
 }
@@ -254,11 +254,11 @@ async fn not_empty_is_none(
 ) -> Result<i64, etcd2::Error> {
     match request.await {
         Ok(resp) => Ok(revision(resp.index)),
-        Err(etcd2::Error::Etcd { code, index, .. })
-            if matches!(code, DIRECTORY_NOT_EMPTY | KEY_NOT_FOUND | NOT_A_DIRECTORY) =>
-        {
-            Ok(revision(index))
-        }
+        Err(etcd2::Error::Etcd {
+            code: DIRECTORY_NOT_EMPTY | KEY_NOT_FOUND | NOT_A_DIRECTORY,
+            index,
+            ..
+        }) => Ok(revision(index)),
         Err(e) => Err(e),
     }
 }
