@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need, then runs every
 # test of the workspace (unit, component, and end-to-end against a real etcd,
-# dig, nslookup, dnsmasq and kubectl) on the debug profile.
+# dig, nslookup, dnsmasq and kubectl) on the debug profile. The end-to-end
+# suites run twice: on the etcd v2 keys API and on the v3 API (E2E_ETCD_API).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -10,4 +11,10 @@ cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The binaries the smoke test of deploy/local/run.sh runs.
 cargo build --locked --workspace --bins
+# Every test; the end-to-end suites run with the pipeline on the etcd v2
+# keys API (the default, as the 1.2 pod)...
 cargo test --locked --workspace
+# ...and once more on the v3 API.
+E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
+  --test skydns_e2e --test skydns_forward --test skydns_tls --test local_pipeline
+E2E_ETCD_API=v3 cargo test --locked -p kube2sky --test e2e --test e2e_fixes --test e2e_review

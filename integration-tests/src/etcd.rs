@@ -9,6 +9,15 @@
 //! the value is dropped. [`etcdctl`] and [`dig`] run the real command-line
 //! clients. A missing binary is a test failure that says what to install,
 //! never a silent pass.
+//!
+//! etcd always serves both APIs (`--enable-v2=true`); which one a test's
+//! pipeline uses is [`Api::from_env`] (`E2E_ETCD_API=v2|v3`, default v2, the
+//! 1.2 pod's), so every end-to-end suite runs against either store without a
+//! copy: the test command runs them once per API. [`Etcd::put`],
+//! [`Etcd::del`] and [`Etcd::get_prefix`] use that API (v2 through
+//! `ETCDCTL_API=2 etcdctl` and the keys API), and the harnesses start
+//! kube2sky and skydns with the matching flag ([`Api::kube2sky_flag`],
+//! [`Api::skydns_flags`]).
 
 use anyhow::{bail, Context, Result};
 use std::net::{TcpListener, UdpSocket};
@@ -20,8 +29,47 @@ use tempfile::TempDir;
 /// How long to wait for etcd to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 
+/// Which etcd API the pipeline under test reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Api {
+    /// The v2 keys API (kube2sky 1.2, SkyDNS 2.5.2c).
+    V2,
+    /// The v3 API.
+    V3,
+}
+
+impl Api {
+    /// `E2E_ETCD_API` (`v2` or `v3`); v2 when unset.
+    pub fn from_env() -> Api {
+        match std::env::var("E2E_ETCD_API").as_deref() {
+            Ok("v3") => Api::V3,
+            Ok("v2") | Err(_) => Api::V2,
+            Ok(other) => panic!("E2E_ETCD_API must be v2 or v3, not {other:?}"),
+        }
+    }
+
+    /// kube2sky's `--etcd-api` flag for this API.
+    pub fn kube2sky_flag(self) -> &'static str {
+        match self {
+            Api::V2 => "--etcd-api=v2",
+            Api::V3 => "--etcd-api=v3",
+        }
+    }
+
+    /// skydns's flags for this API (`-etcd3` for v3, none for v2).
+    pub fn skydns_flags(self) -> &'static [&'static str] {
+        match self {
+            Api::V2 => &[],
+            Api::V3 => &["-etcd3"],
+        }
+    }
+}
+
 /// A running (or stopped) etcd server owned by a test.
 pub struct Etcd {
+    api: Api,
+    /// Whether the v2 keys API is served (`--enable-v2`).
+    v2: bool,
     child: Option<Child>,
     dir: TempDir,
     data: PathBuf,
@@ -31,11 +79,28 @@ pub struct Etcd {
 }
 
 impl Etcd {
-    /// Starts etcd on free loopback ports and waits until it serves reads.
+    /// Starts etcd on free loopback ports and waits until it serves reads;
+    /// the pipeline's API is [`Api::from_env`].
     pub fn start() -> Result<Self> {
+        Self::start_with(Api::from_env())
+    }
+
+    /// Starts etcd for a pipeline on `api`.
+    pub fn start_with(api: Api) -> Result<Self> {
+        Self::spawn_new(api, true)
+    }
+
+    /// Starts an etcd that serves only the v3 API, as etcd ≥ 3.4 does by default.
+    pub fn start_without_v2() -> Result<Self> {
+        Self::spawn_new(Api::V3, false)
+    }
+
+    fn spawn_new(api: Api, v2: bool) -> Result<Self> {
         require_binary("etcd", "etcd-server")?;
         let dir = tempfile::tempdir().context("creating a temporary etcd directory")?;
         let mut etcd = Etcd {
+            api,
+            v2,
             child: None,
             data: dir.path().join("data-0"),
             dir,
@@ -74,23 +139,149 @@ impl Etcd {
         self.spawn()
     }
 
+    /// The API the pipeline under test uses.
+    pub fn api(&self) -> Api {
+        self.api
+    }
+
     /// Runs `etcdctl` (v3 API) against this server.
     pub fn etcdctl(&self, args: &[&str]) -> Result<Output> {
         etcdctl(&self.endpoint(), args)
     }
 
-    /// `etcdctl put key value`, failing the test on error.
+    /// Runs `ETCDCTL_API=2 etcdctl` against this server.
+    pub fn etcdctl_v2(&self, args: &[&str]) -> Result<Output> {
+        require_binary("etcdctl", "etcd-client")?;
+        Command::new("etcdctl")
+            .env("ETCDCTL_API", "2")
+            .arg(format!("--endpoints={}", self.endpoint()))
+            .args(args)
+            .stdin(Stdio::null())
+            .output()
+            .context("running etcdctl (v2)")
+    }
+
+    /// Writes `key` through the pipeline's API (`etcdctl put`, or v2 `etcdctl set`).
     pub fn put(&self, key: &str, value: &str) -> Result<()> {
-        check(self.etcdctl(&["put", key, value])?, "etcdctl put")
+        match self.api {
+            Api::V3 => check(self.etcdctl(&["put", key, value])?, "etcdctl put"),
+            Api::V2 => check(self.etcdctl_v2(&["set", "--", key, value])?, "etcdctl set"),
+        }
     }
 
-    /// `etcdctl del key`, failing the test on error.
+    /// Deletes `key` through the pipeline's API; a missing key is fine.
     pub fn del(&self, key: &str) -> Result<()> {
-        check(self.etcdctl(&["del", key])?, "etcdctl del")
+        match self.api {
+            Api::V3 => check(self.etcdctl(&["del", key])?, "etcdctl del"),
+            Api::V2 => {
+                let out = self.etcdctl_v2(&["rm", key])?;
+                if String::from_utf8_lossy(&out.stderr).contains("Key not found") {
+                    return Ok(());
+                }
+                check(out, "etcdctl rm")
+            }
+        }
     }
 
-    /// Every key and value under `prefix`, in key order.
+    /// Every key and value under `prefix`, in key order, through the
+    /// pipeline's API. v2 never lists hidden (`_`) keys: use
+    /// [`Etcd::get_prefix_expecting`] where they matter.
     pub fn get_prefix(&self, prefix: &str) -> Result<Vec<(String, String)>> {
+        self.get_prefix_expecting(prefix, &[])
+    }
+
+    /// [`Etcd::get_prefix`], plus (v2) each of `expected` keys read by
+    /// name, since v2 cannot list those under a hidden segment.
+    pub fn get_prefix_expecting(
+        &self,
+        prefix: &str,
+        expected: &[&str],
+    ) -> Result<Vec<(String, String)>> {
+        match self.api {
+            Api::V3 => self.get_prefix_v3(prefix),
+            Api::V2 => {
+                let mut found: std::collections::BTreeMap<String, String> = self
+                    .get_v2(prefix.trim_end_matches('/'))?
+                    .into_iter()
+                    .collect();
+                for key in expected.iter().filter(|k| k.starts_with(prefix)) {
+                    found.extend(self.get_v2(key)?);
+                }
+                Ok(found.into_iter().collect())
+            }
+        }
+    }
+
+    /// etcd's current index through the v2 keys API (`X-Etcd-Index`).
+    pub fn v2_index(&self) -> Result<u64> {
+        let out = Command::new("curl")
+            .args(["-s", "-o", "/dev/null", "-D", "-", "--max-time", "10"])
+            .arg(format!("{}/v2/keys/", self.endpoint()))
+            .stdin(Stdio::null())
+            .output()
+            .context("running curl")?;
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .find_map(|l| l.strip_prefix("X-Etcd-Index: "))
+            .and_then(|v| v.trim().parse().ok())
+            .context("no X-Etcd-Index header")
+    }
+
+    /// The v2 events at or below `path` with indexes `from..=until`, as
+    /// `(action, key)`. They come from etcd's event history, which (unlike a
+    /// live watch) also holds keys under hidden `_` segments.
+    pub fn v2_events(&self, path: &str, from: u64, until: u64) -> Result<Vec<(String, String)>> {
+        let mut events = Vec::new();
+        let mut next = from;
+        while next <= until {
+            let url = format!(
+                "{}/v2/keys{path}?wait=true&recursive=true&waitIndex={next}",
+                self.endpoint()
+            );
+            let out = Command::new("curl")
+                .args(["-s", "--max-time", "10", &url])
+                .stdin(Stdio::null())
+                .output()
+                .context("running curl")?;
+            let event: serde_json::Value = serde_json::from_slice(&out.stdout)
+                .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))?;
+            let index = event["node"]["modifiedIndex"]
+                .as_u64()
+                .context("no index")?;
+            if index > until {
+                break;
+            }
+            let action = event["action"].as_str().unwrap_or_default().to_string();
+            let key = event["node"]["key"]
+                .as_str()
+                .unwrap_or_default()
+                .to_string();
+            events.push((action, key));
+            next = index + 1;
+        }
+        Ok(events)
+    }
+
+    /// The keys at or below `path` through the v2 keys API (a missing path is empty).
+    fn get_v2(&self, path: &str) -> Result<Vec<(String, String)>> {
+        require_binary("curl", "curl")?;
+        let url = format!("{}/v2/keys{path}?recursive=true", self.endpoint());
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "10", &url])
+            .stdin(Stdio::null())
+            .output()
+            .context("running curl")?;
+        let body: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))?;
+        if body.get("errorCode").and_then(|c| c.as_u64()) == Some(100) {
+            return Ok(Vec::new());
+        }
+        let mut pairs = Vec::new();
+        collect_leaves(&body["node"], &mut pairs);
+        Ok(pairs)
+    }
+
+    fn get_prefix_v3(&self, prefix: &str) -> Result<Vec<(String, String)>> {
         let out = self.etcdctl(&["get", prefix, "--prefix"])?;
         let text = String::from_utf8_lossy(&out.stdout).into_owned();
         check(out, "etcdctl get --prefix")?;
@@ -131,6 +322,7 @@ impl Etcd {
                 &peer,
             ])
             .args(["--initial-cluster", &format!("test={peer}")])
+            .arg(format!("--enable-v2={}", self.v2))
             .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
             .stdin(Stdio::null())
             .stdout(log.try_clone()?)
@@ -208,6 +400,17 @@ pub fn free_port() -> Result<u16> {
         }
     }
     bail!("no free loopback port found")
+}
+
+/// Every key (with its value) in a v2 node tree.
+fn collect_leaves(node: &serde_json::Value, out: &mut Vec<(String, String)>) {
+    if node.get("dir").and_then(|d| d.as_bool()) == Some(true) {
+        for child in node["nodes"].as_array().into_iter().flatten() {
+            collect_leaves(child, out);
+        }
+    } else if let (Some(k), Some(v)) = (node["key"].as_str(), node["value"].as_str()) {
+        out.push((k.to_string(), v.to_string()));
+    }
 }
 
 fn check(out: Output, what: &str) -> Result<()> {

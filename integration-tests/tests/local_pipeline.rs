@@ -8,6 +8,7 @@
 //! (`scripts/test.sh` builds them with `cargo build --workspace --bins`).
 
 use integration_tests::bins::built_binary;
+use integration_tests::etcd::Api;
 use integration_tests::etcd::{dig, free_port, require_binary};
 use std::io::{BufRead, BufReader};
 use std::os::unix::process::CommandExt;
@@ -113,8 +114,13 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
     require_binary("curl", "curl").unwrap();
     let bins = bin_dir();
     let [dns, etcd, peer, api, healthz, readiness] = [(); 6].map(|_| free_port().unwrap());
+    let etcd_api = Api::from_env();
     let mut child = Command::new("bash")
         .arg(repo_root().join("deploy/local/run.sh"))
+        .arg(match etcd_api {
+            Api::V2 => "--etcd-api=v2",
+            Api::V3 => "--etcd-api=v3",
+        })
         .current_dir(repo_root())
         .env("SKIP_BUILD", "1")
         .env("BIN_DIR", &bins)
@@ -166,6 +172,26 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
     assert_eq!(out.trim(), "10.0.0.1");
     assert_eq!(http_status(healthz, "/healthz"), "200");
     assert_eq!(http_status(readiness, "/readiness"), "200");
+    if etcd_api == Api::V2 {
+        // The 1.2 docs' inspection commands, literally.
+        let endpoints = format!("--endpoints=http://127.0.0.1:{etcd}");
+        let etcdctl = |args: &[&str]| {
+            let out = Command::new("etcdctl")
+                .env("ETCDCTL_API", "2")
+                .arg(&endpoints)
+                .args(args)
+                .output()
+                .expect("running etcdctl");
+            assert!(out.status.success(), "etcdctl {args:?}: {out:?}");
+            String::from_utf8_lossy(&out.stdout).into_owned()
+        };
+        let dir = "/skydns/local/cluster/svc/kube-system/kube-dns";
+        assert_eq!(etcdctl(&["ls", dir]), format!("{dir}/21172049\n"));
+        assert_eq!(
+            etcdctl(&["get", &format!("{dir}/21172049")]),
+            "{\"host\":\"10.0.0.10\",\"priority\":10,\"weight\":10,\"ttl\":30,\"targetstrip\":0}\n"
+        );
+    }
 
     let dir = tempfile::tempdir().unwrap();
     let kubeconfig = dir.path().join("kubeconfig");

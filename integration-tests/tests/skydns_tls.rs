@@ -5,7 +5,7 @@
 
 mod skydns_support;
 
-use integration_tests::etcd::{free_port, require_binary};
+use integration_tests::etcd::{free_port, require_binary, Api, Etcd};
 use skydns_support::SkyDns;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -108,6 +108,25 @@ impl Drop for TlsEtcd {
     }
 }
 
+/// Writes `key` through the pipeline's API, with the client certificate.
+fn put_tls(etcd: &TlsEtcd, dir: &Path, key: &str, value: &str) -> std::process::Output {
+    match Api::from_env() {
+        Api::V3 => etcdctl(etcd, dir, &["put", key, value]),
+        Api::V2 => Command::new("etcdctl")
+            .env("ETCDCTL_API", "2")
+            .arg(format!("--endpoints={}", etcd.url))
+            .args([
+                "--ca-file=ca.crt",
+                "--cert-file=client.crt",
+                "--key-file=client.key",
+            ])
+            .args(["set", "--", key, value])
+            .current_dir(dir)
+            .output()
+            .expect("running etcdctl (v2)"),
+    }
+}
+
 fn etcdctl(etcd: &TlsEtcd, dir: &Path, args: &[&str]) -> std::process::Output {
     Command::new("etcdctl")
         .env("ETCDCTL_API", "3")
@@ -149,6 +168,7 @@ fn start_tls_etcd(dir: &Path) -> TlsEtcd {
             "--key-file=server.key",
             "--trusted-ca-file=ca.crt",
             "--client-cert-auth",
+            "--enable-v2=true",
         ])
         .current_dir(dir)
         .stdout(Stdio::null())
@@ -170,7 +190,7 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
     let dir = tempfile::tempdir().unwrap();
     make_certificates(dir.path());
     let etcd = start_tls_etcd(dir.path());
-    let put = etcdctl(&etcd, dir.path(), &["put", RECORD.0, RECORD.1]);
+    let put = put_tls(&etcd, dir.path(), RECORD.0, RECORD.1);
     assert!(
         put.status.success(),
         "{}",
@@ -178,12 +198,14 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
     );
 
     let file = |name: &str| dir.path().join(name).display().to_string();
+    let api = Api::from_env().skydns_flags().iter().map(|f| f.to_string());
     let tls = [
         format!("-machines={}", etcd.url),
         format!("-tls-pem={}", file("client.crt")),
         format!("-tls-key={}", file("client.key")),
         format!("-ca-cert={}", file("ca.crt")),
     ];
+    let tls: Vec<String> = tls.into_iter().chain(api.clone()).collect();
     let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
     let dns = SkyDns::start_with_etcd_url(&tls, "kubernetes.default.svc.cluster.local").await;
     dns.assert_kubernetes_resolves().await;
@@ -194,6 +216,7 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
         format!("-machines={}", etcd.url),
         format!("-ca-cert={}", file("ca.crt")),
     ];
+    let no_cert: Vec<String> = no_cert.into_iter().chain(api).collect();
     let no_cert: Vec<&str> = no_cert.iter().map(String::as_str).collect();
     let dns = SkyDns::start_unsynced(&no_cert).await;
     for _ in 0..3 {
@@ -207,8 +230,41 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skydns_authenticates_to_etcd_with_user_and_password() {
-    let etcd = integration_tests::etcd::Etcd::start().unwrap();
+    let etcd = Etcd::start().unwrap();
     etcd.put(RECORD.0, RECORD.1).unwrap();
+    match etcd.api() {
+        Api::V3 => enable_v3_auth(&etcd),
+        Api::V2 => enable_v2_auth(&etcd),
+    }
+    let machines = format!("-machines={}", etcd.endpoint());
+    let api = etcd.api().skydns_flags();
+    let dns = SkyDns::start_with_etcd_url(
+        &[
+            &[machines.as_str(), "-username=skydns", "-password=dnspw"],
+            api,
+        ]
+        .concat(),
+        "kubernetes.default.svc.cluster.local",
+    )
+    .await;
+    dns.assert_kubernetes_resolves().await;
+    dns.shutdown().await;
+
+    let wrong = [
+        &[machines.as_str(), "-username=skydns", "-password=wrong"],
+        api,
+    ]
+    .concat();
+    let dns = SkyDns::start_unsynced(&wrong).await;
+    let r = dns
+        .dig(&["kubernetes.default.svc.cluster.local", "A"])
+        .await;
+    assert_eq!(r.status, "SERVFAIL", "wrong password: never synced: {r:?}");
+    dns.shutdown().await;
+}
+
+/// v3 auth: user `skydns` may read `/skydns/`, nobody else anything.
+fn enable_v3_auth(etcd: &Etcd) {
     for args in [
         &["user", "add", "root:s3cret"][..],
         &["user", "add", "skydns:dnspw"],
@@ -231,19 +287,49 @@ async fn skydns_authenticates_to_etcd_with_user_and_password() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    let machines = format!("-machines={}", etcd.endpoint());
-    let dns = SkyDns::start_with_etcd_url(
-        &[&machines, "-username=skydns", "-password=dnspw"],
-        "kubernetes.default.svc.cluster.local",
-    )
-    .await;
-    dns.assert_kubernetes_resolves().await;
-    dns.shutdown().await;
+}
 
-    let dns = SkyDns::start_unsynced(&[&machines, "-username=skydns", "-password=wrong"]).await;
-    let r = dns
-        .dig(&["kubernetes.default.svc.cluster.local", "A"])
-        .await;
-    assert_eq!(r.status, "SERVFAIL", "wrong password: never synced: {r:?}");
-    dns.shutdown().await;
+/// v2 auth (a separate store in etcd 3.x): user `skydns` may read
+/// `/skydns*` (the `*` form is what allows recursive reads), and the `guest` role, which may do anything by default,
+/// may do nothing.
+fn enable_v2_auth(etcd: &Etcd) {
+    let base = format!("{}/v2/auth", etcd.endpoint());
+    for (path, body, user) in [
+        (
+            "/users/root",
+            r#"{"user":"root","password":"s3cret"}"#,
+            None,
+        ),
+        (
+            "/roles/dns-reader",
+            r#"{"role":"dns-reader","permissions":{"kv":{"read":["/skydns*"],"write":[]}}}"#,
+            None,
+        ),
+        (
+            "/users/skydns",
+            r#"{"user":"skydns","password":"dnspw","roles":["dns-reader"]}"#,
+            None,
+        ),
+        ("/enable", "", None),
+        (
+            "/roles/guest",
+            r#"{"role":"guest","revoke":{"kv":{"read":["/*"],"write":["/*"]}}}"#,
+            Some("root:s3cret"),
+        ),
+    ] {
+        let mut curl = Command::new("curl");
+        curl.args(["-sS", "-f", "-X", "PUT", "--max-time", "10"])
+            .args(["-H", "Content-Type: application/json", "-d", body])
+            .arg(format!("{base}{path}"));
+        if let Some(user) = user {
+            curl.args(["-u", user]);
+        }
+        let out = curl.output().expect("running curl");
+        assert!(
+            out.status.success(),
+            "PUT {path}: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
 }

@@ -6,7 +6,7 @@
 mod support;
 
 use anyhow::{ensure, Result};
-use integration_tests::etcd::Etcd;
+use integration_tests::etcd::{Api, Etcd};
 use skydns::record::Record;
 use std::time::Duration;
 use support::*;
@@ -17,6 +17,83 @@ async fn kubectl_create_gives_exactly_the_section_9_records() -> Result<()> {
     kubectl.with_manifest("create", KUBE_DNS)?;
     create_pod(&api, "default", "p", "1.2.3.4")?;
     wait_exact(&etcd, "/skydns", &section9()).await
+}
+
+/// What `ETCDCTL_API=2 etcdctl ls --recursive /skydns` lists after the §9
+/// cluster (PTRs on): every directory and visible key. The SRV keys under
+/// `_tcp`/`_udp` are hidden nodes, which v2 never lists.
+const SECTION_9_V2_LISTING: &str = "\
+/skydns/local
+/skydns/local/cluster
+/skydns/local/cluster/svc
+/skydns/local/cluster/svc/default
+/skydns/local/cluster/svc/default/kubernetes
+/skydns/local/cluster/svc/default/kubernetes/c88f1059
+/skydns/local/cluster/svc/kube-system
+/skydns/local/cluster/svc/kube-system/kube-dns
+/skydns/local/cluster/svc/kube-system/kube-dns/21172049
+/skydns/local/cluster/pod
+/skydns/local/cluster/pod/default
+/skydns/local/cluster/pod/default/1-2-3-4
+/skydns/local/cluster/pod/default/1-2-3-4/ad70cf0f
+/skydns/arpa
+/skydns/arpa/in-addr
+/skydns/arpa/in-addr/10
+/skydns/arpa/in-addr/10/0
+/skydns/arpa/in-addr/10/0/0
+/skydns/arpa/in-addr/10/0/0/1
+/skydns/arpa/in-addr/10/0/0/10
+";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn etcdctl_v2_lists_the_section_9_layout() -> Result<()> {
+    let etcd = Etcd::start_with(Api::V2)?;
+    let api = apiserver(&[KUBERNETES, KUBE_DNS]).await?;
+    create_pod(&api, "default", "p", "1.2.3.4")?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
+    k2s.wait_ready().await?;
+    let mut listing = String::new();
+    let done = eventually("the §9 layout in etcdctl ls", || {
+        let out = etcd.etcdctl_v2(&["ls", "--recursive", "/skydns"])?;
+        listing = String::from_utf8_lossy(&out.stdout).into_owned();
+        // etcdctl lists in etcd's (unsorted) order: compare as sets of lines.
+        let mut got: Vec<&str> = listing.lines().collect();
+        let mut want: Vec<&str> = SECTION_9_V2_LISTING.lines().collect();
+        got.sort_unstable();
+        want.sort_unstable();
+        Ok(got == want)
+    })
+    .await;
+    ensure!(
+        done.is_ok(),
+        "etcdctl ls --recursive /skydns gave:\n{listing}"
+    );
+    let out = etcd.etcdctl_v2(&[
+        "get",
+        "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
+    ])?;
+    ensure!(
+        String::from_utf8_lossy(&out.stdout)
+            == "{\"host\":\"kubernetes.default.svc.cluster.local.\",\"port\":443,\"priority\":10,\"weight\":10,\"ttl\":30,\"targetstrip\":0}\n",
+        "hidden SRV key: {out:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_without_the_v2_api_stops_start_up_naming_the_flag() -> Result<()> {
+    let etcd = Etcd::start_without_v2()?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--etcd-api=v2"])?;
+    // Not 12 attempts 5 s apart: the answer says retrying cannot help.
+    let status = k2s.wait_exit(Duration::from_secs(10)).await?;
+    ensure!(status.code() == Some(1), "exit status {status}");
+    let log = k2s.log();
+    ensure!(
+        log.contains("--enable-v2") && log.contains("--etcd-api=v3"),
+        "the error must name both fixes:\n{log}"
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

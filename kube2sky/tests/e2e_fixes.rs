@@ -172,8 +172,16 @@ async fn control_records_stay_lost_without_the_data_loss_check() -> Result<()> {
     Ok(())
 }
 
-/// Changes a service's ports and returns the etcd events on its directory.
-async fn events_during_update(flags: &[&str]) -> Result<Vec<(etcd_client::EventType, String)>> {
+/// A write seen on a service's directory during an update.
+#[derive(Debug, PartialEq, Eq)]
+enum Write {
+    Put(String),
+    Delete(String),
+}
+
+/// Changes a service's ports and returns the etcd writes on its directory,
+/// up to the new SRV key, through the API under test.
+async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
     let (etcd, _api, kubectl, _k2s) = cluster(flags).await?;
     let dir = "/skydns/local/cluster/svc/default/u/";
     kubectl.with_manifest(
@@ -181,16 +189,54 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<(etcd_client::EventT
         &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80)]),
     )?;
     eventually("records of u", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    let new_key = format!("{dir}_udp/_dns/{}", label("10.0.0.80"));
+    let replace = || {
+        kubectl.with_manifest(
+            "replace",
+            &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80), ("dns", "UDP", 53)]),
+        )
+    };
+    match etcd.api() {
+        integration_tests::etcd::Api::V3 => v3_writes_until(&etcd, dir, &new_key, replace).await,
+        integration_tests::etcd::Api::V2 => {
+            let before = etcd.v2_index()?;
+            replace()?;
+            let mut at = 0;
+            eventually("the new SRV key", || {
+                at = etcd.v2_index()?;
+                Ok(!under(&etcd, &new_key)?.is_empty())
+            })
+            .await?;
+            let mut writes = Vec::new();
+            for (action, key) in etcd.v2_events(dir.trim_end_matches('/'), before + 1, at)? {
+                let write = match action.as_str() {
+                    "delete" | "expire" | "compareAndDelete" => Write::Delete(key),
+                    _ => Write::Put(key),
+                };
+                let done = write == Write::Put(new_key.clone());
+                writes.push(write);
+                if done {
+                    break;
+                }
+            }
+            Ok(writes)
+        }
+    }
+}
+
+/// The v3 watch events on `dir` while `change` runs, up to the put of `last`.
+async fn v3_writes_until(
+    etcd: &Etcd,
+    dir: &str,
+    last: &str,
+    change: impl FnOnce() -> Result<String>,
+) -> Result<Vec<Write>> {
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let mut stream = client
         .watch(dir, Some(etcd_client::WatchOptions::new().with_prefix()))
         .await?;
-    kubectl.with_manifest(
-        "replace",
-        &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80), ("dns", "UDP", 53)]),
-    )?;
-    let mut events = Vec::new();
-    let new_key = format!("{dir}_udp/_dns/{}", label("10.0.0.80"));
+    change()?;
+    let mut writes = Vec::new();
     tokio::time::timeout(DEADLINE, async {
         while let Some(resp) = stream.message().await? {
             for e in resp.events() {
@@ -198,12 +244,12 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<(etcd_client::EventT
                     .kv()
                     .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
                     .unwrap_or_default();
-                events.push((e.event_type(), key));
+                writes.push(match e.event_type() {
+                    etcd_client::EventType::Put => Write::Put(key),
+                    etcd_client::EventType::Delete => Write::Delete(key),
+                });
             }
-            if events
-                .iter()
-                .any(|(t, k)| *t == etcd_client::EventType::Put && *k == new_key)
-            {
+            if writes.contains(&Write::Put(last.to_string())) {
                 break;
             }
         }
@@ -211,16 +257,14 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<(etcd_client::EventT
     })
     .await
     .context("waiting for the new SRV key")??;
-    Ok(events)
+    Ok(writes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn service_update_never_removes_unchanged_records() -> Result<()> {
     let events = events_during_update(&[]).await?;
     ensure!(
-        events
-            .iter()
-            .all(|(t, _)| *t == etcd_client::EventType::Put),
+        events.iter().all(|w| matches!(w, Write::Put(_))),
         "no delete expected: {events:?}"
     );
     ensure!(
@@ -235,9 +279,7 @@ async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result
     let events = events_during_update(&["--atomic-updates=false"]).await?;
     let a_key = format!("/skydns/local/cluster/svc/default/u/{}", label("10.0.0.80"));
     ensure!(
-        events
-            .iter()
-            .any(|(t, k)| *t == etcd_client::EventType::Delete && *k == a_key),
+        events.contains(&Write::Delete(a_key)),
         "1.2 mode removes the A record first: {events:?}"
     );
     Ok(())

@@ -78,6 +78,7 @@ impl SkyDns {
         let machines = format!("-machines={}", etcd.endpoint());
         let mut args: Vec<&str> = base.to_vec();
         args.push(&machines);
+        args.extend_from_slice(etcd.api().skydns_flags());
         args.extend_from_slice(extra);
         Self::start_with_etcd_url(&args, probe).await
     }

@@ -184,6 +184,7 @@ impl Kube2sky {
         let file = std::fs::File::create(&log)?;
         let child = Command::new(env!("CARGO_BIN_EXE_kube2sky"))
             .arg(format!("--etcd-server={}", etcd.endpoint()))
+            .arg(etcd.api().kube2sky_flag())
             .arg(format!("--kube_master_url={}", api.url()))
             .arg(format!("--healthz-port={port}"))
             .arg("--etcd-loss-check-interval=200ms")
@@ -331,12 +332,43 @@ pub async fn cluster(
 
 /// Everything under `/skydns`, sorted.
 pub fn skydns(etcd: &Etcd) -> Result<Vec<(String, String)>> {
-    etcd.get_prefix("/skydns")
+    under(etcd, "/skydns")
 }
 
-/// Keys and values under `prefix`.
+/// The named ports of the services these tests create. etcd v2 never lists
+/// keys below a `_` segment, so on v2 the SRV keys are read by these names.
+const PORT_DIRS: &[&str] = &[
+    "_tcp/_http",
+    "_tcp/_https",
+    "_tcp/_pg",
+    "_udp/_dns",
+    "_tcp/_dns-tcp",
+];
+
+/// Service directories are `/skydns/local/cluster/svc/<ns>/<name>`.
+const SERVICE_DIR_DEPTH: usize = 6;
+
+/// Keys and values under `prefix`, sorted; on v2 the SRV keys of every
+/// service directory in sight are read through [`PORT_DIRS`].
 pub fn under(etcd: &Etcd, prefix: &str) -> Result<Vec<(String, String)>> {
-    etcd.get_prefix(prefix)
+    let visible = etcd.get_prefix(prefix)?;
+    if etcd.api() == integration_tests::etcd::Api::V3 {
+        return Ok(visible);
+    }
+    let service_dir = |path: &str| -> Option<String> {
+        let segments: Vec<&str> = path.split('/').skip(1).collect();
+        let is_svc = segments.len() >= SERVICE_DIR_DEPTH && segments[3] == "svc";
+        is_svc.then(|| format!("/{}", segments[..SERVICE_DIR_DEPTH].join("/")))
+    };
+    let mut dirs: std::collections::BTreeSet<String> =
+        visible.iter().filter_map(|(k, _)| service_dir(k)).collect();
+    dirs.extend(service_dir(prefix.trim_end_matches('/')));
+    let hidden: Vec<String> = dirs
+        .iter()
+        .flat_map(|d| PORT_DIRS.iter().map(move |p| format!("{d}/{p}")))
+        .collect();
+    let hidden: Vec<&str> = hidden.iter().map(String::as_str).collect();
+    etcd.get_prefix_expecting(prefix, &hidden)
 }
 
 /// Polls `check` until it returns `Ok(true)` or the deadline passes.
@@ -356,11 +388,14 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> Result<bool>) -> 
     }
 }
 
-/// Waits until the keys under `prefix` are exactly `expected` (sorted pairs).
+/// Waits until the keys under `prefix` are exactly `expected` (sorted
+/// pairs). On etcd v2, hidden (`_`) keys cannot be listed: those of
+/// `expected` are read by name, others cannot be seen.
 pub async fn wait_exact(etcd: &Etcd, prefix: &str, expected: &[(String, String)]) -> Result<()> {
     let mut seen = Vec::new();
+    let names: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
     let result = eventually(&format!("exact contents of {prefix}"), || {
-        seen = under(etcd, prefix)?;
+        seen = etcd.get_prefix_expecting(prefix, &names)?;
         Ok(seen == expected)
     })
     .await;

@@ -27,13 +27,19 @@ const READS_IN_FLIGHT: usize = 16;
 #[derive(Clone, Debug)]
 pub struct EtcdV2Store {
     client: Client,
+    /// The directory loaded last; its index is the store's current one
+    /// (reading `/` would need more permission than reading the records).
+    root: String,
 }
 
 impl EtcdV2Store {
     /// A store reaching etcd with `options` (nothing is sent yet).
     pub fn new(options: &EtcdOptions) -> Result<Self, StoreError> {
         let client = Client::new(&v2_options(options)).map_err(store_error)?;
-        Ok(EtcdV2Store { client })
+        Ok(EtcdV2Store {
+            client,
+            root: "/".into(),
+        })
     }
 }
 
@@ -52,6 +58,7 @@ pub fn v2_options(options: &EtcdOptions) -> etcd2::Options {
 impl Store for EtcdV2Store {
     async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         let root = dir_key(prefix);
+        self.root = root.clone();
         match self.client.get(&root, true).await {
             Ok(resp) => Ok(loaded(&resp)),
             Err(etcd2::Error::Etcd {
@@ -137,8 +144,11 @@ impl Store for EtcdV2Store {
     }
 
     async fn current_revision(&mut self) -> Result<i64, StoreError> {
-        let resp = self.client.get("/", false).await.map_err(store_error)?;
-        Ok(to_revision(resp.index))
+        match self.client.get(&self.root, false).await {
+            Ok(resp) => Ok(to_revision(resp.index)),
+            Err(etcd2::Error::Etcd { index, .. }) => Ok(to_revision(index)),
+            Err(e) => Err(store_error(e)),
+        }
     }
 }
 
