@@ -1,0 +1,197 @@
+//! skydns on the etcd v2 keys API, where v2 differs from v3: the 1000-event
+//! history (a watcher that falls behind gets error 401 and must reload),
+//! node TTLs, and hidden `_` paths that no listing or recursive watch shows.
+//! The skydns binary runs as its own process so that it can be stopped
+//! (SIGSTOP) while etcd moves on.
+
+mod skydns_support;
+
+use integration_tests::bins::built_binary;
+use integration_tests::etcd::{dig, free_port, Api, Etcd};
+use skydns_support::parse;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+const KUBERNETES: (&str, &str) = (
+    "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
+    r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+);
+const HTTPS: (&str, &str) = (
+    "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
+    r#"{"host":"kubernetes.default.svc.cluster.local.","port":443,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+);
+/// Generous: these tests wait for events, never for time.
+const DEADLINE: Duration = Duration::from_secs(30);
+
+/// The skydns binary on a free port, killed on drop.
+struct SkyDnsProcess {
+    child: Child,
+    port: u16,
+    log: tempfile::NamedTempFile,
+}
+
+impl SkyDnsProcess {
+    fn start(etcd: &Etcd) -> SkyDnsProcess {
+        let port = free_port().unwrap();
+        let log = tempfile::NamedTempFile::new().unwrap();
+        let child = Command::new(built_binary("skydns"))
+            .args(["-domain=cluster.local.", "-no-rec"])
+            .arg(format!("-addr=127.0.0.1:{port}"))
+            .arg(format!("-machines={}", etcd.endpoint()))
+            .env("RUST_LOG", "skydns=debug,info")
+            .stdin(Stdio::null())
+            .stdout(log.reopen().unwrap())
+            .stderr(log.reopen().unwrap())
+            .spawn()
+            .expect("starting skydns");
+        SkyDnsProcess { child, port, log }
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) {
+        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
+        nix::sys::signal::kill(pid, signal).unwrap();
+    }
+
+    fn log(&self) -> String {
+        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+    }
+
+    /// Polls `dig name qtype` until `pred` holds.
+    fn wait_for(&self, name: &str, qtype: &str, pred: impl Fn(&skydns_support::Reply) -> bool) {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let r = parse(&dig(self.port, &[name, qtype]).unwrap());
+            if pred(&r) {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "timed out waiting on {name} {qtype}; last reply {r:?}; log:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+}
+
+impl Drop for SkyDnsProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn seeded() -> Etcd {
+    let etcd = Etcd::start_with(Api::V2).unwrap();
+    etcd.put(KUBERNETES.0, KUBERNETES.1).unwrap();
+    etcd.put(HTTPS.0, HTTPS.1).unwrap();
+    etcd
+}
+
+#[test]
+fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_state() {
+    let etcd = seeded();
+    let dns = SkyDnsProcess::start(&etcd);
+    dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
+        r.answer == ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
+    });
+    dns.signal(nix::sys::signal::Signal::SIGSTOP);
+    // 1100 writes: the event after skydns's wait index falls out of etcd's
+    // 1000-event history.
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(async {
+        let client = etcd2::Client::new(&etcd2::Options {
+            endpoints: vec![etcd.endpoint()],
+            ..etcd2::Options::default()
+        })
+        .unwrap();
+        let writes = (0..1100).map(|i| {
+            let client = client.clone();
+            async move {
+                let key = format!("/skydns/local/cluster/svc/bulk/s{i}/1");
+                let value = format!(r#"{{"host":"10.1.{}.{}"}}"#, i / 256, i % 256);
+                client.set(&key, &value).await.map(|_| ())
+            }
+        });
+        for result in futures::future::join_all(writes).await {
+            result.unwrap();
+        }
+        client.delete(KUBERNETES.0, false).await.unwrap();
+    });
+    dns.signal(nix::sys::signal::Signal::SIGCONT);
+
+    dns.wait_for("s1099.bulk.svc.cluster.local", "A", |r| {
+        r.answer == ["s1099.bulk.svc.cluster.local. 3600 IN A 10.1.4.75"]
+    });
+    dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
+        r.status == "NOERROR" && r.answer.is_empty()
+    });
+    let log = dns.log();
+    assert!(
+        log.contains("is compacted") && log.contains("loaded records from the store"),
+        "the 401 must have led to a reload:\n{log}"
+    );
+}
+
+#[test]
+fn a_node_ttl_becomes_the_record_ttl_when_the_json_has_none() {
+    let etcd = seeded();
+    let out = etcd
+        .etcdctl_v2(&[
+            "set",
+            "--ttl",
+            "500",
+            "/skydns/local/cluster/svc/default/leased/1",
+            r#"{"host":"10.0.0.50"}"#,
+        ])
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let dns = SkyDnsProcess::start(&etcd);
+    dns.wait_for("leased.default.svc.cluster.local", "A", |r| {
+        let ttl: Option<u32> = r
+            .answer
+            .first()
+            .and_then(|a| a.split_whitespace().nth(1))
+            .and_then(|t| t.parse().ok());
+        // The node TTL counts down from 500 (not the 3600 default).
+        matches!(ttl, Some(400..=500)) && r.answer[0].ends_with("A 10.0.0.50")
+    });
+}
+
+#[test]
+fn hidden_srv_keys_are_read_by_name_and_follow_etcd() {
+    let etcd = seeded();
+    let dns = SkyDnsProcess::start(&etcd);
+    let srv = "_https._tcp.kubernetes.default.svc.cluster.local";
+    dns.wait_for(srv, "SRV", |r| {
+        r.answer
+            == [format!(
+                "{srv}. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."
+            )]
+    });
+    // A change to a hidden key reaches no recursive watch: skydns sees
+    // etcd's index move and reads the path again.
+    etcd.put(HTTPS.0, &HTTPS.1.replace("443", "8443")).unwrap();
+    dns.wait_for(srv, "SRV", |r| {
+        r.answer
+            == [format!(
+                "{srv}. 30 IN SRV 10 100 8443 kubernetes.default.svc.cluster.local."
+            )]
+    });
+    // The service's directory deleted recursively takes the hidden keys along.
+    let out = etcd
+        .etcdctl_v2(&[
+            "rm",
+            "--recursive",
+            "/skydns/local/cluster/svc/default/kubernetes",
+        ])
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    dns.wait_for(srv, "SRV", |r| r.status == "NXDOMAIN");
+    // A hidden name that does not exist is NXDOMAIN, as in SkyDNS.
+    dns.wait_for(
+        "_nosuch._tcp.kube-dns.default.svc.cluster.local",
+        "SRV",
+        |r| r.status == "NXDOMAIN",
+    );
+}
