@@ -232,19 +232,78 @@ fn kubernetes_manifests_parse_and_args_are_accepted() {
         })));
 }
 
+/// The flavours differ only in the etcd API: the legacy pod runs the 1.2
+/// v2 keys API (etcd with `-enable-v2=true`, binaries on their defaults),
+/// the modern one the v3 API (with compaction of the v3 history).
 #[test]
-fn both_flavours_run_the_same_commands_and_images() {
+fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
     let legacy = Manifests::load("legacy");
     let modern = Manifests::load("kubernetes");
     let (_, a) = legacy.pod();
     let (_, b) = modern.pod();
+    let names = |p: &k8s_openapi::api::core::v1::PodSpec| -> Vec<String> {
+        p.containers.iter().map(|c| c.name.clone()).collect()
+    };
+    assert_eq!(names(a), names(b), "the same containers in the same order");
+    let v3_only: &[&str] = &[
+        "-auto-compaction-mode",
+        "periodic",
+        "-auto-compaction-retention",
+        "1h",
+        "--etcd-api=v3",
+        "-etcd3=true",
+    ];
+    let v2_only: &[&str] = &["-enable-v2=true"];
+    let without = |list: &Option<Vec<String>>, drop: &[&str]| -> Option<Vec<String>> {
+        list.as_ref().map(|l| {
+            l.iter()
+                .filter(|x| !drop.contains(&x.as_str()))
+                .cloned()
+                .collect()
+        })
+    };
     for (x, y) in a.containers.iter().zip(&b.containers) {
-        assert_eq!(x.name, y.name);
         assert_eq!(x.image, y.image, "{}", x.name);
-        assert_eq!(x.command, y.command, "{}", x.name);
-        assert_eq!(x.args, y.args, "{}", x.name);
+        assert_eq!(
+            without(&x.command, v2_only),
+            without(&y.command, v3_only),
+            "{}",
+            x.name
+        );
+        assert_eq!(
+            without(&x.args, v2_only),
+            without(&y.args, v3_only),
+            "{}",
+            x.name
+        );
         assert_eq!(x.resources, y.resources, "{}", x.name);
     }
+    let etcd = |p: &k8s_openapi::api::core::v1::PodSpec| -> k8s_openapi::api::core::v1::Container {
+        p.containers
+            .iter()
+            .find(|c| c.name == "etcd")
+            .cloned()
+            .expect("etcd")
+    };
+    assert!(etcd(a)
+        .command
+        .unwrap_or_default()
+        .contains(&"-enable-v2=true".to_string()));
+    let env = etcd(a).env.unwrap_or_default();
+    assert!(
+        env.iter()
+            .any(|e| e.name == "ETCDCTL_API" && e.value.as_deref() == Some("2")),
+        "legacy etcd container: ETCDCTL_API=2 for the 1.2 etcdctl commands"
+    );
+    let skydns_args = |p: &k8s_openapi::api::core::v1::PodSpec| -> Vec<String> {
+        p.containers
+            .iter()
+            .find(|c| c.name == "skydns")
+            .and_then(|c| c.args.clone())
+            .unwrap_or_default()
+    };
+    assert!(!skydns_args(a).iter().any(|x| x.starts_with("-etcd3")));
+    assert!(skydns_args(b).contains(&"-etcd3=true".to_string()));
 }
 
 /// The checks above can fail: a corrupted argument list is rejected by each
