@@ -46,7 +46,7 @@ while read -r key value; do
   [ -n "$key" ] && etcdctl --endpoints="$etcd_url" put "$key" "$value" >/dev/null
 done < deploy/local/sample-records.txt
 
-RUST_LOG=warn "$root/target/release/skydns" -machines="$etcd_url" -addr="127.0.0.1:${sky_port}" \
+RUST_LOG=warn "$root/target/release/skydns" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:${sky_port}" \
   -domain=cluster.local. -ns-rotate=false -no-rec >"$work/skydns.log" 2>&1 &
 pids+=($!)
 

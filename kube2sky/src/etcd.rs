@@ -240,7 +240,12 @@ impl Writer {
         for key in skip_foreign(&mut desired, &actual) {
             tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");
         }
-        for batch in diff(&desired, &actual.records, self.options.mode) {
+        let mut batches = diff(&desired, &actual.records, self.options.mode);
+        if self.options.api == EtcdApi::V2 && batches.len() > 1 {
+            // No transactions to respect: one batch, its order kept.
+            batches = vec![batches.concat()];
+        }
+        for batch in batches {
             if self.shutdown.is_cancelled() {
                 return Err(SHUTTING_DOWN.into());
             }

@@ -4,7 +4,8 @@
 //! v2 has no multi-key transaction, so a batch is applied as all its puts
 //! (up to [`IN_FLIGHT`] requests at once on keep-alive connections), then,
 //! once every put succeeded, all its deletes: a reader sees the new records
-//! before the stale ones go, never a name with none. Directories are nodes
+//! before the stale ones go, never a name with none. Batches are not cut
+//! at v3's 128-operation limit (the writer joins them). Directories are nodes
 //! in v2 and stay when their last key goes; after the deletes, directories
 //! left empty are removed up to the namespace (`.../svc/<ns>`,
 //! `.../pod/<ns>`) or the PTR root, as 1.2's recursive deletes did, so a
@@ -26,7 +27,7 @@ use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
 
 /// Requests in flight at once.
-pub(in crate::etcd) const IN_FLIGHT: usize = 32;
+pub(in crate::etcd) const IN_FLIGHT: usize = 64;
 
 /// The v2 backend.
 pub(in crate::etcd) struct V2 {
@@ -88,21 +89,30 @@ impl V2 {
                 Read::OwnedPtrs(p) => (p.trim_end_matches('/'), true),
                 Read::OwnedPtr(key) => (key.as_str(), true),
             };
-            seen = seen.max(self.read_into(path, ptr, &mut out).await?);
+            let mut dirs = BTreeSet::new();
+            seen = seen.max(self.read_into(path, ptr, &mut out, &mut dirs).await?);
             if let Read::Prefix(p) = read {
-                seen = seen.max(self.read_hidden(p, desired, &mut out).await?);
+                seen = seen.max(self.read_hidden(p, desired, &dirs, &mut out).await?);
             }
         }
         Ok((out, seen))
     }
 
-    /// Reads `path` recursively into `out`; `Ok(false)`-like absence is fine.
-    async fn read_into(&self, path: &str, ptr: bool, out: &mut Actual) -> Result<i64, String> {
+    /// Reads `path` recursively into `out` (absent is empty), and the
+    /// directories found into `dirs`.
+    async fn read_into(
+        &self,
+        path: &str,
+        ptr: bool,
+        out: &mut Actual,
+        dirs: &mut BTreeSet<String>,
+    ) -> Result<i64, String> {
         match bounded(&self.shutdown, absent_is_none(self.client.get(path, true))).await? {
             Outcome::Found(resp) => {
                 for leaf in resp.node.leaves() {
                     file_key(&self.names, &leaf.key, &leaf.value, ptr, out);
                 }
+                dirs.extend(resp.node.dirs());
                 Ok(revision(resp.index))
             }
             Outcome::Absent(index) => Ok(revision(index)),
@@ -110,11 +120,13 @@ impl V2 {
     }
 
     /// Reads the hidden directories below `prefix` that the desired records
-    /// use or that this process wrote.
+    /// use or that this process wrote, where the visible directory above
+    /// them exists (`visible`: the directories the prefix read found).
     async fn read_hidden(
         &mut self,
         prefix: &str,
         desired: &Records,
+        visible: &BTreeSet<String>,
         out: &mut Actual,
     ) -> Result<i64, String> {
         let root = prefix.trim_end_matches('/');
@@ -129,6 +141,14 @@ impl V2 {
                 .take_while(|d| d.starts_with(prefix))
                 .cloned(),
         );
+        // A hidden directory can only be below a visible one that exists.
+        dirs.retain(|dir| {
+            let visible_part = match dir.find("/_") {
+                Some(at) => &dir[..at],
+                None => dir.as_str(),
+            };
+            visible.contains(visible_part)
+        });
         let (client, shutdown) = (&self.client, &self.shutdown);
         let reads = futures::stream::iter(dirs.iter().map(|dir| async move {
             bounded(shutdown, absent_is_none(client.get(dir, true))).await
@@ -154,41 +174,53 @@ impl V2 {
         Ok(seen)
     }
 
-    /// Puts, then deletes, then removes the directories left empty.
+    /// Applies `batch` in runs of puts or deletes, in its order (a
+    /// reconcile is all puts, then all deletes; 1.2's remove-then-add the
+    /// reverse), each run [`IN_FLIGHT`] requests at a time and finished
+    /// before the next starts; then removes the directories left empty.
     pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
-        let client = &self.client;
-        let shutdown = &self.shutdown;
-        let puts = batch.iter().filter_map(|op| match op {
-            Op::Put { key, value } => Some(async move {
-                let resp = bounded(shutdown, client.set(key, value)).await?;
-                Ok::<_, String>(revision(resp.index))
-            }),
-            Op::Delete { .. } => None,
-        });
-        let mut seen = max_of(puts).await?;
-        for op in batch {
-            if let Op::Put { key, .. } = op {
-                if let Some(dir) = hidden_part(key, "") {
-                    self.written_hidden.insert(dir);
+        let mut seen = 0;
+        let mut deleted: Vec<&str> = Vec::new();
+        for run in batch.chunk_by(|a, b| {
+            matches!(
+                (a, b),
+                (Op::Put { .. }, Op::Put { .. }) | (Op::Delete { .. }, Op::Delete { .. })
+            )
+        }) {
+            seen = seen.max(self.apply_run(run).await?);
+            for op in run {
+                match op {
+                    Op::Put { key, .. } => {
+                        if let Some(dir) = hidden_part(key, "") {
+                            self.written_hidden.insert(dir);
+                        }
+                    }
+                    Op::Delete { key } => deleted.push(key),
                 }
             }
         }
-        let deleted: Vec<&str> = batch
-            .iter()
-            .filter_map(|op| match op {
-                Op::Delete { key } => Some(key.as_str()),
-                Op::Put { .. } => None,
-            })
-            .collect();
-        let deletes = deleted.iter().map(|key| async move {
-            match bounded(shutdown, absent_is_none(client.delete(key, false))).await? {
-                Outcome::Found(resp) => Ok::<_, String>(revision(resp.index)),
-                Outcome::Absent(index) => Ok(revision(index)),
-            }
-        });
-        seen = seen.max(max_of(deletes).await?);
         seen = seen.max(self.prune(&deleted).await?);
         Ok(seen)
+    }
+
+    /// Sends every op of `run` (all puts or all deletes) concurrently.
+    async fn apply_run(&self, run: &[Op]) -> Result<i64, String> {
+        let (client, shutdown) = (&self.client, &self.shutdown);
+        let requests = run.iter().map(|op| async move {
+            match op {
+                Op::Put { key, value } => {
+                    let resp = bounded(shutdown, client.set(key, value)).await?;
+                    Ok::<_, String>(revision(resp.index))
+                }
+                Op::Delete { key } => {
+                    match bounded(shutdown, absent_is_none(client.delete(key, false))).await? {
+                        Outcome::Found(resp) => Ok(revision(resp.index)),
+                        Outcome::Absent(index) => Ok(revision(index)),
+                    }
+                }
+            }
+        });
+        max_of(requests).await
     }
 
     /// Removes the directories above `deleted` keys that are now empty,

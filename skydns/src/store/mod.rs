@@ -97,6 +97,13 @@ pub enum StoreError {
     /// The store could not be reached or answered with an error.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// The watch is so far behind the store that reading everything again
+    /// is cheaper than catching up one event at a time (etcd v2).
+    #[error("the watch is {by} events behind")]
+    Behind {
+        /// How many events.
+        by: i64,
+    },
     /// The revision to watch from has been compacted away.
     #[error("revision {requested} is compacted (oldest kept: {compacted})")]
     Compacted {
@@ -178,6 +185,10 @@ pub async fn mirror<S: Store>(
         match result {
             Ok(()) => {
                 tracing::warn!("store watch ended; reloading");
+                backoff = BACKOFF_START;
+            }
+            Err(StoreError::Behind { by }) => {
+                tracing::debug!(by, "the watch fell behind; reloading");
                 backoff = BACKOFF_START;
             }
             Err(error) => {

@@ -7,7 +7,11 @@
 //! poll asks for the index after it, so nothing between two polls is lost.
 //! etcd keeps only the last 1000 events: an older index is error 401, which
 //! ends the watch as [`StoreError::Compacted`] and makes the mirror reload.
-//! A poll that sees nothing for [`WATCH_TIMEOUT`] is simply asked again.
+//! A poll that sees nothing for [`WATCH_TIMEOUT`] is simply asked again,
+//! and one that finds itself more than [`MAX_BACKLOG`] events behind etcd's
+//! index (a burst of writes, e.g. kube2sky's initial sync) ends the watch as
+//! [`StoreError::Behind`]: one recursive read is cheaper than that many
+//! round trips.
 //! Hidden (`_`) paths are read one at a time ([`Store::read_path`]), many
 //! in flight at once. Node TTLs travel with the keys. A server without the
 //! v2 API is [`StoreError::WrongApi`].
@@ -20,6 +24,9 @@ use std::time::Duration;
 
 /// How long one long poll waits before it is asked again.
 pub const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
+/// Events a long poll may be behind etcd before the mirror reloads instead
+/// of catching up one event (one round trip) at a time.
+pub const MAX_BACKLOG: u64 = 200;
 /// Hidden paths read at once.
 const READS_IN_FLIGHT: usize = 16;
 
@@ -85,6 +92,13 @@ impl Store for EtcdV2Store {
                 loop {
                     match client.watch(&root, wait_index, WATCH_TIMEOUT).await {
                         Ok(None) => continue,
+                        Ok(Some(resp)) if resp.index > resp.node.modified_index + MAX_BACKLOG => {
+                            let by = resp.index - resp.node.modified_index;
+                            let err = StoreError::Behind {
+                                by: to_revision(by),
+                            };
+                            return Some((Err(err), None));
+                        }
                         Ok(Some(resp)) => {
                             let index = resp.node.modified_index;
                             let batch = Batch {
