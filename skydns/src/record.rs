@@ -125,9 +125,14 @@ impl Record {
         format!("{:x}", fnv1a32(self.to_json().as_bytes()))
     }
 
-    /// Classifies the `host` field.
+    /// Classifies the `host` field. An IPv4-mapped IPv6 address
+    /// (`::ffff:10.5.2.1`) is IPv4, as Go's `To4()` made it for SkyDNS.
     pub fn host_kind(&self) -> HostKind<'_> {
         match self.host.parse::<IpAddr>() {
+            Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
+                Some(v4) => HostKind::Ip(IpAddr::V4(v4)),
+                None => HostKind::Ip(IpAddr::V6(v6)),
+            },
             Ok(ip) => HostKind::Ip(ip),
             Err(_) => HostKind::Name(&self.host),
         }
@@ -244,6 +249,23 @@ mod tests {
         assert!(Record::from_json(b"{not json").is_err());
         assert!(Record::from_json(br#"{"port":"eighty"}"#).is_err());
         assert!(Record::from_json(br#"{"port":70000}"#).is_err());
+    }
+
+    #[test]
+    fn ipv4_mapped_ipv6_hosts_are_ipv4_as_in_skydns() {
+        let record = Record {
+            host: "::ffff:10.5.2.1".into(),
+            ..Record::default()
+        };
+        assert_eq!(
+            record.host_kind(),
+            HostKind::Ip(IpAddr::V4(std::net::Ipv4Addr::new(10, 5, 2, 1)))
+        );
+        let plain = Record {
+            host: "2001:db8::1".into(),
+            ..Record::default()
+        };
+        assert!(matches!(plain.host_kind(), HostKind::Ip(IpAddr::V6(_))));
     }
 
     #[test]
