@@ -35,9 +35,12 @@ pub enum Error {
         /// The HTTP status it gave.
         status: u16,
     },
-    /// No endpoint could be reached, or the request timed out.
+    /// No endpoint could be reached.
     #[error("cannot reach etcd: {0}")]
     Transport(String),
+    /// The request was sent but not answered in time.
+    #[error("etcd did not answer in time: {0}")]
+    Timeout(String),
     /// An unexpected HTTP status without an etcd error body (e.g. 401 from
     /// basic auth).
     #[error("etcd answered HTTP {status}: {body}")]

@@ -13,7 +13,9 @@
 //!
 //! Requests go over HTTP/1.1 keep-alive connections from one pool, so many
 //! can be in flight at once (clone the [`Client`]; clones share the pool).
-//! TLS client certificates, a CA and basic auth come from [`Options`]; with
+//! TLS client certificates, a CA and basic auth come from [`Connection`]
+//! (the one description of "how to reach etcd" in the project: skydns's and
+//! kube2sky's v3 clients take it too); with
 //! several endpoints a request that cannot reach one tries the next. A
 //! server that answers `/v2/keys` with a plain 404 (etcd ≥ 3.4 started
 //! without `--enable-v2`) is [`Error::NoV2Api`], so callers can stop with a
@@ -36,9 +38,9 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-/// How to reach etcd.
+/// How to reach etcd, whichever API is used.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Options {
+pub struct Connection {
     /// Endpoint URLs, e.g. `http://127.0.0.1:2379`.
     pub endpoints: Vec<String>,
     /// Client certificate (PEM).
@@ -47,11 +49,12 @@ pub struct Options {
     pub tls_key: Option<PathBuf>,
     /// CA certificate (PEM) that signed etcd's server certificate.
     pub ca_cert: Option<PathBuf>,
-    /// User and password (HTTP basic auth, etcd v2 auth).
+    /// User and password (v2: HTTP basic auth; v3: etcd authentication).
     pub user: Option<(String, String)>,
-    /// Upper bound of one ordinary request (not of a watch).
-    pub request_timeout: Duration,
 }
+
+/// Upper bound of one ordinary request (not of a watch).
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The versions `GET /version` reports.
 #[derive(Clone, Debug, PartialEq, Eq, serde::Deserialize)]
@@ -78,12 +81,11 @@ pub struct Client {
     endpoints: Arc<Vec<String>>,
     preferred: Arc<AtomicUsize>,
     user: Option<(String, String)>,
-    request_timeout: Duration,
 }
 
 impl Client {
     /// A client for `options` (no request is made yet).
-    pub fn new(options: &Options) -> Result<Self, Error> {
+    pub fn new(options: &Connection) -> Result<Self, Error> {
         if options.endpoints.is_empty() {
             return Err(Error::Config("no etcd endpoint given".into()));
         }
@@ -137,18 +139,13 @@ impl Client {
             ),
             preferred: Arc::new(AtomicUsize::new(0)),
             user: options.user.clone(),
-            request_timeout: if options.request_timeout.is_zero() {
-                Duration::from_secs(5)
-            } else {
-                options.request_timeout
-            },
         })
     }
 
     /// `GET /version`.
     pub async fn version(&self) -> Result<Version, Error> {
         let reply = self
-            .send(Method::GET, "/version", None, self.request_timeout)
+            .send(Method::GET, "/version", None, REQUEST_TIMEOUT)
             .await?;
         if !reply.status.is_success() {
             return Err(Error::Status {
@@ -163,7 +160,7 @@ impl Client {
     /// (visible) subtree.
     pub async fn get(&self, key: &str, recursive: bool) -> Result<Response, Error> {
         let query = if recursive { "?recursive=true" } else { "" };
-        self.keys(Method::GET, key, query, None, self.request_timeout)
+        self.keys(Method::GET, key, query, None, REQUEST_TIMEOUT)
             .await
     }
 
@@ -179,7 +176,7 @@ impl Client {
         let query = format!("?wait=true&recursive=true&waitIndex={wait_index}");
         match self.keys(Method::GET, key, &query, None, timeout).await {
             Ok(resp) => Ok(Some(resp)),
-            Err(Error::Transport(e)) if e.starts_with(TIMED_OUT) => Ok(None),
+            Err(Error::Timeout(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
@@ -187,7 +184,7 @@ impl Client {
     /// Writes `value` at `key` (no TTL); missing directories are created.
     pub async fn set(&self, key: &str, value: &str) -> Result<Response, Error> {
         let form = format!("value={}", encode(value, false));
-        self.keys(Method::PUT, key, "", Some(form), self.request_timeout)
+        self.keys(Method::PUT, key, "", Some(form), REQUEST_TIMEOUT)
             .await
     }
 
@@ -195,14 +192,14 @@ impl Client {
     /// below it (hidden nodes included).
     pub async fn delete(&self, key: &str, recursive: bool) -> Result<Response, Error> {
         let query = if recursive { "?recursive=true" } else { "" };
-        self.keys(Method::DELETE, key, query, None, self.request_timeout)
+        self.keys(Method::DELETE, key, query, None, REQUEST_TIMEOUT)
             .await
     }
 
     /// Deletes the directory `key` only if it is empty
     /// ([`DIRECTORY_NOT_EMPTY`] otherwise).
     pub async fn delete_empty_dir(&self, key: &str) -> Result<Response, Error> {
-        self.keys(Method::DELETE, key, "?dir=true", None, self.request_timeout)
+        self.keys(Method::DELETE, key, "?dir=true", None, REQUEST_TIMEOUT)
             .await
     }
 
@@ -240,8 +237,8 @@ impl Client {
                     self.preferred.store(at, Ordering::Relaxed);
                     return Ok(reply);
                 }
-                Err(e) if e.starts_with(TIMED_OUT) => return Err(Error::Transport(e)),
-                Err(e) => last_error = format!("{endpoint}: {e}"),
+                Err(Error::Transport(e)) => last_error = format!("{endpoint}: {e}"),
+                Err(e) => return Err(e),
             }
         }
         Err(Error::Transport(last_error))
@@ -271,9 +268,6 @@ impl Client {
     }
 }
 
-/// The prefix of the transport error that means "timed out".
-const TIMED_OUT: &str = "timed out";
-
 /// One HTTP answer.
 struct Reply {
     endpoint: String,
@@ -283,13 +277,14 @@ struct Reply {
     body: Vec<u8>,
 }
 
-/// Sends a request to `endpoint` and reads the whole answer.
-async fn exchange(endpoint: &str, request: RequestBuilder) -> Result<Reply, String> {
+/// Sends a request to `endpoint` and reads the whole answer; a failure is
+/// [`Error::Timeout`] or [`Error::Transport`] (try another endpoint).
+async fn exchange(endpoint: &str, request: RequestBuilder) -> Result<Reply, Error> {
     let describe = |e: reqwest::Error| {
         if e.is_timeout() {
-            format!("{TIMED_OUT}: {e}")
+            Error::Timeout(e.to_string())
         } else {
-            format!("{e}")
+            Error::Transport(e.to_string())
         }
     };
     let resp = request.send().await.map_err(describe)?;

@@ -100,9 +100,9 @@ fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_s
     // 1000-event history.
     let runtime = tokio::runtime::Runtime::new().unwrap();
     runtime.block_on(async {
-        let client = etcd2::Client::new(&etcd2::Options {
+        let client = etcd2::Client::new(&etcd2::Connection {
             endpoints: vec![etcd.endpoint()],
-            ..etcd2::Options::default()
+            ..etcd2::Connection::default()
         })
         .unwrap();
         let writes = (0..1100).map(|i| {

@@ -115,8 +115,7 @@ impl Writer {
                 shutdown.clone(),
             ))),
             EtcdApi::V2 => {
-                let settings = skydns::store::v2::v2_options(&options.etcd);
-                let client = etcd2::Client::new(&settings)
+                let client = etcd2::Client::new(&options.etcd)
                     .map_err(|e| WriteError::WrongApi(e.to_string()))?;
                 Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
             }

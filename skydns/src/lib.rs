@@ -56,32 +56,19 @@ const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// reading etcd through the v2 keys API, or the v3 API with `-etcd3`.
 pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()> {
     let options = flags.etcd_options();
-    refuse_v3_on_etcd2(&flags).await?;
     if flags.etcd3 {
-        let store = EtcdStore::new(options);
-        serve(
-            flags,
-            store,
-            PathReader::default(),
-            PathRequests::default(),
-            shutdown,
-        )
-        .await
+        refuse_etcd2(&options).await?;
+        serve(flags, EtcdStore::new(options), shutdown).await
     } else {
         let store = EtcdV2Store::new(&options).map_err(|e| ConfigError(e.to_string()))?;
-        let (reader, requests) = paths::channel();
-        serve(flags, store, reader, requests, shutdown).await
+        serve(flags, store, shutdown).await
     }
 }
 
 /// With `-etcd3`, an etcd 2.x (which has no v3 API) stops start-up with a
 /// message naming the flag; an etcd that cannot be asked is not an error.
-async fn refuse_v3_on_etcd2(flags: &Flags) -> Result<(), ConfigError> {
-    if !flags.etcd3 {
-        return Ok(());
-    }
-    let options = store::v2::v2_options(&flags.etcd_options());
-    let Ok(client) = etcd2::Client::new(&options) else {
+async fn refuse_etcd2(options: &store::etcd::EtcdOptions) -> Result<(), ConfigError> {
+    let Ok(client) = etcd2::Client::new(options) else {
         return Ok(());
     };
     match client.version().await {
@@ -96,10 +83,14 @@ async fn refuse_v3_on_etcd2(flags: &Flags) -> Result<(), ConfigError> {
 async fn serve<S: Store>(
     flags: Flags,
     mut store: S,
-    reader: PathReader,
-    requests: PathRequests,
     shutdown: CancellationToken,
 ) -> anyhow::Result<()> {
+    // Hidden paths are read on demand only from a store that hides them (v2).
+    let (reader, requests) = if store.hides_underscore() {
+        paths::channel()
+    } else {
+        (PathReader::default(), PathRequests::default())
+    };
     let config = load_config(&flags, &mut store).await?;
     let listeners = server::Listeners::bind(config.addr)
         .await

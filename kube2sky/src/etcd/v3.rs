@@ -9,7 +9,7 @@ use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
 use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp};
-use skydns::store::etcd::EtcdOptions;
+use skydns::store::etcd::{connect, EtcdOptions};
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
@@ -43,7 +43,7 @@ impl V3 {
             return Ok(client.clone());
         }
         let options = self.options.clone();
-        let client = bounded(&self.shutdown, options.connect()).await?;
+        let client = bounded(&self.shutdown, connect(&options)).await?;
         self.client = Some(client.clone());
         Ok(client)
     }

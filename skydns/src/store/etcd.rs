@@ -15,66 +15,52 @@ use futures::StreamExt;
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// How to reach etcd.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EtcdOptions {
-    /// Endpoint URLs, e.g. `http://127.0.0.1:2379`.
-    pub endpoints: Vec<String>,
-    /// Client certificate (PEM) for TLS.
-    pub tls_cert: Option<PathBuf>,
-    /// Client key (PEM) for TLS.
-    pub tls_key: Option<PathBuf>,
-    /// CA certificate (PEM) to verify the server.
-    pub ca_cert: Option<PathBuf>,
-    /// User name and password for etcd authentication.
-    pub user: Option<(String, String)>,
+/// How to reach etcd: the connection settings both APIs share.
+pub use etcd2::Connection as EtcdOptions;
+
+/// Connects a v3 client once with `options`.
+pub async fn connect(options: &EtcdOptions) -> Result<Client, StoreError> {
+    let mut connect = ConnectOptions::new()
+        .with_connect_timeout(Duration::from_secs(3))
+        .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+        .with_keep_alive_while_idle(true);
+    if let Some((user, password)) = &options.user {
+        connect = connect.with_user(user, password);
+    }
+    if let Some(tls) = tls(options)? {
+        connect = connect.with_tls(tls);
+    }
+    let endpoints: Vec<String> = options
+        .endpoints
+        .iter()
+        .map(|e| {
+            e.trim_start_matches("https://")
+                .trim_start_matches("http://")
+                .to_string()
+        })
+        .collect();
+    Client::connect(endpoints, Some(connect))
+        .await
+        .map_err(unavailable)
 }
 
-impl EtcdOptions {
-    /// Connects once with these options.
-    pub async fn connect(&self) -> Result<Client, StoreError> {
-        let mut options = ConnectOptions::new()
-            .with_connect_timeout(Duration::from_secs(3))
-            .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
-            .with_keep_alive_while_idle(true);
-        if let Some((user, password)) = &self.user {
-            options = options.with_user(user, password);
-        }
-        if let Some(tls) = self.tls()? {
-            options = options.with_tls(tls);
-        }
-        let endpoints: Vec<String> = self
-            .endpoints
-            .iter()
-            .map(|e| {
-                e.trim_start_matches("https://")
-                    .trim_start_matches("http://")
-                    .to_string()
-            })
-            .collect();
-        Client::connect(endpoints, Some(options))
-            .await
-            .map_err(unavailable)
+fn tls(options: &EtcdOptions) -> Result<Option<TlsOptions>, StoreError> {
+    let https = options.endpoints.iter().any(|e| e.starts_with("https://"));
+    if !https && options.ca_cert.is_none() && options.tls_cert.is_none() {
+        return Ok(None);
     }
-
-    fn tls(&self) -> Result<Option<TlsOptions>, StoreError> {
-        let https = self.endpoints.iter().any(|e| e.starts_with("https://"));
-        if !https && self.ca_cert.is_none() && self.tls_cert.is_none() {
-            return Ok(None);
-        }
-        let read = |p: &PathBuf| {
-            std::fs::read(p)
-                .map_err(|e| StoreError::Unavailable(format!("cannot read {}: {e}", p.display())))
-        };
-        let mut tls = TlsOptions::new();
-        if let Some(ca) = &self.ca_cert {
-            tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
-        }
-        if let (Some(cert), Some(key)) = (&self.tls_cert, &self.tls_key) {
-            tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-        }
-        Ok(Some(tls))
+    let read = |p: &PathBuf| {
+        std::fs::read(p)
+            .map_err(|e| StoreError::Unavailable(format!("cannot read {}: {e}", p.display())))
+    };
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = &options.ca_cert {
+        tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
     }
+    if let (Some(cert), Some(key)) = (&options.tls_cert, &options.tls_key) {
+        tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+    }
+    Ok(Some(tls))
 }
 
 /// An etcd v3 cluster as a [`Store`].
@@ -94,7 +80,7 @@ impl EtcdStore {
 
     async fn client(&mut self) -> Result<&mut Client, StoreError> {
         if self.client.is_none() {
-            self.client = Some(self.options.connect().await?);
+            self.client = Some(connect(&self.options).await?);
         }
         self.client
             .as_mut()

@@ -42,23 +42,11 @@ pub struct EtcdV2Store {
 impl EtcdV2Store {
     /// A store reaching etcd with `options` (nothing is sent yet).
     pub fn new(options: &EtcdOptions) -> Result<Self, StoreError> {
-        let client = Client::new(&v2_options(options)).map_err(store_error)?;
+        let client = Client::new(options).map_err(store_error)?;
         Ok(EtcdV2Store {
             client,
             root: "/".into(),
         })
-    }
-}
-
-/// The v2 client settings for the same flags the v3 store takes.
-pub fn v2_options(options: &EtcdOptions) -> etcd2::Options {
-    etcd2::Options {
-        endpoints: options.endpoints.clone(),
-        tls_cert: options.tls_cert.clone(),
-        tls_key: options.tls_key.clone(),
-        ca_cert: options.ca_cert.clone(),
-        user: options.user.clone(),
-        request_timeout: Duration::from_secs(10),
     }
 }
 
