@@ -127,12 +127,25 @@ struct Inner {
 }
 
 impl Handler {
-    /// A handler for `zone` reading `snapshot`.
+    /// A handler for `zone` reading `snapshot` (from a store that lists
+    /// every key: etcd v3, or tests).
     pub fn new(
         zone: Zone,
         snapshot: SharedSnapshot,
         options: Options,
         metrics: Arc<Metrics>,
+    ) -> Self {
+        Self::reading_paths(zone, snapshot, options, metrics, PathReader::default())
+    }
+
+    /// A handler that asks `paths` for the hidden paths the snapshot lacks
+    /// (an etcd v2 store).
+    pub fn reading_paths(
+        zone: Zone,
+        snapshot: SharedSnapshot,
+        options: Options,
+        metrics: Arc<Metrics>,
+        paths: PathReader,
     ) -> Self {
         let upstreams = Upstreams::new(options.nameservers.clone(), options.read_timeout);
         let cache = (options.rcache > 0).then(|| {
@@ -151,18 +164,9 @@ impl Handler {
                 stubs: Mutex::new((i64::MIN, Arc::default())),
                 replies: ReplyCache::default(),
                 metrics,
-                paths: PathReader::default(),
+                paths,
             }),
         }
-    }
-
-    /// Reads hidden paths through `reader` (an etcd v2 store). Call it on a
-    /// new handler, before it is cloned.
-    pub fn with_path_reader(mut self, reader: PathReader) -> Self {
-        if let Some(inner) = Arc::get_mut(&mut self.inner) {
-            inner.paths = reader;
-        }
-        self
     }
 
     /// Handles one request, completing any upstream work.
@@ -330,7 +334,8 @@ impl Handler {
 
     /// The hidden etcd v2 path `name` needs and the snapshot lacks, if any.
     fn unread_hidden_path(&self, snapshot: &Snapshot, name: &str) -> Option<String> {
-        if !self.inner.paths.is_enabled() {
+        // Cheap test first: most names have no `_` label at all.
+        if !self.inner.paths.is_enabled() || !name.split('.').any(|l| l.starts_with('_')) {
             return None;
         }
         let prefix = &self.inner.zone.prefix;

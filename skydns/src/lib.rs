@@ -127,13 +127,13 @@ async fn serve<S: Store>(
         }
         None => None,
     };
-    let handler = Handler::new(
+    let handler = Handler::reading_paths(
         config.zone.clone(),
         shared,
         config.handler_options(),
         metrics,
-    )
-    .with_path_reader(reader);
+        reader,
+    );
     server::serve(listeners, handler, shutdown).await;
     mirror.await?;
     if let Some(task) = metrics_task {

@@ -129,6 +129,11 @@ impl Snapshot {
         self.read_paths.iter().map(String::as_str)
     }
 
+    /// How many hidden paths were read on their own.
+    pub fn read_path_count(&self) -> usize {
+        self.read_paths.len()
+    }
+
     /// Number of records.
     pub fn len(&self) -> usize {
         self.entries.len()
@@ -141,17 +146,18 @@ impl Snapshot {
 
     /// A new snapshot with `changes` applied, at `revision`.
     pub fn with_changes(&self, revision: i64, changes: impl IntoIterator<Item = Change>) -> Self {
-        let mut next = Snapshot {
-            revision,
-            generation: next_generation(),
-            entries: self.entries.clone(),
-            dirs: self.dirs.clone(),
-            read_paths: self.read_paths.clone(),
-        };
-        for change in changes {
-            next.apply(change);
-        }
+        let mut next = self.clone();
+        next.apply_changes(revision, changes);
         next
+    }
+
+    /// Applies `changes` in place (to a snapshot not yet shared), at `revision`.
+    pub fn apply_changes(&mut self, revision: i64, changes: impl IntoIterator<Item = Change>) {
+        self.revision = revision;
+        self.generation = next_generation();
+        for change in changes {
+            self.apply(change);
+        }
     }
 
     fn apply(&mut self, change: Change) {

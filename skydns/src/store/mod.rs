@@ -212,13 +212,14 @@ async fn sync_once<S: Store>(
 ) -> Result<(), StoreError> {
     let loaded = store.load(prefix).await?;
     let revision = loaded.revision;
-    let mut current = Arc::new(snapshot_of(loaded));
+    let mut loaded = snapshot_of(loaded);
     let mut read_paths = ReadPaths::default();
     if let Some(previous) = shared.load_full() {
         // Hidden paths read before the reload are read again.
         let paths: Vec<String> = previous.read_paths().map(str::to_string).collect();
-        current = Arc::new(read_paths.refresh(store, &current, paths).await?);
+        loaded = read_paths.refresh(store, loaded, paths).await?;
     }
+    let mut current = Arc::new(loaded);
     tracing::info!(
         revision,
         records = current.len(),

@@ -135,7 +135,7 @@ impl ReadPaths {
         }
         let (outcome, next) = match store.read_path(&path).await {
             Ok(None) => (PathRead::Absent, None),
-            Ok(Some(_)) if current.read_paths().count() >= MAX_READ_PATHS => {
+            Ok(Some(_)) if current.read_path_count() >= MAX_READ_PATHS => {
                 tracing::warn!(%path, limit = MAX_READ_PATHS, "not reading another hidden path: too many");
                 (PathRead::Failed, None)
             }
@@ -166,16 +166,16 @@ impl ReadPaths {
             return Ok(None);
         }
         let paths: Vec<String> = current.read_paths().map(str::to_string).collect();
-        let next = self.refresh(store, current, paths).await?;
+        let next = self.refresh(store, current.clone(), paths).await?;
         self.refreshed_at = now;
         Ok(Some(next))
     }
 
-    /// Reads `paths` again into a new snapshot.
+    /// Reads `paths` again into `snapshot`.
     pub(super) async fn refresh<S: Store>(
         &mut self,
         store: &mut S,
-        current: &Snapshot,
+        mut snapshot: Snapshot,
         paths: Vec<String>,
     ) -> Result<Snapshot, StoreError> {
         self.stale = false;
@@ -186,7 +186,9 @@ impl ReadPaths {
         if !changes.is_empty() {
             tracing::debug!(paths = changes.len(), "read hidden paths again");
         }
-        Ok(current.with_changes(current.revision(), changes))
+        let revision = snapshot.revision();
+        snapshot.apply_changes(revision, changes);
+        Ok(snapshot)
     }
 }
 
