@@ -16,9 +16,9 @@
 
 use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
-use crate::reconcile::{diff, skip_foreign, Mode, Op};
+use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::Names;
-use backend::{Backend, SHUTTING_DOWN};
+use backend::{Backend, MarkerError, SHUTTING_DOWN};
 use skydns::store::etcd::EtcdOptions;
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -139,12 +139,12 @@ impl Writer {
                     tracing::info!("Etcd server found: {endpoints}");
                     return Ok(writer);
                 }
-                Err(e) if is_wrong_api(&e) => {
+                Err(MarkerError::WrongApi(e)) => {
                     return Err(WriteError::WrongApi(format!(
                         "{e}; or start kube2sky with --etcd-api=v3"
                     )))
                 }
-                Err(e) => last_error = e,
+                Err(MarkerError::Retry(e)) => last_error = e,
             }
             writer.backend.reset();
             if attempt < attempts {
@@ -165,7 +165,7 @@ impl Writer {
         self.last_revision = self.last_revision.max(revision);
     }
 
-    async fn put_marker(&mut self) -> Result<(), String> {
+    async fn put_marker(&mut self) -> Result<(), MarkerError> {
         let revision = self.backend.put_marker(&self.marker).await?;
         self.saw(revision);
         Ok(())
@@ -239,11 +239,11 @@ impl Writer {
         for key in skip_foreign(&mut desired, &actual) {
             tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");
         }
-        let mut batches = diff(&desired, &actual.records, self.options.mode);
-        if self.options.api == EtcdApi::V2 && batches.len() > 1 {
-            // No transactions to respect: one batch, its order kept.
-            batches = vec![batches.concat()];
-        }
+        let batches = if self.backend.has_transactions() {
+            diff(&desired, &actual.records, self.options.mode)
+        } else {
+            diff_unbounded(&desired, &actual.records, self.options.mode)
+        };
         for batch in batches {
             if self.shutdown.is_cancelled() {
                 return Err(SHUTTING_DOWN.into());
@@ -307,10 +307,4 @@ impl Writer {
         }
         true
     }
-}
-
-/// Whether an error says the server lacks the chosen API (v2: a plain 404
-/// for `/v2/keys`).
-fn is_wrong_api(error: &str) -> bool {
-    error.contains("does not serve the etcd v2 keys API")
 }

@@ -113,6 +113,17 @@ pub fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
         .collect()
 }
 
+/// [`diff`] for a store without transactions (etcd v2): every op in one
+/// batch, in the same order; empty when nothing differs.
+pub fn diff_unbounded(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+    let ops = diff(desired, actual, mode).concat();
+    if ops.is_empty() {
+        Vec::new()
+    } else {
+        vec![ops]
+    }
+}
+
 /// Splits a batch into transactions of at most [`MAX_TXN_OPS`] ops, keeping order.
 pub fn chunk(batch: Vec<Op>) -> Vec<Vec<Op>> {
     if batch.len() <= MAX_TXN_OPS {
@@ -201,5 +212,20 @@ mod tests {
         );
         assert_eq!(batches[0][0].key(), "k000");
         assert_eq!(batches[2][43].key(), "k299");
+    }
+
+    #[test]
+    fn unbounded_diffs_are_one_batch_in_the_same_order() {
+        let desired: Records = (0..300)
+            .map(|i| (format!("k{i:03}"), "v".to_string()))
+            .collect();
+        let one = diff_unbounded(&desired, &Records::new(), Mode::Reconcile);
+        assert_eq!(one.iter().map(Vec::len).collect::<Vec<_>>(), [300]);
+        let same = records(&[("a", "1")]);
+        assert_eq!(
+            diff_unbounded(&same, &same, Mode::RemoveThenAdd),
+            vec![vec![del("a"), put("a", "1")]]
+        );
+        assert!(diff_unbounded(&same, &same, Mode::Reconcile).is_empty());
     }
 }

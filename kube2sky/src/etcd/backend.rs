@@ -31,9 +31,33 @@ pub(super) enum Backend {
     V2(V2),
 }
 
+/// Why the marker could not be written.
+#[derive(Debug)]
+pub(super) enum MarkerError {
+    /// etcd answers without the chosen API: retrying cannot help.
+    WrongApi(String),
+    /// Anything else (unreachable, timed out, ...): worth another try.
+    Retry(String),
+}
+
+impl std::fmt::Display for MarkerError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MarkerError::WrongApi(e) | MarkerError::Retry(e) => f.write_str(e),
+        }
+    }
+}
+
 impl Backend {
+    /// Whether batches are transactions, limited to
+    /// [`crate::reconcile::MAX_TXN_OPS`] operations (v3); v2 has no
+    /// transactions, so a scope's whole diff is one batch.
+    pub(super) fn has_transactions(&self) -> bool {
+        matches!(self, Backend::V3(_))
+    }
+
     /// Writes the marker key; returns the revision seen.
-    pub(super) async fn put_marker(&mut self, marker: &str) -> Result<i64, String> {
+    pub(super) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
         match self {
             Backend::V3(b) => b.put_marker(marker).await,
             Backend::V2(b) => b.put_marker(marker).await,

@@ -15,7 +15,7 @@
 //! before; a hidden directory written by an earlier kube2sky for a port
 //! that no longer exists is not seen until its service's directory goes.
 
-use super::backend::{bounded, file_key};
+use super::backend::{bounded, file_key, MarkerError};
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::{Names, Records};
@@ -53,27 +53,26 @@ impl V2 {
         }
     }
 
-    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, String> {
-        let resp = bounded(&self.shutdown, self.client.set(marker, "kube2sky")).await?;
-        Ok(revision(resp.index))
+    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
+        // Keep etcd's error (not its text) to tell a missing API apart.
+        let set = async { Ok::<_, String>(self.client.set(marker, "kube2sky").await) };
+        match bounded(&self.shutdown, set)
+            .await
+            .map_err(MarkerError::Retry)?
+        {
+            Ok(resp) => Ok(revision(resp.index)),
+            Err(e) if e.is_permanent() => Err(MarkerError::WrongApi(e.to_string())),
+            Err(e) => Err(MarkerError::Retry(e.to_string())),
+        }
     }
 
     pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), String> {
-        match tokio::time::timeout(
-            super::backend::ATTEMPT_TIMEOUT,
-            self.client.get(marker, false),
+        let got = bounded(
+            &self.shutdown,
+            tolerate(self.client.get(marker, false), ABSENT),
         )
-        .await
-        {
-            Ok(Ok(resp)) => Ok((true, revision(resp.index))),
-            Ok(Err(etcd2::Error::Etcd {
-                code: KEY_NOT_FOUND,
-                index,
-                ..
-            })) => Ok((false, revision(index))),
-            Ok(Err(e)) => Err(e.to_string()),
-            Err(_) => Err("timed out".into()),
-        }
+        .await?;
+        Ok((matches!(got, Outcome::Found(_)), got.revision()))
     }
 
     pub(in crate::etcd) async fn read(
@@ -107,7 +106,12 @@ impl V2 {
         out: &mut Actual,
         dirs: &mut BTreeSet<String>,
     ) -> Result<i64, String> {
-        match bounded(&self.shutdown, absent_is_none(self.client.get(path, true))).await? {
+        match bounded(
+            &self.shutdown,
+            tolerate(self.client.get(path, true), ABSENT),
+        )
+        .await?
+        {
             Outcome::Found(resp) => {
                 for leaf in resp.node.leaves() {
                     file_key(&self.names, &leaf.key, &leaf.value, ptr, out);
@@ -115,7 +119,7 @@ impl V2 {
                 dirs.extend(resp.node.dirs());
                 Ok(revision(resp.index))
             }
-            Outcome::Absent(index) => Ok(revision(index)),
+            Outcome::Expected(index) => Ok(revision(index)),
         }
     }
 
@@ -151,7 +155,7 @@ impl V2 {
         });
         let (client, shutdown) = (&self.client, &self.shutdown);
         let reads = futures::stream::iter(dirs.iter().map(|dir| async move {
-            bounded(shutdown, absent_is_none(client.get(dir, true))).await
+            bounded(shutdown, tolerate(client.get(dir, true), ABSENT)).await
         }))
         .buffered(IN_FLIGHT)
         .try_collect::<Vec<_>>()
@@ -165,7 +169,7 @@ impl V2 {
                     }
                     seen = seen.max(revision(resp.index));
                 }
-                Outcome::Absent(index) => {
+                Outcome::Expected(index) => {
                     self.written_hidden.remove(dir);
                     seen = seen.max(revision(index));
                 }
@@ -213,10 +217,8 @@ impl V2 {
                     Ok::<_, String>(revision(resp.index))
                 }
                 Op::Delete { key } => {
-                    match bounded(shutdown, absent_is_none(client.delete(key, false))).await? {
-                        Outcome::Found(resp) => Ok(revision(resp.index)),
-                        Outcome::Absent(index) => Ok(revision(index)),
-                    }
+                    let deleted = tolerate(client.delete(key, false), ABSENT);
+                    Ok(bounded(shutdown, deleted).await?.revision())
                 }
             }
         });
@@ -246,11 +248,9 @@ impl V2 {
         }
         let mut seen = 0;
         for level in by_depth.iter().rev() {
-            let removals = level.iter().map(|dir| {
-                bounded(
-                    &self.shutdown,
-                    not_empty_is_none(self.client.delete_empty_dir(dir)),
-                )
+            let removals = level.iter().map(|dir| async move {
+                let removal = tolerate(self.client.delete_empty_dir(dir), NOT_EMPTY_OR_ABSENT);
+                Ok::<_, String>(bounded(&self.shutdown, removal).await?.revision())
             });
             seen = seen.max(max_of(removals).await?);
         }
@@ -258,39 +258,39 @@ impl V2 {
     }
 }
 
-/// A request's answer, or the index at which its key was found absent.
+/// A request's answer, or one of the etcd errors the caller expects (the
+/// key is absent, the directory is not empty) with etcd's index then.
 enum Outcome {
     Found(Box<etcd2::Response>),
-    Absent(u64),
+    Expected(u64),
 }
 
-/// "Key not found" and "Not a directory" as [`Outcome::Absent`].
-async fn absent_is_none(
-    request: impl std::future::Future<Output = Result<etcd2::Response, etcd2::Error>>,
-) -> Result<Outcome, etcd2::Error> {
-    match request.await {
-        Ok(resp) => Ok(Outcome::Found(Box::new(resp))),
-        Err(etcd2::Error::Etcd {
-            code: KEY_NOT_FOUND | NOT_A_DIRECTORY,
-            index,
-            ..
-        }) => Ok(Outcome::Absent(index)),
-        Err(e) => Err(e),
+impl Outcome {
+    /// The store revision the answer was given at.
+    fn revision(&self) -> i64 {
+        match self {
+            Outcome::Found(resp) => revision(resp.index),
+            Outcome::Expected(index) => revision(*index),
+        }
     }
 }
 
-/// An empty-directory delete: "not empty", "not found" and "not a
-/// directory" are fine (the directory is not ours to remove).
-async fn not_empty_is_none(
+/// "Key not found", and "Not a directory" (a path below a key): nothing there.
+const ABSENT: &[u32] = &[KEY_NOT_FOUND, NOT_A_DIRECTORY];
+/// An empty-directory delete that finds it not empty or not there: not ours
+/// to remove.
+const NOT_EMPTY_OR_ABSENT: &[u32] = &[DIRECTORY_NOT_EMPTY, KEY_NOT_FOUND, NOT_A_DIRECTORY];
+
+/// Turns the etcd error codes in `expected` into [`Outcome::Expected`].
+async fn tolerate(
     request: impl std::future::Future<Output = Result<etcd2::Response, etcd2::Error>>,
-) -> Result<i64, etcd2::Error> {
+    expected: &[u32],
+) -> Result<Outcome, etcd2::Error> {
     match request.await {
-        Ok(resp) => Ok(revision(resp.index)),
-        Err(etcd2::Error::Etcd {
-            code: DIRECTORY_NOT_EMPTY | KEY_NOT_FOUND | NOT_A_DIRECTORY,
-            index,
-            ..
-        }) => Ok(revision(index)),
+        Ok(resp) => Ok(Outcome::Found(Box::new(resp))),
+        Err(etcd2::Error::Etcd { code, index, .. }) if expected.contains(&code) => {
+            Ok(Outcome::Expected(index))
+        }
         Err(e) => Err(e),
     }
 }

@@ -4,7 +4,7 @@
 //! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
 //! owns. Each request runs under the per-request deadline.
 
-use super::backend::{bounded, file_key};
+use super::backend::{bounded, file_key, MarkerError};
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
@@ -52,9 +52,12 @@ impl V3 {
         self.client = None;
     }
 
-    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, String> {
-        let mut client = self.client().await?;
-        let resp = bounded(&self.shutdown, client.put(marker, "kube2sky", None)).await?;
+    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
+        let mut client = self.client().await.map_err(MarkerError::Retry)?;
+        let put = client.put(marker, "kube2sky", None);
+        let resp = bounded(&self.shutdown, put)
+            .await
+            .map_err(MarkerError::Retry)?;
         Ok(revision(resp.header()))
     }
 
