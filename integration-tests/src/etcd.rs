@@ -212,8 +212,22 @@ impl Etcd {
         }
     }
 
+    /// `curl` of `path` on this server, the body parsed as JSON.
+    fn get_json(&self, path: &str) -> Result<serde_json::Value> {
+        require_binary("curl", "curl")?;
+        let url = format!("{}{path}", self.endpoint());
+        let out = Command::new("curl")
+            .args(["-s", "--max-time", "10", &url])
+            .stdin(Stdio::null())
+            .output()
+            .context("running curl")?;
+        serde_json::from_slice(&out.stdout)
+            .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))
+    }
+
     /// etcd's current index through the v2 keys API (`X-Etcd-Index`).
     pub fn v2_index(&self) -> Result<u64> {
+        require_binary("curl", "curl")?;
         let out = Command::new("curl")
             .args(["-s", "-o", "/dev/null", "-D", "-", "--max-time", "10"])
             .arg(format!("{}/v2/keys/", self.endpoint()))
@@ -234,17 +248,9 @@ impl Etcd {
         let mut events = Vec::new();
         let mut next = from;
         while next <= until {
-            let url = format!(
-                "{}/v2/keys{path}?wait=true&recursive=true&waitIndex={next}",
-                self.endpoint()
-            );
-            let out = Command::new("curl")
-                .args(["-s", "--max-time", "10", &url])
-                .stdin(Stdio::null())
-                .output()
-                .context("running curl")?;
-            let event: serde_json::Value = serde_json::from_slice(&out.stdout)
-                .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))?;
+            let event = self.get_json(&format!(
+                "/v2/keys{path}?wait=true&recursive=true&waitIndex={next}"
+            ))?;
             let index = event["node"]["modifiedIndex"]
                 .as_u64()
                 .context("no index")?;
@@ -264,15 +270,7 @@ impl Etcd {
 
     /// The keys at or below `path` through the v2 keys API (a missing path is empty).
     fn get_v2(&self, path: &str) -> Result<Vec<(String, String)>> {
-        require_binary("curl", "curl")?;
-        let url = format!("{}/v2/keys{path}?recursive=true", self.endpoint());
-        let out = Command::new("curl")
-            .args(["-s", "--max-time", "10", &url])
-            .stdin(Stdio::null())
-            .output()
-            .context("running curl")?;
-        let body: serde_json::Value = serde_json::from_slice(&out.stdout)
-            .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))?;
+        let body = self.get_json(&format!("/v2/keys{path}?recursive=true"))?;
         if body.get("errorCode").and_then(|c| c.as_u64()) == Some(100) {
             return Ok(Vec::new());
         }
