@@ -241,31 +241,38 @@ impl Etcd {
             .context("no X-Etcd-Index header")
     }
 
-    /// The v2 events at or below `path` with indexes `from..=until`, as
-    /// `(action, key)`. They come from etcd's event history, which (unlike a
-    /// live watch) also holds keys under hidden `_` segments.
-    pub fn v2_events(&self, path: &str, from: u64, until: u64) -> Result<Vec<(String, String)>> {
+    /// The v2 events at or below `path` from index `from` on, as
+    /// `(action, key)`, up to and including the first one `last` accepts
+    /// (which must come: each read waits for the next event). They come
+    /// from etcd's event history, which (unlike a live watch) also holds
+    /// keys under hidden `_` segments.
+    pub fn v2_events_until(
+        &self,
+        path: &str,
+        from: u64,
+        last: impl Fn(&str, &str) -> bool,
+    ) -> Result<Vec<(String, String)>> {
         let mut events = Vec::new();
         let mut next = from;
-        while next <= until {
+        loop {
             let event = self.get_json(&format!(
                 "/v2/keys{path}?wait=true&recursive=true&waitIndex={next}"
             ))?;
             let index = event["node"]["modifiedIndex"]
                 .as_u64()
                 .context("no index")?;
-            if index > until {
-                break;
-            }
             let action = event["action"].as_str().unwrap_or_default().to_string();
             let key = event["node"]["key"]
                 .as_str()
                 .unwrap_or_default()
                 .to_string();
+            let done = last(&action, &key);
             events.push((action, key));
+            if done {
+                return Ok(events);
+            }
             next = index + 1;
         }
-        Ok(events)
     }
 
     /// The keys at or below `path` through the v2 keys API (a missing path is empty).

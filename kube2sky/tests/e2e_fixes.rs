@@ -201,24 +201,15 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
         integration_tests::etcd::Api::V2 => {
             let before = etcd.v2_index()?;
             replace()?;
-            let mut at = 0;
-            eventually("the new SRV key", || {
-                at = etcd.v2_index()?;
-                Ok(!under(&etcd, &new_key)?.is_empty())
-            })
-            .await?;
-            let mut writes = Vec::new();
-            for (action, key) in etcd.v2_events(dir.trim_end_matches('/'), before + 1, at)? {
-                let write = match action.as_str() {
+            let is_new_key = |action: &str, key: &str| action == "set" && key == new_key;
+            let events = etcd.v2_events_until(dir.trim_end_matches('/'), before + 1, is_new_key)?;
+            let writes = events
+                .into_iter()
+                .map(|(action, key)| match action.as_str() {
                     "delete" | "expire" | "compareAndDelete" => Write::Delete(key),
                     _ => Write::Put(key),
-                };
-                let done = write == Write::Put(new_key.clone());
-                writes.push(write);
-                if done {
-                    break;
-                }
-            }
+                })
+                .collect();
             Ok(writes)
         }
     }
