@@ -382,8 +382,8 @@ impl Handler {
                 mut answers,
                 mut additionals,
             } => {
-                dedup(&mut answers, self.inner.options.round_robin);
-                dedup(&mut additionals, self.inner.options.round_robin);
+                dedup(&mut answers);
+                dedup(&mut additionals);
                 clamp_ttls(&mut answers, self.inner.zone.ttl);
                 if self.inner.options.round_robin
                     && matches!(q.qtype, RecordType::A | RecordType::AAAA)

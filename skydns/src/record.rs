@@ -18,12 +18,13 @@ use std::net::IpAddr;
 pub struct Record {
     /// An IP address (gives A/AAAA) or a domain name (gives CNAME, SRV/MX target).
     pub host: String,
-    /// SRV port.
-    pub port: u16,
+    /// SRV port. Like `priority` and `weight`, a Go `int` in SkyDNS: any
+    /// 64-bit integer is valid, and [`go_uint16`] wraps it into the DNS field.
+    pub port: i64,
     /// SRV priority and MX preference; 0 means "the configured default".
-    pub priority: u16,
+    pub priority: i64,
     /// Relative SRV weight; 0 counts as 100.
-    pub weight: u16,
+    pub weight: i64,
     /// TXT data.
     pub text: String,
     /// When true, the record also answers MX queries.
@@ -65,7 +66,7 @@ impl Record {
     /// The SRV-type record kube2sky writes: a target name and a port.
     pub fn kube2sky_service(target: &str, port: u16) -> Self {
         Record {
-            port,
+            port: i64::from(port),
             ..Record::kube2sky_address(target)
         }
     }
@@ -137,6 +138,25 @@ impl Record {
             Err(_) => HostKind::Name(&self.host),
         }
     }
+}
+
+/// Go's `uint16(n)` for an `int`: the low 16 bits, so 65546 is 10 and -1
+/// is 65535 (how SkyDNS put out-of-range ports, priorities and weights on
+/// the wire).
+pub fn go_uint16(n: i64) -> u16 {
+    n as u16
+}
+
+/// Go's `uint16(f)` for a float64 on amd64 (the SkyDNS images' platform):
+/// truncated to an int64 first, then its low 16 bits; a value no int64
+/// holds (or NaN) becomes int64's "indefinite" 0x8000000000000000, so 0.
+pub fn go_float_to_uint16(f: f64) -> u16 {
+    // i64::MIN as f64 is exactly -2^63; 2^63 is the first value past i64::MAX.
+    const LIMIT: f64 = 9_223_372_036_854_775_808.0;
+    if f.is_nan() || f >= LIMIT || f < -LIMIT {
+        return 0;
+    }
+    go_uint16(f as i64)
 }
 
 /// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619).
@@ -248,7 +268,8 @@ mod tests {
     fn malformed_values_are_errors() {
         assert!(Record::from_json(b"{not json").is_err());
         assert!(Record::from_json(br#"{"port":"eighty"}"#).is_err());
-        assert!(Record::from_json(br#"{"port":70000}"#).is_err());
+        // Go's int holds 70000 (wrapped on the wire), but not this:
+        assert!(Record::from_json(br#"{"port":99999999999999999999}"#).is_err());
     }
 
     #[test]

@@ -14,9 +14,10 @@ use rand::seq::SliceRandom;
 use std::collections::{HashMap, HashSet};
 
 /// Removes duplicate records (same owner, class, type and data, owner
-/// compared case-insensitively) and keeps one CNAME per owner: the first,
-/// or with `round_robin` a later one replaces it with probability ½.
-pub fn dedup(records: &mut Vec<Record>, round_robin: bool) {
+/// compared case-insensitively) and keeps one CNAME per owner: the last,
+/// in the place of the first. SkyDNS's `dedup` overwrote the kept CNAME on
+/// both of its branches (round robin or not), so the last one won there too.
+pub fn dedup(records: &mut Vec<Record>) {
     let mut seen: HashSet<(String, u16, String)> = HashSet::new();
     let mut cname_at: HashMap<String, usize> = HashMap::new();
     let mut kept: Vec<Record> = Vec::with_capacity(records.len());
@@ -24,9 +25,7 @@ pub fn dedup(records: &mut Vec<Record>, round_robin: bool) {
         let owner = r.name.to_string().to_ascii_lowercase();
         if r.record_type() == RecordType::CNAME {
             if let Some(&at) = cname_at.get(&owner) {
-                if round_robin && rand::random::<bool>() {
-                    kept[at] = r;
-                }
+                kept[at] = r;
                 continue;
             }
             cname_at.insert(owner.clone(), kept.len());
@@ -135,21 +134,19 @@ mod tests {
             cname("y.", "a."),
             cname("y.", "b."),
         ];
-        dedup(&mut rs, false);
+        dedup(&mut rs);
         assert_eq!(rs.len(), 3);
-        assert_eq!(rs[2].data.to_string(), "a.");
+        assert_eq!(rs[2].data.to_string(), "b.", "the last CNAME, as SkyDNS");
     }
 
     #[test]
-    fn with_round_robin_either_cname_may_survive() {
-        let mut kept = std::collections::HashSet::new();
-        for _ in 0..64 {
-            let mut rs = vec![cname("y.", "a."), cname("y.", "b.")];
-            dedup(&mut rs, true);
+    fn the_last_cname_of_an_owner_survives_every_time() {
+        for _ in 0..16 {
+            let mut rs = vec![cname("y.", "a."), cname("y.", "b."), cname("y.", "c.")];
+            dedup(&mut rs);
             assert_eq!(rs.len(), 1);
-            kept.insert(rs[0].data.to_string());
+            assert_eq!(rs[0].data.to_string(), "c.");
         }
-        assert_eq!(kept.len(), 2);
     }
 
     #[test]

@@ -47,10 +47,13 @@ impl StubZones {
             if stub == local {
                 continue;
             }
-            let port = if leaf.record.port == 0 {
-                53
-            } else {
-                leaf.record.port
+            let port = match leaf.record.port {
+                0 => 53,
+                // SkyDNS dialled "host:port": out of range, no server.
+                port => match u16::try_from(port) {
+                    Ok(port) => port,
+                    Err(_) => continue,
+                },
             };
             zones
                 .entry(stub)

@@ -43,15 +43,51 @@ pub(super) fn answer_txt(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answ
 }
 
 /// SkyDNS's TXT splitting: shorter than 255 bytes stays one string, longer
-/// text becomes 255-byte chunks plus the (possibly empty) remainder.
+/// text becomes 255-byte chunks plus the (possibly empty) remainder. Each
+/// string then goes on the wire as miekg/dns packed it ([`unescape`]).
 fn split_text(text: &str) -> TXT {
     let bytes = text.as_bytes();
+    let mut parts: Vec<&[u8]> = Vec::new();
     if bytes.len() < 255 {
-        return TXT::from_bytes(vec![bytes]);
+        parts.push(bytes);
+    } else {
+        parts.extend(bytes.chunks_exact(255));
+        parts.push(bytes.chunks_exact(255).remainder());
     }
-    let mut parts: Vec<&[u8]> = bytes.chunks_exact(255).collect();
-    parts.push(bytes.chunks_exact(255).remainder());
-    TXT::from_bytes(parts)
+    let parts: Vec<Vec<u8>> = parts.into_iter().map(unescape).collect();
+    TXT::from_bytes(parts.iter().map(Vec::as_slice).collect())
+}
+
+/// miekg/dns's TXT string packing: `\DDD` (three digits) is the byte DDD
+/// (computed in a byte, so `\999` wraps), `\X` is X, a trailing lone `\`
+/// is dropped; everything else is copied.
+fn unescape(raw: &[u8]) -> Vec<u8> {
+    let mut out = Vec::with_capacity(raw.len());
+    let mut i = 0;
+    while i < raw.len() {
+        if raw[i] != b'\\' {
+            out.push(raw[i]);
+            i += 1;
+            continue;
+        }
+        i += 1;
+        match raw.get(i..i + 3) {
+            Some(d) if d.iter().all(u8::is_ascii_digit) => {
+                let byte = d
+                    .iter()
+                    .fold(0u8, |n, c| n.wrapping_mul(10).wrapping_add(c - b'0'));
+                out.push(byte);
+                i += 3;
+            }
+            _ => {
+                if let Some(&c) = raw.get(i) {
+                    out.push(c);
+                }
+                i += 1;
+            }
+        }
+    }
+    out
 }
 
 /// CNAME: only the exact key; the first service must have a name host.

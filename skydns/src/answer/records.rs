@@ -40,7 +40,7 @@ fn to_services(zone: &Zone, leaves: Vec<Leaf>) -> Vec<Service> {
         }
         let mut record = (*leaf.record).clone();
         if record.priority == 0 {
-            record.priority = zone.priority;
+            record.priority = i64::from(zone.priority);
         }
         let ttl = if record.ttl == 0 {
             zone.ttl

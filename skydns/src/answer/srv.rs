@@ -11,7 +11,7 @@ use super::address::{address_records, Family, Owner};
 use super::records::{group, records, target_strip, Service};
 use super::{name, rr, Answer, Ctx, Question};
 use crate::path::{fqdn, in_domain};
-use crate::record::HostKind;
+use crate::record::{go_float_to_uint16, go_uint16, HostKind};
 use hickory_proto::rr::rdata::{A, AAAA, MX, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use std::collections::{HashMap, HashSet};
@@ -30,7 +30,12 @@ pub(super) fn answer(ctx: &Ctx<'_>, q: &Question) -> Answer {
         let Some(target) = targets.target(ctx, s) else {
             continue;
         };
-        let srv = SRV::new(s.record.priority, weight, s.record.port, target);
+        let srv = SRV::new(
+            go_uint16(s.record.priority),
+            weight,
+            go_uint16(s.record.port),
+            target,
+        );
         answers.push(rr(q.qname.clone(), s.ttl, RData::SRV(srv)));
     }
     Answer::Records {
@@ -53,7 +58,7 @@ pub(super) fn answer_mx(ctx: &Ctx<'_>, q: &Question) -> Answer {
         let Some(exchange) = targets.target(ctx, s) else {
             continue;
         };
-        let mx = MX::new(s.record.priority, exchange);
+        let mx = MX::new(go_uint16(s.record.priority), exchange);
         answers.push(rr(q.qname.clone(), s.ttl, RData::MX(mx)));
     }
     Answer::Records {
@@ -64,17 +69,22 @@ pub(super) fn answer_mx(ctx: &Ctx<'_>, q: &Question) -> Answer {
 
 /// SRV weights: per priority, `floor(100 / sum * weight)` with 0 counted as 100.
 pub fn weights(services: &[Service]) -> Vec<u16> {
+    // As SkyDNS: Go ints, grouped and summed before any 16-bit wrapping.
     let effective = |s: &Service| match s.record.weight {
-        0 => 100.0,
-        w => f64::from(w),
+        0 => 100,
+        w => w,
     };
-    let mut sums: HashMap<u16, f64> = HashMap::new();
+    let mut sums: HashMap<i64, i64> = HashMap::new();
     for s in services {
-        *sums.entry(s.record.priority).or_default() += effective(s);
+        let sum = sums.entry(s.record.priority).or_default();
+        *sum = sum.wrapping_add(effective(s));
     }
     services
         .iter()
-        .map(|s| ((100.0 / sums[&s.record.priority]) * effective(s)).floor() as u16)
+        .map(|s| {
+            let share = 100.0 / sums[&s.record.priority] as f64;
+            go_float_to_uint16((share * effective(s) as f64).floor())
+        })
         .collect()
 }
 

@@ -74,7 +74,7 @@ fn cname_query_looks_at_the_exact_key_only() {
 
 #[test]
 fn srv_weights_follow_the_reference_examples() {
-    let svc = |w: u16| Service {
+    let svc = |w: i64| Service {
         key: "/k".into(),
         record: SkyRecord {
             weight: w,
@@ -83,12 +83,46 @@ fn srv_weights_follow_the_reference_examples() {
         },
         ttl: 1,
     };
-    let w = |ws: &[u16]| weights(&ws.iter().map(|&x| svc(x)).collect::<Vec<_>>());
+    let w = |ws: &[i64]| weights(&ws.iter().map(|&x| svc(x)).collect::<Vec<_>>());
     assert_eq!(w(&[100, 100, 100]), [33, 33, 33]);
     assert_eq!(w(&[120, 100, 130]), [34, 28, 37]);
     assert_eq!(w(&[130, 80, 150]), [36, 22, 41]);
     assert_eq!(w(&[0]), [100]);
     assert_eq!(w(&[10, 10]), [50, 50]);
+    // Go ints: summed unwrapped, the share wrapped (amd64 float→uint16).
+    assert_eq!(w(&[65636, 100]), [99, 0]);
+    assert_eq!(w(&[-100, 200]), [65436, 200]);
+    assert_eq!(
+        w(&[100, -100]),
+        [0, 0],
+        "a zero sum: +/-Inf, which Go makes 0"
+    );
+}
+
+#[test]
+fn out_of_range_ints_wrap_into_16_bits_as_go_did() {
+    let snap = with(&[(
+        "svc/ns/x/abc",
+        SkyRecord {
+            host: "x.example.org.".into(),
+            port: -1,
+            priority: 65546,
+            weight: 0,
+            ..SkyRecord::default()
+        },
+    )]);
+    let (ans, _) = sections(ask_in(&snap, "x.ns.svc.cluster.local.", RecordType::SRV));
+    assert_eq!(
+        ans,
+        ["x.ns.svc.cluster.local. 3600 SRV 10 100 65535 x.example.org."]
+    );
+    let parsed = SkyRecord::from_json(br#"{"host":"a.","port":70000,"priority":-5}"#)
+        .expect("Go ints are valid however large");
+    assert_eq!((parsed.port, parsed.priority), (70000, -5));
+    assert!(
+        SkyRecord::from_json(br#"{"host":"a.","port":1.5}"#).is_err(),
+        "Go's int refuses fractions"
+    );
 }
 
 #[test]
@@ -379,4 +413,24 @@ fn soa_at_the_apex_wins_over_chaos() {
         &Lookups::disabled(),
     ));
     assert_eq!(ans.len(), 1);
+}
+
+#[test]
+fn txt_escapes_are_packed_as_miekg_dns_did() {
+    let snap = with(&[(
+        "e/1",
+        SkyRecord {
+            text: r#"a\"b\\c\065\999\"#.into(),
+            ..SkyRecord::default()
+        },
+    )]);
+    let Answer::Records { answers, .. } = ask_in(&snap, "e.cluster.local.", RecordType::TXT) else {
+        panic!("expected records");
+    };
+    let RData::TXT(txt) = &answers[0].data else {
+        panic!("expected TXT");
+    };
+    // \" → ", \\ → \, \065 → A, \999 → 999 mod 256 = 231, the lone \ dropped.
+    let wire: Vec<&[u8]> = txt.txt_data.iter().map(|s| &s[..]).collect();
+    assert_eq!(wire, [&b"a\"b\\cA\xe7"[..]]);
 }
