@@ -153,7 +153,7 @@ pub fn go_uint16(n: i64) -> u16 {
 pub fn go_float_to_uint16(f: f64) -> u16 {
     // i64::MIN as f64 is exactly -2^63; 2^63 is the first value past i64::MAX.
     const LIMIT: f64 = 9_223_372_036_854_775_808.0;
-    if f.is_nan() || f >= LIMIT || f < -LIMIT {
+    if !(-LIMIT..LIMIT).contains(&f) {
         return 0;
     }
     go_uint16(f as i64)
