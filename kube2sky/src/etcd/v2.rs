@@ -11,9 +11,8 @@
 //! `.../pod/<ns>`) or the PTR root, as 1.2's recursive deletes did, so a
 //! deleted service is NXDOMAIN again. v2 never lists nodes whose name
 //! starts with `_` (the SRV keys under `_tcp/_<port>`), so reads add the
-//! hidden directories the desired records use and those this process wrote
-//! before; a hidden directory written by an earlier kube2sky for a port
-//! that no longer exists is not seen until its service's directory goes.
+//! hidden directories the desired records use and those kube2sky wrote,
+//! recorded in an index in etcd that outlives the process (see `hidden`).
 
 use super::backend::{bounded, file_key, MarkerError};
 use crate::index::Read;
@@ -21,10 +20,13 @@ use crate::reconcile::{Actual, Op};
 use crate::records::{Names, Records};
 use etcd2::{Client, DIRECTORY_NOT_EMPTY, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 use futures::{StreamExt, TryStreamExt};
+use hidden::{visible_part, HiddenDirs};
 use skydns::store::paths::hidden_part;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
+
+mod hidden;
 
 /// Requests in flight at once.
 pub(in crate::etcd) const IN_FLIGHT: usize = 64;
@@ -34,8 +36,8 @@ pub(in crate::etcd) struct V2 {
     client: Client,
     names: Names,
     shutdown: CancellationToken,
-    /// Hidden directories this process wrote keys into.
-    written_hidden: BTreeSet<String>,
+    /// Hidden directories kube2sky wrote keys into.
+    hidden: HiddenDirs,
 }
 
 /// A response's `X-Etcd-Index` as a revision.
@@ -47,9 +49,9 @@ impl V2 {
     pub(in crate::etcd) fn new(client: Client, names: Names, shutdown: CancellationToken) -> Self {
         V2 {
             client,
+            hidden: HiddenDirs::new(names.domain()),
             names,
             shutdown,
-            written_hidden: BTreeSet::new(),
         }
     }
 
@@ -124,8 +126,8 @@ impl V2 {
     }
 
     /// Reads the hidden directories below `prefix` that the desired records
-    /// use or that this process wrote, where the visible directory above
-    /// them exists (`visible`: the directories the prefix read found).
+    /// use or that kube2sky wrote, where the visible directory above them
+    /// exists (`visible`: the directories the prefix read found).
     async fn read_hidden(
         &mut self,
         prefix: &str,
@@ -134,25 +136,17 @@ impl V2 {
         out: &mut Actual,
     ) -> Result<i64, String> {
         let root = prefix.trim_end_matches('/');
+        let mut seen = (self.hidden)
+            .load(&self.client, &self.shutdown, prefix)
+            .await?;
         let mut dirs: BTreeSet<String> = desired
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(prefix))
             .filter_map(|(k, _)| hidden_part(k, root))
             .collect();
-        dirs.extend(
-            self.written_hidden
-                .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-                .take_while(|d| d.starts_with(prefix))
-                .cloned(),
-        );
+        dirs.extend(self.hidden.below(prefix).cloned());
         // A hidden directory can only be below a visible one that exists.
-        dirs.retain(|dir| {
-            let visible_part = match dir.find("/_") {
-                Some(at) => &dir[..at],
-                None => dir.as_str(),
-            };
-            visible.contains(visible_part)
-        });
+        dirs.retain(|dir| visible.contains(visible_part(dir)));
         let (client, shutdown) = (&self.client, &self.shutdown);
         let reads = futures::stream::iter(dirs.iter().map(|dir| async move {
             bounded(shutdown, tolerate(client.get(dir, true), ABSENT)).await
@@ -160,7 +154,6 @@ impl V2 {
         .buffered(IN_FLIGHT)
         .try_collect::<Vec<_>>()
         .await?;
-        let mut seen = 0;
         for (dir, read) in dirs.iter().zip(reads) {
             match read {
                 Outcome::Found(resp) => {
@@ -170,7 +163,7 @@ impl V2 {
                     seen = seen.max(revision(resp.index));
                 }
                 Outcome::Expected(index) => {
-                    self.written_hidden.remove(dir);
+                    self.hidden.forget(dir);
                     seen = seen.max(revision(index));
                 }
             }
@@ -182,8 +175,16 @@ impl V2 {
     /// reconcile is all puts, then all deletes; 1.2's remove-then-add the
     /// reverse), each run [`IN_FLIGHT`] requests at a time and finished
     /// before the next starts; then removes the directories left empty.
+    /// The hidden directories it writes into are recorded first, those it
+    /// removes forgotten last.
     pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
-        let mut seen = 0;
+        let new_hidden = batch.iter().filter_map(|op| match op {
+            Op::Put { key, .. } => hidden_part(key, ""),
+            Op::Delete { .. } => None,
+        });
+        let mut seen = (self.hidden)
+            .add(&self.client, &self.shutdown, new_hidden)
+            .await?;
         let mut deleted: Vec<&str> = Vec::new();
         for run in batch.chunk_by(|a, b| {
             matches!(
@@ -192,19 +193,16 @@ impl V2 {
             )
         }) {
             seen = seen.max(self.apply_run(run).await?);
-            for op in run {
-                match op {
-                    Op::Put { key, .. } => {
-                        if let Some(dir) = hidden_part(key, "") {
-                            self.written_hidden.insert(dir);
-                        }
-                    }
-                    Op::Delete { key } => deleted.push(key),
-                }
-            }
+            deleted.extend(run.iter().filter_map(|op| match op {
+                Op::Delete { key } => Some(key.as_str()),
+                Op::Put { .. } => None,
+            }));
         }
-        seen = seen.max(self.prune(&deleted).await?);
-        Ok(seen)
+        let (pruned, removed) = self.prune(&deleted).await?;
+        let forgotten = (self.hidden)
+            .remove(&self.client, &self.shutdown, &removed)
+            .await?;
+        Ok(seen.max(pruned).max(forgotten))
     }
 
     /// Sends every op of `run` (all puts or all deletes) concurrently.
@@ -226,8 +224,9 @@ impl V2 {
     }
 
     /// Removes the directories above `deleted` keys that are now empty,
-    /// deepest first, never at or above the keys' floor.
-    async fn prune(&self, deleted: &[&str]) -> Result<i64, String> {
+    /// deepest first, never at or above the keys' floor; returns the
+    /// revision and the directories removed.
+    async fn prune(&self, deleted: &[&str]) -> Result<(i64, Vec<String>), String> {
         let mut by_depth: Vec<BTreeSet<String>> = Vec::new();
         for key in deleted {
             let Some(floor) = self.names.dir_floor(key) else {
@@ -247,14 +246,24 @@ impl V2 {
             }
         }
         let mut seen = 0;
+        let mut removed = Vec::new();
         for level in by_depth.iter().rev() {
-            let removals = level.iter().map(|dir| async move {
+            let removals = futures::stream::iter(level.iter().map(|dir| async move {
                 let removal = tolerate(self.client.delete_empty_dir(dir), NOT_EMPTY_OR_ABSENT);
-                Ok::<_, String>(bounded(&self.shutdown, removal).await?.revision())
-            });
-            seen = seen.max(max_of(removals).await?);
+                let outcome = bounded(&self.shutdown, removal).await?;
+                Ok::<_, String>((dir, outcome))
+            }))
+            .buffer_unordered(IN_FLIGHT)
+            .try_collect::<Vec<_>>()
+            .await?;
+            for (dir, outcome) in removals {
+                seen = seen.max(outcome.revision());
+                if matches!(outcome, Outcome::Found(_)) {
+                    removed.push(dir.clone());
+                }
+            }
         }
-        Ok(seen)
+        Ok((seen, removed))
     }
 }
 

@@ -351,6 +351,11 @@ const SERVICE_DIR_DEPTH: usize = 6;
 /// Keys and values under `prefix`, sorted; on v2 the SRV keys of every
 /// service directory in sight are read through [`PORT_DIRS`].
 pub fn under(etcd: &Etcd, prefix: &str) -> Result<Vec<(String, String)>> {
+    under_expecting(etcd, prefix, &[])
+}
+
+/// [`under`], plus (v2) each of `expected` keys read by name.
+fn under_expecting(etcd: &Etcd, prefix: &str, expected: &[&str]) -> Result<Vec<(String, String)>> {
     let visible = etcd.get_prefix(prefix)?;
     if etcd.api() == integration_tests::etcd::Api::V3 {
         return Ok(visible);
@@ -367,8 +372,9 @@ pub fn under(etcd: &Etcd, prefix: &str) -> Result<Vec<(String, String)>> {
         .iter()
         .flat_map(|d| PORT_DIRS.iter().map(move |p| format!("{d}/{p}")))
         .collect();
-    let hidden: Vec<&str> = hidden.iter().map(String::as_str).collect();
-    etcd.get_prefix_expecting(prefix, &hidden)
+    let mut names: Vec<&str> = hidden.iter().map(String::as_str).collect();
+    names.extend_from_slice(expected);
+    etcd.get_prefix_expecting(prefix, &names)
 }
 
 /// Polls `check` until it returns `Ok(true)` or the deadline passes.
@@ -390,12 +396,13 @@ pub async fn eventually(what: &str, mut check: impl FnMut() -> Result<bool>) -> 
 
 /// Waits until the keys under `prefix` are exactly `expected` (sorted
 /// pairs). On etcd v2, hidden (`_`) keys cannot be listed: those of
-/// `expected` are read by name, others cannot be seen.
+/// `expected` and those under [`PORT_DIRS`] are read by name, others
+/// cannot be seen.
 pub async fn wait_exact(etcd: &Etcd, prefix: &str, expected: &[(String, String)]) -> Result<()> {
     let mut seen = Vec::new();
     let names: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
     let result = eventually(&format!("exact contents of {prefix}"), || {
-        seen = etcd.get_prefix_expecting(prefix, &names)?;
+        seen = under_expecting(etcd, prefix, &names)?;
         Ok(seen == expected)
     })
     .await;
