@@ -135,6 +135,9 @@ impl V2 {
         visible: &BTreeSet<String>,
         out: &mut Actual,
     ) -> Result<i64, String> {
+        if !prefix.starts_with(&self.names.svc_root()) {
+            return Ok(0); // only service records have hidden (port) directories
+        }
         let root = prefix.trim_end_matches('/');
         let mut seen = (self.hidden)
             .load(&self.client, &self.shutdown, prefix)
