@@ -214,14 +214,31 @@ impl Etcd {
 
     /// `curl` of `path` on this server, the body parsed as JSON.
     fn get_json(&self, path: &str) -> Result<serde_json::Value> {
+        self.get_json_within(path, Duration::from_secs(10))?
+            .with_context(|| format!("GET {path}: no reply within 10s"))
+    }
+
+    /// `curl` of `path`, waiting at most `limit` for the whole reply:
+    /// `None` when the time ran out (a v2 long poll with no event yet).
+    fn get_json_within(&self, path: &str, limit: Duration) -> Result<Option<serde_json::Value>> {
         require_binary("curl", "curl")?;
         let url = format!("{}{path}", self.endpoint());
         let out = Command::new("curl")
-            .args(["-s", "--max-time", "10", &url])
+            .args([
+                "-s",
+                "--max-time",
+                &format!("{:.3}", limit.as_secs_f64()),
+                &url,
+            ])
             .stdin(Stdio::null())
             .output()
             .context("running curl")?;
+        const CURL_TIMED_OUT: i32 = 28;
+        if out.status.code() == Some(CURL_TIMED_OUT) {
+            return Ok(None);
+        }
         serde_json::from_slice(&out.stdout)
+            .map(Some)
             .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))
     }
 
@@ -243,21 +260,34 @@ impl Etcd {
 
     /// The v2 events at or below `path` from index `from` on, as
     /// `(action, key)`, up to and including the first one `last` accepts
-    /// (which must come: each read waits for the next event). They come
+    /// (which must come within `within`). They come
     /// from etcd's event history, which (unlike a live watch) also holds
     /// keys under hidden `_` segments.
     pub fn v2_events_until(
         &self,
         path: &str,
         from: u64,
+        within: Duration,
         last: impl Fn(&str, &str) -> bool,
     ) -> Result<Vec<(String, String)>> {
         let mut events = Vec::new();
         let mut next = from;
+        let deadline = Instant::now() + within;
         loop {
-            let event = self.get_json(&format!(
-                "/v2/keys{path}?wait=true&recursive=true&waitIndex={next}"
-            ))?;
+            let poll = format!("/v2/keys{path}?wait=true&recursive=true&waitIndex={next}");
+            // Short polls, re-sent at the same index. A poll that reaches
+            // etcd before the event is a live watch, and etcd's live watches
+            // skip keys under hidden `_` segments (watcher_hub.go); the
+            // re-sent poll then finds the event in the history.
+            let Some(event) = self.get_json_within(&poll, Duration::from_secs(1))? else {
+                if Instant::now() >= deadline {
+                    bail!(
+                        "no accepted v2 event under {path} within {within:?}; \
+                         events from index {from}: {events:?}"
+                    );
+                }
+                continue;
+            };
             let index = event["node"]["modifiedIndex"]
                 .as_u64()
                 .context("no index")?;

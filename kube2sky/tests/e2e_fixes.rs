@@ -234,7 +234,8 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
             let before = etcd.v2_index()?;
             replace()?;
             let is_new_key = |action: &str, key: &str| action == "set" && key == new_key;
-            let events = etcd.v2_events_until(dir.trim_end_matches('/'), before + 1, is_new_key)?;
+            let events =
+                etcd.v2_events_until(dir.trim_end_matches('/'), before + 1, DEADLINE, is_new_key)?;
             let writes = events
                 .into_iter()
                 .map(|(action, key)| match action.as_str() {
