@@ -6,7 +6,9 @@
 # For each API: the API test server is seeded with SERVICES services (default
 # 2000, one named port each); sync = kube2sky start -> `dig` answers the last
 # service; propagation = POST of a new Service -> `dig` answers it, SAMPLES
-# times (default 20), p50 and p90.
+# times (default 20), p50 and p90. Last, the floor of any v2 writer: etcd
+# alone taking the record keys' PUTs from curl, 64 in flight, against the
+# v3 sync.
 #
 #   integration-tests/bench/pipeline.sh               # debug binaries (cargo build)
 #   PROFILE=release integration-tests/bench/pipeline.sh
@@ -96,8 +98,28 @@ run() { # api
   echo "$api $sync_ms $p50 $p90"
 }
 
+floor() { # the time etcd alone takes for the v2 PUTs of the record keys
+  local etcd_port peer_port keys=$((SERVICES * 3)) # A, SRV and PTR per service
+  etcd_port=$(free_port); peer_port=$(free_port)
+  local etcd_url="http://127.0.0.1:${etcd_port}"
+  rm -rf "$work/etcd"
+  ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name floor --data-dir "$work/etcd" --enable-v2=true \
+    --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
+    --initial-cluster "floor=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &
+  pids+=($!)
+  until curl -sf "$etcd_url/version" >/dev/null; do sleep 0.05; done
+  for ((i = 0; i < keys; i++)); do echo "url = \"$etcd_url/v2/keys/floor/s$i/c88f1059\""; done >"$work/urls"
+  local start; start=$(now_ms)
+  curl -sf -Z --parallel-max 64 -X PUT -K "$work/urls" \
+    -d 'value={"host":"10.1.2.3","priority":10,"weight":10,"ttl":30,"targetstrip":0}' >/dev/null
+  echo $(( $(now_ms) - start ))
+  stop_all
+}
+
 v2=$(run v2)
 v3=$(run v3)
+f2=$(floor)
 read -r _ s2 p2 q2 <<<"$v2"
 read -r _ s3 p3 q3 <<<"$v3"
 ratio() { python3 -c "print(f'{$1 / max($2, 1):.2f}')"; }
@@ -108,3 +130,5 @@ echo "|---|---|---|---|"
 echo "| v2 | ${s2} ms | ${p2} ms | ${q2} ms |"
 echo "| v3 | ${s3} ms | ${p3} ms | ${q3} ms |"
 echo "| v2/v3 | $(ratio "$s2" "$s3") | $(ratio "$p2" "$p3") | $(ratio "$q2" "$q3") |"
+echo
+echo "etcd alone, $((SERVICES * 3)) v2 PUTs (the A, SRV and PTR keys), 64 in flight (curl): ${f2} ms = $(ratio "$f2" "$s3") x the v3 sync"
