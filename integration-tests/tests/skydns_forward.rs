@@ -218,6 +218,7 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
         &format!(r#"{{"host":"127.0.0.1","port":{port}}}"#),
     )
     .unwrap();
+    let mport = free_port().unwrap();
     let dns = resolver(
         &etcd,
         &[
@@ -225,17 +226,38 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
             "-rtimeout=300ms",
             "-nameservers=127.0.0.1:9",
             &format!("-addr=127.0.0.1:{port}"),
+            &format!("-metrics-addr=127.0.0.1:{mport}"),
         ],
     )
     .await;
     let r = dns.dig(&["www.stub.test", "A"]).await;
     assert_eq!(r.answer, ["www.stub.test. 100 IN A 192.0.2.30"]);
+    let scrape = || async move { reqwest_get(&format!("http://127.0.0.1:{mport}/metrics")).await };
+    let udp = "skydns_dns_request_count_total{type=\"udp\"}";
+    let stub = "skydns_dns_request_external_count_total{type=\"stub\"}";
+    let before = scrape().await;
     let r = dns.dig(&["www.loop.test", "A"]).await;
     assert_eq!(
         r.status, "SERVFAIL",
         "the looped request is dropped and the client told: {r:?}"
     );
+    // The cut: the client's request is forwarded (one stub request, two
+    // attempts at its one server), and both attempts come back marked and
+    // are dropped there. Without it every returning request is forwarded
+    // again, and the counts grow.
+    let after = scrape().await;
+    assert_eq!(metric(&after, udp) - metric(&before, udp), 3, "{after}");
+    assert_eq!(metric(&after, stub) - metric(&before, stub), 1, "{after}");
     dns.shutdown().await;
+}
+
+/// The value of the metric line starting with `needle` (0 when absent).
+fn metric(text: &str, needle: &str) -> u64 {
+    text.lines()
+        .find(|l| l.starts_with(needle))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -258,13 +280,6 @@ async fn metrics_count_requests_errors_and_external_queries() {
         .await;
     dns.dig(&["www.example.org", "A"]).await;
     let after = scrape().await;
-    let count = |text: &str, needle: &str| -> u64 {
-        text.lines()
-            .find(|l| l.starts_with(needle))
-            .and_then(|l| l.rsplit(' ').next())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
     for (needle, delta) in [
         ("skydns_dns_request_count_total{type=\"udp\"}", 2),
         ("skydns_dns_request_count_total{type=\"tcp\"}", 1),
@@ -275,7 +290,7 @@ async fn metrics_count_requests_errors_and_external_queries() {
         ),
     ] {
         assert_eq!(
-            count(&after, needle) - count(&before, needle),
+            metric(&after, needle) - metric(&before, needle),
             delta,
             "{needle}\n{after}"
         );
