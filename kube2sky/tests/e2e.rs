@@ -7,6 +7,7 @@ mod support;
 
 use anyhow::{ensure, Result};
 use integration_tests::etcd::{Api, Etcd};
+use integration_tests::wait::{self, metric};
 use skydns::record::Record;
 use std::time::Duration;
 use support::*;
@@ -288,7 +289,7 @@ async fn mutation_timeout_exits_non_zero_naming_the_key() -> Result<()> {
         &svc_manifest("t", "10.0.0.90", &[("http", "TCP", 80)]),
     )?;
     let status = k2s.wait_exit(Duration::from_secs(20)).await?;
-    ensure!(!status.success(), "must exit non-zero: {status}");
+    ensure!(status.code() == Some(1), "a fatal error exits 1: {status}");
     let log = k2s.log();
     // The scope that times out first is named: `t`'s, or on a loaded
     // machine one of the initial syncs still queued when etcd stopped.
@@ -299,6 +300,20 @@ async fn mutation_timeout_exits_non_zero_naming_the_key() -> Result<()> {
     ensure!(
         fatal.contains("using mutator: sync /skydns/local/cluster/"),
         "the fatal line must name the key:\n{log}"
+    );
+    Ok(())
+}
+
+#[test]
+fn a_bad_flag_exits_2_naming_the_flag() -> Result<()> {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kube2sky"))
+        .arg("--etcd-api=v4")
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(2), "exit status {}", out.status);
+    ensure!(
+        stderr.contains("--etcd-api") && stderr.contains("v4"),
+        "{stderr}"
     );
     Ok(())
 }
@@ -319,40 +334,34 @@ async fn healthz_and_metrics_report_etcd_and_writes() -> Result<()> {
         k2s.http("/healthz").await == Some((200, "ok\n".into())),
         "healthy at start"
     );
-    let mut metrics = String::new();
-    for _ in 0..200 {
-        metrics = k2s
-            .http("/metrics")
-            .await
-            .map(|(_, b)| b)
-            .unwrap_or_default();
-        if metrics.contains("kube2sky_last_sync_age_seconds")
-            && !metrics.contains("kube2sky_last_sync_age_seconds -1")
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    // Literal expectations: the default `kubernetes` service alone makes an
+    // A, an SRV (port 443) and a PTR key.
+    let metrics = wait::eventually("a complete sync in /metrics", DEADLINE, async || {
+        let metrics = k2s.metrics().await?;
+        let age = metric(&metrics, "kube2sky_last_sync_age_seconds");
+        ensure!(age.is_some_and(|a| a >= 0.0), "age {age:?} in:\n{metrics}");
+        Ok(metrics)
+    })
+    .await?;
+    let written = metric(&metrics, "kube2sky_records_written_total");
     ensure!(
-        !metrics.contains("kube2sky_last_sync_age_seconds -1"),
-        "a full sync must have happened:\n{metrics}"
-    );
-    ensure!(
-        !metrics.contains("kube2sky_records_written_total 0\n"),
-        "records were written:\n{metrics}"
+        written.is_some_and(|n| n >= 3.0),
+        "A, SRV and PTR of kubernetes written ({written:?}):\n{metrics}"
     );
     etcd.stop();
-    let mut status = None;
-    for _ in 0..200 {
-        status = k2s.http("/healthz").await;
-        if matches!(status, Some((503, _))) {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    wait::eventually("/healthz failing for etcd", DEADLINE, async || {
+        let status = k2s.http("/healthz").await;
+        ensure!(
+            matches!(&status, Some((503, body)) if body.contains("etcd")),
+            "/healthz: {status:?}"
+        );
+        Ok(())
+    })
+    .await?;
+    let errors = metric(&k2s.metrics().await?, "kube2sky_etcd_errors_total");
     ensure!(
-        matches!(&status, Some((503, body)) if body.contains("etcd")),
-        "etcd down must fail /healthz: {status:?}"
+        errors.is_some_and(|n| n >= 1.0),
+        "failed etcd requests counted: {errors:?}"
     );
     Ok(())
 }

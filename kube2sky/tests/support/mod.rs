@@ -217,6 +217,14 @@ impl Kube2sky {
         Some((status, resp.text().await.unwrap_or_default()))
     }
 
+    /// The text of `/metrics` (an error unless it answers 200).
+    pub async fn metrics(&self) -> Result<String> {
+        match self.http("/metrics").await {
+            Some((200, text)) => Ok(text),
+            other => bail!("/metrics: {other:?}"),
+        }
+    }
+
     /// Waits until `/readiness` answers 200.
     pub async fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + DEADLINE;
