@@ -413,11 +413,12 @@ pub fn etcdctl(endpoint: &str, args: &[&str]) -> Result<Output> {
         .context("running etcdctl")
 }
 
-/// Runs `dig @127.0.0.1 -p PORT +time=2 +tries=1 ARGS...`.
+/// Runs `dig @127.0.0.1 -p PORT +time=5 +tries=1 ARGS...` (a loaded CI
+/// machine can take seconds; a later `+time` in `args` wins).
 pub fn dig(port: u16, args: &[&str]) -> Result<String> {
     require_binary("dig", "dnsutils")?;
     let out = Command::new("dig")
-        .args(["@127.0.0.1", "-p", &port.to_string(), "+time=2", "+tries=1"])
+        .args(["@127.0.0.1", "-p", &port.to_string(), "+time=5", "+tries=1"])
         .args(args)
         .stdin(Stdio::null())
         .output()

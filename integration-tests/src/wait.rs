@@ -37,6 +37,39 @@ pub async fn eventually<T>(
     }
 }
 
+/// A plain HTTP/1.1 GET of `url` (`http://host:port/path`): the status and
+/// the body (no client library: the servers under test speak plain HTTP).
+pub async fn http_get(url: &str) -> Result<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rest = url
+        .strip_prefix("http://")
+        .ok_or_else(|| anyhow!("not an http:// URL: {url}"))?;
+    let (host, path) = rest.split_at(rest.find('/').unwrap_or(rest.len()));
+    let path = if path.is_empty() { "/" } else { path };
+    let mut stream = tokio::net::TcpStream::connect(host).await?;
+    let request = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n");
+    stream.write_all(request.as_bytes()).await?;
+    let mut reply = String::new();
+    stream.read_to_string(&mut reply).await?;
+    let (head, body) = reply
+        .split_once("\r\n\r\n")
+        .ok_or_else(|| anyhow!("GET {url}: no end of headers in {reply:?}"))?;
+    let status = head
+        .split(' ')
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .ok_or_else(|| anyhow!("GET {url}: no status in {head:?}"))?;
+    Ok((status, body.to_string()))
+}
+
+/// The text of the metrics at `url`: an error unless it answers 200.
+pub async fn scrape(url: &str) -> Result<String> {
+    match http_get(url).await? {
+        (200, body) => Ok(body),
+        (status, body) => Err(anyhow!("GET {url}: {status} {body}")),
+    }
+}
+
 /// The value of the Prometheus/OpenMetrics sample `name` (the whole series
 /// name with labels, e.g. `x_total{type="udp"}`) in `text`, if present.
 pub fn metric(text: &str, name: &str) -> Option<f64> {

@@ -97,11 +97,13 @@ async fn serve<S: Store>(
         .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", config.addr)))?;
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
     let prefix = config.zone.prefix.root();
+    let metrics = Arc::new(metrics::Metrics::default());
     let mirror = tokio::spawn(store::mirror(
         store,
         prefix,
         shared.clone(),
         requests,
+        metrics.clone(),
         shutdown.clone(),
     ));
     tracing::info!(
@@ -111,7 +113,6 @@ async fn serve<S: Store>(
         api = if flags.etcd3 { "v3" } else { "v2" },
         "ready for queries"
     );
-    let metrics = Arc::new(metrics::Metrics::default());
     let metrics_task = match config.metrics_addr {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)

@@ -31,6 +31,7 @@ pub struct Metrics {
     errors: Family<Labels, Counter>,
     cache_misses: Counter,
     external: Family<Labels, Counter>,
+    store_errors: Counter,
 }
 
 fn duration_histogram() -> Histogram {
@@ -55,6 +56,12 @@ impl Default for Metrics {
         let errors: Family<Labels, Counter> = Family::default();
         let external: Family<Labels, Counter> = Family::default();
         let dnssec_ok = Counter::default();
+        let store_errors = Counter::default();
+        registry.register(
+            "store_error_count",
+            "Counter of failed reads of the store (etcd); answers come from the last snapshot until a reload succeeds.",
+            store_errors.clone(),
+        );
         registry.register(
             "request_count",
             "Counter of DNS requests made.",
@@ -109,6 +116,7 @@ impl Default for Metrics {
             errors,
             cache_misses: cache_misses.get_or_create_owned(&by("response")),
             external,
+            store_errors,
         }
     }
 }
@@ -143,6 +151,16 @@ impl Metrics {
         if let Some(error) = error {
             self.errors.get_or_create(&vec![("error", error)]).inc();
         }
+    }
+
+    /// A failed read of the store (a lost watch, a failed reload).
+    pub fn store_error(&self) {
+        self.store_errors.inc();
+    }
+
+    /// How many reads of the store failed so far.
+    pub fn store_errors(&self) -> u64 {
+        self.store_errors.get()
     }
 
     /// A response-cache miss.

@@ -22,6 +22,7 @@ pub mod paths;
 pub mod v2;
 
 use crate::handler::SharedSnapshot;
+use crate::metrics::Metrics;
 use crate::record::Record;
 use crate::snapshot::{Change, Snapshot};
 use futures::stream::BoxStream;
@@ -168,12 +169,14 @@ const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
 /// Mirrors everything under `prefix` into `shared` until `shutdown`.
-/// `requests` carries the hidden paths queries ask for (v2 stores only).
+/// `requests` carries the hidden paths queries ask for (v2 stores only);
+/// failures are counted in `metrics`.
 pub async fn mirror<S: Store>(
     mut store: S,
     prefix: String,
     shared: SharedSnapshot,
     mut requests: PathRequests,
+    metrics: Arc<Metrics>,
     shutdown: CancellationToken,
 ) {
     let mut backoff = BACKOFF_START;
@@ -192,6 +195,7 @@ pub async fn mirror<S: Store>(
                 backoff = BACKOFF_START;
             }
             Err(error) => {
+                metrics.store_error();
                 tracing::warn!(%error, retry_in = ?backoff, "store sync failed; answering from the last snapshot");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,

@@ -29,11 +29,13 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     store.put("/other/key", A);
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
     let stop = CancellationToken::new();
+    let metrics = Arc::new(Metrics::default());
     let task = tokio::spawn(mirror(
         store.clone(),
         "/skydns/".into(),
         shared.clone(),
         paths::PathRequests::default(),
+        metrics.clone(),
         stop.clone(),
     ));
 
@@ -67,7 +69,14 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     .await;
 
     store.set_down(true);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    while metrics.store_errors() == 0 {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the outage is noticed"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     assert!(
         shared.load().is_some(),
         "the last snapshot stays while the store is down"
