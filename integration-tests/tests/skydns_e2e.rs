@@ -5,8 +5,7 @@
 mod skydns_support;
 
 use integration_tests::etcd::{free_port, Api, Etcd};
-use integration_tests::wait;
-use skydns_support::{SkyDns, KUBERNETES_A};
+use skydns_support::{wait_for_store_errors, SkyDns, KUBERNETES_A};
 
 const RECORDS: &[(&str, &str)] = &[
     (
@@ -233,21 +232,7 @@ async fn answers_continue_while_etcd_is_down_and_changes_flow_when_it_is_back() 
     let dns = SkyDns::start(&etcd, &[&metrics]).await;
     etcd.stop();
     // Answers after skydns has seen the store fail, not before it noticed.
-    let url = format!("http://127.0.0.1:{mport}/metrics");
-    wait::eventually(
-        "skydns to notice etcd is gone",
-        wait::DEADLINE,
-        async || {
-            let errors = wait::metric(
-                &wait::scrape(&url).await?,
-                "skydns_dns_store_error_count_total",
-            );
-            anyhow::ensure!(errors.is_some_and(|n| n >= 1.0), "store errors {errors:?}");
-            Ok(())
-        },
-    )
-    .await
-    .unwrap();
+    wait_for_store_errors(mport, 1).await;
     for _ in 0..5 {
         dns.assert_kubernetes_resolves().await;
     }

@@ -6,7 +6,7 @@
 mod skydns_support;
 
 use integration_tests::etcd::{free_port, require_binary, Api, Etcd};
-use skydns_support::SkyDns;
+use skydns_support::{wait_for_store_errors, SkyDns};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -216,9 +216,16 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
         format!("-machines={}", etcd.url),
         format!("-ca-cert={}", file("ca.crt")),
     ];
-    let no_cert: Vec<String> = no_cert.into_iter().chain(api).collect();
+    let mport = free_port().unwrap();
+    let no_cert: Vec<String> = no_cert
+        .into_iter()
+        .chain(api)
+        .chain([format!("-metrics-addr=127.0.0.1:{mport}")])
+        .collect();
     let no_cert: Vec<&str> = no_cert.iter().map(String::as_str).collect();
     let dns = SkyDns::start_unsynced(&no_cert).await;
+    // Refused, then refused again on the retry: it never syncs.
+    wait_for_store_errors(mport, 2).await;
     for _ in 0..3 {
         let r = dns
             .dig(&["kubernetes.default.svc.cluster.local", "A"])
@@ -250,12 +257,17 @@ async fn skydns_authenticates_to_etcd_with_user_and_password() {
     dns.assert_kubernetes_resolves().await;
     dns.shutdown().await;
 
+    let mport = free_port().unwrap();
+    let metrics = format!("-metrics-addr=127.0.0.1:{mport}");
     let wrong = [
         &[machines.as_str(), "-username=skydns", "-password=wrong"],
         api,
+        &[metrics.as_str()],
     ]
     .concat();
     let dns = SkyDns::start_unsynced(&wrong).await;
+    // Refused, then refused again on the retry: it never syncs.
+    wait_for_store_errors(mport, 2).await;
     let r = dns
         .dig(&["kubernetes.default.svc.cluster.local", "A"])
         .await;

@@ -186,6 +186,22 @@ impl Drop for SkyDns {
     }
 }
 
+/// Waits until the skydns serving metrics on `port` has counted at least
+/// `n` failed reads of etcd (`skydns_dns_store_error_count`).
+pub async fn wait_for_store_errors(port: u16, n: u64) {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let series = "skydns_dns_store_error_count_total";
+    let what = format!("{n} failed reads of etcd");
+    integration_tests::wait::eventually(&what, integration_tests::wait::DEADLINE, async || {
+        let errors =
+            integration_tests::wait::metric(&integration_tests::wait::scrape(&url).await?, series);
+        anyhow::ensure!(errors.is_some_and(|e| e >= n as f64), "{series} {errors:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+}
+
 /// dnsmasq on a free loopback port as an upstream resolver, killed on drop.
 pub struct Dnsmasq {
     pub port: u16,
