@@ -27,6 +27,38 @@ impl Pipeline {
             .args(["-INT", &self.child.id().to_string()])
             .status();
     }
+
+    /// Whether run.sh exited by itself within `within`.
+    fn exited_within(&mut self, within: Duration) -> bool {
+        let deadline = Instant::now() + within;
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.child.try_wait() {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        false
+    }
+
+    /// The live processes of run.sh's process group (it leads one), as
+    /// `pid command` lines.
+    fn group_left(&self) -> Vec<String> {
+        let group = self.child.id().to_string();
+        let Ok(entries) = std::fs::read_dir("/proc") else {
+            return Vec::new();
+        };
+        entries
+            .flatten()
+            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
+            .filter_map(|stat| {
+                // pid (comm) state ppid pgrp ...
+                let (head, rest) = stat.rsplit_once(") ")?;
+                let fields: Vec<&str> = rest.split(' ').collect();
+                (fields.get(2) == Some(&group.as_str()) && fields.first() != Some(&"Z"))
+                    .then(|| head.replace(" (", " "))
+            })
+            .collect()
+    }
 }
 
 impl Drop for Pipeline {
@@ -142,7 +174,7 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         .spawn()
         .expect("starting deploy/local/run.sh");
     let stdout = child.stdout.take().unwrap();
-    let pipeline = Pipeline { child };
+    let mut pipeline = Pipeline { child };
 
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -231,4 +263,10 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         "200",
         "exec-healthz still up after Ctrl-C"
     );
+    assert!(
+        pipeline.exited_within(Duration::from_secs(30)),
+        "run.sh still running 30 s after Ctrl-C"
+    );
+    let left = pipeline.group_left();
+    assert!(left.is_empty(), "still running after Ctrl-C: {left:?}");
 }
