@@ -147,7 +147,22 @@ pub async fn assert_no_process_with(token: &str) {
 pub struct KillOnDrop(pub Child);
 
 impl Drop for KillOnDrop {
+    /// SIGTERM first: exec-healthz then kills the process group of a run in
+    /// flight (a SIGKILL would leave the run's `sleep` behind); SIGKILL if
+    /// it is still there after 10 s.
     fn drop(&mut self) {
+        use nix::sys::signal::{kill, Signal};
+        use nix::unistd::Pid;
+        if let Ok(pid) = i32::try_from(self.0.id()) {
+            let _ = kill(Pid::from_raw(pid), Signal::SIGTERM);
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while Instant::now() < deadline {
+            if let Ok(Some(_)) = self.0.try_wait() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
