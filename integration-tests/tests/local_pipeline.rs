@@ -2,7 +2,8 @@
 //! pod up (etcd, the API test server, kube2sky, skydns, exec-healthz) on free
 //! ports; `dig` resolves `kubernetes.default.svc.cluster.local`; a service
 //! created with kubectl resolves, and is NXDOMAIN after kubectl deletes it;
-//! `/healthz` is 200; Ctrl-C (SIGINT) stops everything.
+//! `/healthz` is 200; SIGTERM (run.sh traps it with Ctrl-C's SIGINT)
+//! stops everything.
 //!
 //! The script runs with `SKIP_BUILD=1` on the binaries next to this test
 //! (`scripts/test.sh` builds them with `cargo build --workspace --bins`).
@@ -22,9 +23,14 @@ struct Pipeline {
 }
 
 impl Pipeline {
-    fn interrupt(&self) {
+    /// SIGTERM, which run.sh traps as it traps Ctrl-C. Not SIGINT itself: a
+    /// shell started in the background without job control (as CI may start
+    /// the suite) ignores SIGINT, its children inherit that, and bash cannot
+    /// trap a signal ignored at entry.
+    fn terminate(&self) {
         let _ = Command::new("kill")
-            .args(["-INT", &self.child.id().to_string()])
+            .args(["-TERM", &self.child.id().to_string()])
+            .stderr(Stdio::null())
             .status();
     }
 
@@ -63,7 +69,7 @@ impl Pipeline {
 
 impl Drop for Pipeline {
     fn drop(&mut self) {
-        self.interrupt();
+        self.terminate();
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok(Some(_)) = self.child.try_wait() {
@@ -246,7 +252,7 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         o.contains("status: NXDOMAIN")
     });
 
-    pipeline.interrupt();
+    pipeline.terminate();
     let deadline = Instant::now() + Duration::from_secs(20);
     while dig(dns, &["+short", "kubernetes.default.svc.cluster.local"])
         .unwrap()
@@ -254,19 +260,19 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
     {
         assert!(
             Instant::now() < deadline,
-            "skydns still answers after Ctrl-C"
+            "skydns still answers after SIGTERM"
         );
         std::thread::sleep(Duration::from_millis(100));
     }
     assert_ne!(
         http_status(healthz, "/healthz"),
         "200",
-        "exec-healthz still up after Ctrl-C"
+        "exec-healthz still up after SIGTERM"
     );
     assert!(
         pipeline.exited_within(Duration::from_secs(30)),
-        "run.sh still running 30 s after Ctrl-C"
+        "run.sh still running 30 s after SIGTERM"
     );
     let left = pipeline.group_left();
-    assert!(left.is_empty(), "still running after Ctrl-C: {left:?}");
+    assert!(left.is_empty(), "still running after SIGTERM: {left:?}");
 }
