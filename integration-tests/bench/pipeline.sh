@@ -55,10 +55,10 @@ wait_dig() { # port name [timeout_s]: waits until dig answers name
   done
 }
 
-run() { # api
-  local api=$1 etcd_port peer_port api_port dns_port k2s_port
-  etcd_port=$(free_port); peer_port=$(free_port); api_port=$(free_port); dns_port=$(free_port); k2s_port=$(free_port)
-  local etcd_url="http://127.0.0.1:${etcd_port}" api_url="http://127.0.0.1:${api_port}"
+start_etcd() { # sets etcd_url: a fresh etcd (v2 and v3 APIs) on free ports
+  local client_port peer_port
+  client_port=$(free_port); peer_port=$(free_port)
+  etcd_url="http://127.0.0.1:${client_port}"
   rm -rf "$work/etcd"
   ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name bench --data-dir "$work/etcd" --enable-v2=true \
     --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
@@ -66,6 +66,13 @@ run() { # api
     --initial-cluster "bench=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &
   pids+=($!)
   until curl -sf "$etcd_url/version" >/dev/null; do sleep 0.05; done
+}
+
+run() { # api
+  local api=$1 api_port dns_port k2s_port etcd_url
+  api_port=$(free_port); dns_port=$(free_port); k2s_port=$(free_port)
+  local api_url="http://127.0.0.1:${api_port}"
+  start_etcd
   "$bin/kube-api-test-server" --listen "127.0.0.1:${api_port}" --seed "$seed" \
     --service-cidr 10.0.0.0/12 >"$work/api.log" 2>&1 &
   pids+=($!)
@@ -99,16 +106,8 @@ run() { # api
 }
 
 floor() { # the time etcd alone takes for the v2 PUTs of the record keys
-  local etcd_port peer_port keys=$((SERVICES * 3)) # A, SRV and PTR per service
-  etcd_port=$(free_port); peer_port=$(free_port)
-  local etcd_url="http://127.0.0.1:${etcd_port}"
-  rm -rf "$work/etcd"
-  ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name floor --data-dir "$work/etcd" --enable-v2=true \
-    --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
-    --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
-    --initial-cluster "floor=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &
-  pids+=($!)
-  until curl -sf "$etcd_url/version" >/dev/null; do sleep 0.05; done
+  local keys=$((SERVICES * 3)) etcd_url # A, SRV and PTR per service
+  start_etcd
   for ((i = 0; i < keys; i++)); do echo "url = \"$etcd_url/v2/keys/floor/s$i/c88f1059\""; done >"$work/urls"
   local start; start=$(now_ms)
   curl -sf -Z --parallel-max 64 -X PUT -K "$work/urls" \
