@@ -200,11 +200,16 @@ mod tests {
         );
     }
 
+    /// `k000` … `k299`, each holding `v`.
+    fn three_hundred_keys() -> Records {
+        (0..300)
+            .map(|i| (format!("k{i:03}"), "v".to_string()))
+            .collect()
+    }
+
     #[test]
     fn big_batches_are_chunked_in_order() {
-        let desired: Records = (0..300)
-            .map(|i| (format!("k{i:03}"), "v".to_string()))
-            .collect();
+        let desired = three_hundred_keys();
         let batches = diff(&desired, &Records::new(), Mode::Reconcile);
         assert_eq!(
             batches.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -216,9 +221,7 @@ mod tests {
 
     #[test]
     fn unbounded_diffs_are_one_batch_in_the_same_order() {
-        let desired: Records = (0..300)
-            .map(|i| (format!("k{i:03}"), "v".to_string()))
-            .collect();
+        let desired = three_hundred_keys();
         let one = diff_unbounded(&desired, &Records::new(), Mode::Reconcile);
         assert_eq!(one.iter().map(Vec::len).collect::<Vec<_>>(), [300]);
         let same = records(&[("a", "1")]);
