@@ -45,6 +45,9 @@ pub enum EtcdApi {
 /// Why the writer gave up.
 #[derive(Debug, thiserror::Error)]
 pub enum WriteError {
+    /// The connection settings cannot be used (e.g. an unreadable certificate).
+    #[error("{0}")]
+    Config(String),
     /// etcd answers, but not with the API `--etcd-api` chose.
     #[error("{0}")]
     WrongApi(String),
@@ -116,7 +119,7 @@ impl Writer {
             ))),
             EtcdApi::V2 => {
                 let client = etcd2::Client::new(&options.etcd)
-                    .map_err(|e| WriteError::WrongApi(e.to_string()))?;
+                    .map_err(|e| WriteError::Config(e.to_string()))?;
                 Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
             }
         };

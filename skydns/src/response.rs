@@ -140,13 +140,11 @@ mod tests {
     }
 
     #[test]
-    fn the_last_cname_of_an_owner_survives_every_time() {
-        for _ in 0..16 {
-            let mut rs = vec![cname("y.", "a."), cname("y.", "b."), cname("y.", "c.")];
-            dedup(&mut rs);
-            assert_eq!(rs.len(), 1);
-            assert_eq!(rs[0].data.to_string(), "c.");
-        }
+    fn the_last_cname_of_an_owner_survives() {
+        let mut rs = vec![cname("y.", "a."), cname("y.", "b."), cname("y.", "c.")];
+        dedup(&mut rs);
+        assert_eq!(rs.len(), 1);
+        assert_eq!(rs[0].data.to_string(), "c.");
     }
 
     #[test]
