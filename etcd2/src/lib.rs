@@ -32,7 +32,7 @@ mod node;
 pub use error::{Error, DIRECTORY_NOT_EMPTY, EVENT_INDEX_CLEARED, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 pub use node::{Leaf, Node, Response};
 
-use reqwest::{Method, RequestBuilder, StatusCode};
+use reqwest::{Method, RequestBuilder, StatusCode, Url};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
@@ -78,7 +78,7 @@ impl Version {
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
-    endpoints: Arc<Vec<String>>,
+    endpoints: Arc<Vec<Url>>,
     preferred: Arc<AtomicUsize>,
     user: Option<(String, String)>,
 }
@@ -128,15 +128,19 @@ impl Client {
         let http = builder
             .build()
             .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
+        let endpoints = options
+            .endpoints
+            .iter()
+            .map(|e| {
+                Url::parse(e)
+                    .ok()
+                    .filter(|url| !url.cannot_be_a_base())
+                    .ok_or_else(|| Error::Config(format!("bad etcd endpoint URL {e:?}")))
+            })
+            .collect::<Result<_, _>>()?;
         Ok(Client {
             http,
-            endpoints: Arc::new(
-                options
-                    .endpoints
-                    .iter()
-                    .map(|e| e.trim_end_matches('/').to_string())
-                    .collect(),
-            ),
+            endpoints: Arc::new(endpoints),
             preferred: Arc::new(AtomicUsize::new(0)),
             user: options.user.clone(),
         })
@@ -145,7 +149,7 @@ impl Client {
     /// `GET /version`.
     pub async fn version(&self) -> Result<Version, Error> {
         let reply = self
-            .send(Method::GET, "/version", None, REQUEST_TIMEOUT)
+            .send(Method::GET, "/version", "", None, REQUEST_TIMEOUT)
             .await?;
         if !reply.status.is_success() {
             return Err(Error::Status {
@@ -159,7 +163,7 @@ impl Client {
     /// Reads `key`; with `recursive`, a directory comes with its whole
     /// (visible) subtree.
     pub async fn get(&self, key: &str, recursive: bool) -> Result<Response, Error> {
-        let query = if recursive { "?recursive=true" } else { "" };
+        let query = if recursive { "recursive=true" } else { "" };
         self.keys(Method::GET, key, query, None, REQUEST_TIMEOUT)
             .await
     }
@@ -173,7 +177,7 @@ impl Client {
         wait_index: u64,
         timeout: Duration,
     ) -> Result<Option<Response>, Error> {
-        let query = format!("?wait=true&recursive=true&waitIndex={wait_index}");
+        let query = format!("wait=true&recursive=true&waitIndex={wait_index}");
         match self.keys(Method::GET, key, &query, None, timeout).await {
             Ok(resp) => Ok(Some(resp)),
             Err(Error::Timeout(_)) => Ok(None),
@@ -183,15 +187,14 @@ impl Client {
 
     /// Writes `value` at `key` (no TTL); missing directories are created.
     pub async fn set(&self, key: &str, value: &str) -> Result<Response, Error> {
-        let form = format!("value={}", encode(value, false));
-        self.keys(Method::PUT, key, "", Some(form), REQUEST_TIMEOUT)
+        self.keys(Method::PUT, key, "", Some(value), REQUEST_TIMEOUT)
             .await
     }
 
     /// Deletes `key`: a key, or with `recursive` a directory and everything
     /// below it (hidden nodes included).
     pub async fn delete(&self, key: &str, recursive: bool) -> Result<Response, Error> {
-        let query = if recursive { "?recursive=true" } else { "" };
+        let query = if recursive { "recursive=true" } else { "" };
         self.keys(Method::DELETE, key, query, None, REQUEST_TIMEOUT)
             .await
     }
@@ -199,20 +202,22 @@ impl Client {
     /// Deletes the directory `key` only if it is empty
     /// ([`DIRECTORY_NOT_EMPTY`] otherwise).
     pub async fn delete_empty_dir(&self, key: &str) -> Result<Response, Error> {
-        self.keys(Method::DELETE, key, "?dir=true", None, REQUEST_TIMEOUT)
+        self.keys(Method::DELETE, key, "dir=true", None, REQUEST_TIMEOUT)
             .await
     }
 
+    /// A request on `/v2/keys<key>`; `value`, when given, is sent as the
+    /// form field `value`.
     async fn keys(
         &self,
         method: Method,
         key: &str,
         query: &str,
-        form: Option<String>,
+        value: Option<&str>,
         timeout: Duration,
     ) -> Result<Response, Error> {
-        let path = format!("/v2/keys{}{query}", encode(key, true));
-        let reply = self.send(method, &path, form, timeout).await?;
+        let path = format!("/v2/keys{key}");
+        let reply = self.send(method, &path, query, value, timeout).await?;
         decode(&reply)
     }
 
@@ -222,7 +227,8 @@ impl Client {
         &self,
         method: Method,
         path: &str,
-        form: Option<String>,
+        query: &str,
+        value: Option<&str>,
         timeout: Duration,
     ) -> Result<Reply, Error> {
         let n = self.endpoints.len();
@@ -230,8 +236,9 @@ impl Client {
         let mut last_error = String::new();
         for i in 0..n {
             let at = (first + i) % n;
-            let endpoint = &self.endpoints[at];
-            let request = self.request(method.clone(), endpoint, path, form.clone(), timeout);
+            let url = url(&self.endpoints[at], path, query);
+            let request = self.request(method.clone(), url.clone(), value, timeout);
+            let endpoint = self.endpoints[at].as_str().trim_end_matches('/');
             match exchange(endpoint, request).await {
                 Ok(reply) => {
                     self.preferred.store(at, Ordering::Relaxed);
@@ -247,25 +254,30 @@ impl Client {
     fn request(
         &self,
         method: Method,
-        endpoint: &str,
-        path: &str,
-        form: Option<String>,
+        url: Url,
+        value: Option<&str>,
         timeout: Duration,
     ) -> RequestBuilder {
-        let mut request = self
-            .http
-            .request(method, format!("{endpoint}{path}"))
-            .timeout(timeout);
+        let mut request = self.http.request(method, url).timeout(timeout);
         if let Some((user, password)) = &self.user {
             request = request.basic_auth(user, Some(password));
         }
-        if let Some(form) = form {
-            request = request
-                .header("Content-Type", "application/x-www-form-urlencoded")
-                .body(form);
+        if let Some(value) = value {
+            request = request.form(&[("value", value)]);
         }
         request
     }
+}
+
+/// `endpoint` with `path` (its segments percent-encoded one by one) and
+/// `query` (already encoded; empty for none).
+fn url(endpoint: &Url, path: &str, query: &str) -> Url {
+    let mut url = endpoint.clone();
+    if let Ok(mut segments) = url.path_segments_mut() {
+        segments.pop_if_empty().extend(path.split('/').skip(1));
+    }
+    url.set_query((!query.is_empty()).then_some(query));
+    url
 }
 
 /// One HTTP answer.
@@ -354,32 +366,23 @@ fn shorten(body: &[u8]) -> String {
     }
 }
 
-/// Percent-encodes everything but unreserved characters (and `/` in paths).
-fn encode(s: &str, path: bool) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        let keep = b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~');
-        if keep || (path && b == b'/') {
-            out.push(char::from(b));
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn keys_and_values_are_percent_encoded() {
-        assert_eq!(encode("/skydns/a_b/c-1.x", true), "/skydns/a_b/c-1.x");
-        assert_eq!(encode("/a b/?", true), "/a%20b/%3F");
+    fn keys_are_percent_encoded_segment_by_segment() {
+        let endpoint = Url::parse("http://127.0.0.1:2379/").expect("url");
+        let keys = |key: &str, query: &str| url(&endpoint, &format!("/v2/keys{key}"), query);
         assert_eq!(
-            encode(r#"{"host":"10.0.0.1"}"#, false),
-            "%7B%22host%22%3A%2210.0.0.1%22%7D"
+            keys("/skydns/a_b/c-1.x", "recursive=true").as_str(),
+            "http://127.0.0.1:2379/v2/keys/skydns/a_b/c-1.x?recursive=true"
         );
+        assert_eq!(
+            keys("/a b/?", "").as_str(),
+            "http://127.0.0.1:2379/v2/keys/a%20b/%3F"
+        );
+        assert_eq!(keys("/", "").as_str(), "http://127.0.0.1:2379/v2/keys/");
     }
 
     #[test]
