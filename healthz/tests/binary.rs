@@ -4,17 +4,15 @@
 mod common;
 
 use std::process::{Command, Output, Stdio};
-use std::time::Duration;
 
-use common::{
-    assert_no_process_with, eventually, eventually_503, free_tcp_port, get, processes_with,
-    unique_sleep, KillOnDrop,
-};
-use nix::sys::signal::{kill, Signal};
-use nix::unistd::Pid;
+use common::{assert_no_process_with, eventually_503, unique_sleep};
+use nix::sys::signal::Signal;
+use test_support::http::get;
+use test_support::ports::free_port;
+use test_support::process::{processes_with, Process};
+use test_support::wait::{eventually, DEADLINE};
 
 const BIN: &str = env!("CARGO_BIN_EXE_exec-healthz");
-const WAIT: Duration = Duration::from_secs(10);
 
 fn run_to_end(args: &[&str]) -> Output {
     Command::new(BIN)
@@ -24,35 +22,34 @@ fn run_to_end(args: &[&str]) -> Output {
 }
 
 /// Starts the binary on a free port and waits until it answers HTTP.
-async fn start(args: &[&str]) -> (KillOnDrop, String) {
-    let port = free_tcp_port();
+async fn start(args: &[&str]) -> (Process, String) {
+    let port = free_port().unwrap();
     let port_text = port.to_string();
     let mut full = vec!["-port", port_text.as_str()];
     full.extend_from_slice(args);
-    let child = Command::new(BIN)
+    let mut command = Command::new(BIN);
+    command
         .args(&full)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn exec-healthz");
-    let mut child = KillOnDrop(child);
+        .stderr(Stdio::piped());
+    let mut process = Process::spawn("exec-healthz", command).unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let url = format!("{base}/");
-    eventually(WAIT, "exec-healthz to answer HTTP", || {
-        let url = url.clone();
-        let exited = child.0.try_wait().expect("try_wait");
+    eventually("exec-healthz to answer HTTP", DEADLINE, async || {
+        let exited = process.try_wait()?;
         assert!(exited.is_none(), "exec-healthz exited early: {exited:?}");
-        async move { get(&url).await.ok().map(|_| ()) }
+        get(&url).await
     })
-    .await;
-    (child, base)
+    .await
+    .unwrap();
+    (process, base)
 }
 
-fn stderr_of(mut child: KillOnDrop) -> String {
-    let _ = child.0.kill();
+fn stderr_of(mut process: Process) -> String {
+    process.kill();
     let mut text = String::new();
-    if let Some(mut err) = child.0.stderr.take() {
+    if let Some(mut err) = process.child().stderr.take() {
         let _ = std::io::Read::read_to_string(&mut err, &mut text);
     }
     text
@@ -110,18 +107,18 @@ async fn go_style_flags_503_then_quit_exits_0_without_answering() {
     let (mut child, base) =
         start(&["--cmd=echo nope; false", "-period", "100ms", "-latency=5s"]).await;
     let url = format!("{base}/healthz");
-    let body = eventually_503(WAIT, "a 503", &url).await;
+    let body = eventually_503("a 503", &url).await;
     assert!(
         body.starts_with("Healthz probe error: Result of last exec: nope\n, at "),
         "{body:?}"
     );
     assert!(body.ends_with(", error exit status 1\n"), "{body:?}");
-    let answered = common::client().get(format!("{base}/quit")).send().await;
+    let answered = get(&format!("{base}/quit")).await;
     assert!(
         answered.is_err(),
         "/quit must close the connection without a response: {answered:?}"
     );
-    let status = common::wait_exit(&mut child.0, WAIT).await;
+    let status = child.wait_exit(DEADLINE).await.unwrap();
     assert_eq!(status.code(), Some(0));
 }
 
@@ -130,13 +127,15 @@ async fn sigterm_exits_0_and_kills_the_running_command() {
     let token = unique_sleep();
     let cmd = format!("-cmd=sleep {token} & sleep {token}");
     let (mut child, _base) = start(&[cmd.as_str(), "-period=50ms", "-latency=1h"]).await;
-    eventually(WAIT, "the command to be running", || async {
-        (processes_with(&token).len() >= 2).then_some(())
+    eventually("the command to be running", DEADLINE, async || {
+        let running = processes_with(&token);
+        anyhow::ensure!(running.len() >= 2, "{running:?}");
+        Ok(())
     })
-    .await;
-    let pid = Pid::from_raw(i32::try_from(child.0.id()).expect("pid"));
-    kill(pid, Signal::SIGTERM).expect("send SIGTERM");
-    let status = common::wait_exit(&mut child.0, WAIT).await;
+    .await
+    .unwrap();
+    child.signal(Signal::SIGTERM).unwrap();
+    let status = child.wait_exit(DEADLINE).await.unwrap();
     assert_eq!(status.code(), Some(0), "{status:?}");
     assert_no_process_with(&token).await;
 }
@@ -160,16 +159,7 @@ async fn quiet_drops_info_logs_but_keeps_errors() {
         }
         let (child, base) = start(&args).await;
         let url = format!("{base}/healthz");
-        eventually(WAIT, "a 503", || {
-            let url = url.clone();
-            async move {
-                get(&url)
-                    .await
-                    .ok()
-                    .and_then(|(s, _, _)| (s == 503).then_some(()))
-            }
-        })
-        .await;
+        eventually_503("a 503", &url).await;
         let err = stderr_of(child);
         assert_eq!(
             err.contains("Worker running false"),

@@ -6,12 +6,14 @@ mod common;
 
 use std::time::Duration;
 
-use common::{assert_no_process_with, eventually, get, metric, processes_with, unique_sleep};
+use common::{assert_no_process_with, metric, unique_sleep};
 use healthz::{Config, Exit};
+use test_support::http::get;
+use test_support::process::processes_with;
+use test_support::wait::{eventually, within, DEADLINE};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-const WAIT: Duration = Duration::from_secs(10);
 const PLAIN: &str = "text/plain; charset=utf-8";
 
 /// A running `healthz::run`; shut down when dropped.
@@ -43,20 +45,23 @@ impl Server {
     }
 
     async fn metrics(&self) -> String {
-        get(&self.url("/metrics")).await.expect("GET /metrics").2
+        get(&self.url("/metrics")).await.expect("GET /metrics").body
     }
 
     /// Waits for a `/healthz` answer with this status; returns its body.
     async fn healthz_until(&self, status: u16) -> (String, String) {
         let url = self.url("/healthz");
-        eventually(WAIT, &format!("/healthz to answer {status}"), || {
-            let url = url.clone();
-            async move {
-                let (got, ctype, body) = get(&url).await.ok()?;
-                (got == status).then_some((ctype, body))
-            }
-        })
+        eventually(
+            &format!("/healthz to answer {status}"),
+            DEADLINE,
+            async || {
+                let reply = get(&url).await?;
+                anyhow::ensure!(reply.status == status, "{reply:?}");
+                Ok((reply.content_type, reply.body))
+            },
+        )
         .await
+        .unwrap()
     }
 
     async fn shutdown(mut self) -> Exit {
@@ -64,9 +69,9 @@ impl Server {
             let _ = stop.send(());
         }
         let task = self.task.take().expect("task");
-        tokio::time::timeout(WAIT, task)
+        within("run to return after shutdown", DEADLINE, task)
             .await
-            .expect("run returns after shutdown")
+            .unwrap()
             .expect("join")
             .expect("run ok")
     }
@@ -78,6 +83,18 @@ impl Drop for Server {
             let _ = stop.send(());
         }
     }
+}
+
+/// Waits until the counter `series` reaches `n`; the metrics text then.
+async fn runs_at_least(server: &Server, series: &str, n: f64) -> String {
+    eventually(&format!("{series} >= {n}"), DEADLINE, async || {
+        let text = server.metrics().await;
+        let value = metric(&text, series);
+        anyhow::ensure!(value >= n, "{series} {value}");
+        Ok(text)
+    })
+    .await
+    .unwrap()
 }
 
 fn config(cmd: &str, period_ms: u64, latency_ms: u64) -> Config {
@@ -111,18 +128,22 @@ fn assert_go_timestamp(ts: &str) {
 #[tokio::test]
 async fn healthy_before_the_first_run_and_after_successful_runs() {
     let server = Server::start(config("true", 100, 5_000)).await;
-    let (status, ctype, body) = get(&server.url("/healthz")).await.expect("GET");
-    assert_eq!((status, ctype.as_str(), body.as_str()), (200, PLAIN, "ok"));
+    let reply = get(&server.url("/healthz")).await.expect("GET");
+    assert_eq!(
+        (
+            reply.status,
+            reply.content_type.as_str(),
+            reply.body.as_str()
+        ),
+        (200, PLAIN, "ok")
+    );
     assert_eq!(
         metric(&server.metrics().await, "exechealthz_runs_total"),
         0.0
     );
-    eventually(WAIT, "two runs", || async {
-        (metric(&server.metrics().await, "exechealthz_runs_total") >= 2.0).then_some(())
-    })
-    .await;
-    let (status, _, body) = get(&server.url("/healthz")).await.expect("GET");
-    assert_eq!((status, body.as_str()), (200, "ok"));
+    runs_at_least(&server, "exechealthz_runs_total", 2.0).await;
+    let reply = get(&server.url("/healthz")).await.expect("GET");
+    assert_eq!((reply.status, reply.body.as_str()), (200, "ok"));
     assert_eq!(server.shutdown().await, Exit::Shutdown);
 }
 
@@ -138,11 +159,13 @@ async fn first_run_is_one_period_after_start() {
         .expect("clock after 1970")
         .as_secs_f64();
     let _server = Server::start(config(&cmd, 1_000, 5_000)).await;
-    let first = eventually(WAIT, "the first run", || async {
-        let text = std::fs::read_to_string(&runs).ok()?;
-        text.lines().next()?.parse::<f64>().ok()
+    let first: f64 = eventually("the first run", DEADLINE, async || {
+        let text = std::fs::read_to_string(&runs)?;
+        let first = text.lines().next().unwrap_or_default();
+        Ok(first.parse()?)
     })
-    .await;
+    .await
+    .unwrap();
     let gap = first - before;
     assert!(
         gap >= 1.0,
@@ -204,14 +227,16 @@ async fn hung_command_gives_503_after_the_latency_and_leaves_no_process() {
     // The initial result goes stale first (503 too old), then the first run
     // times out and is stored as a failure.
     let url = server.url("/healthz");
-    let body = eventually(WAIT, "a 503 naming the timeout", || {
-        let url = url.clone();
-        async move {
-            let (status, _, body) = get(&url).await.ok()?;
-            (status == 503 && body.contains("timed out")).then_some(body)
-        }
+    let body = eventually("a 503 naming the timeout", DEADLINE, async || {
+        let reply = get(&url).await?;
+        anyhow::ensure!(
+            reply.status == 503 && reply.body.contains("timed out"),
+            "{reply:?}"
+        );
+        Ok(reply.body)
     })
-    .await;
+    .await
+    .unwrap();
     assert!(
         body.starts_with("Healthz probe error: Result of last exec: , at "),
         "{body:?}"
@@ -241,10 +266,7 @@ async fn runs_never_overlap() {
         log.display()
     );
     let server = Server::start(config(&cmd, 20, 5_000)).await;
-    eventually(WAIT, "four runs", || async {
-        (metric(&server.metrics().await, "exechealthz_runs_total") >= 4.0).then_some(())
-    })
-    .await;
+    runs_at_least(&server, "exechealthz_runs_total", 4.0).await;
     assert_eq!(server.shutdown().await, Exit::Shutdown);
     let text = std::fs::read_to_string(&log).expect("log");
     let lines: Vec<&str> = text.lines().collect();
@@ -262,12 +284,15 @@ async fn every_other_path_serves_the_index_page() {
         <a href=\"/healthz\">/healthz: healthz probe. Returns \"ok\" if the command given through -cmd exits with 0.</a><br/>\
         <a href=\"/quit\">/quit: Cause this container to exit.</a><br/>";
     for path in ["/", "/foo", "/healthz/", "/quit/x"] {
-        let (status, ctype, body) = get(&server.url(path)).await.expect("GET");
-        assert_eq!(status, 200, "{path}");
-        assert_eq!(ctype, "text/html; charset=utf-8", "{path}");
-        assert_eq!(body, expected, "{path}");
+        let reply = get(&server.url(path)).await.expect("GET");
+        assert_eq!(reply.status, 200, "{path}");
+        assert_eq!(reply.content_type, "text/html; charset=utf-8", "{path}");
+        assert_eq!(reply.body, expected, "{path}");
     }
-    let resp = common::client()
+    let resp = reqwest::Client::builder()
+        .no_proxy()
+        .build()
+        .expect("client")
         .post(server.url("/healthz"))
         .send()
         .await
@@ -278,14 +303,13 @@ async fn every_other_path_serves_the_index_page() {
 #[tokio::test]
 async fn metrics_count_runs_and_failures() {
     let server = Server::start(config("false", 50, 5_000)).await;
-    let text = eventually(WAIT, "two failed runs", || async {
-        let text = server.metrics().await;
-        (metric(&text, "exechealthz_failures_total") >= 2.0).then_some(text)
-    })
-    .await;
+    let text = runs_at_least(&server, "exechealthz_failures_total", 2.0).await;
     assert!(metric(&text, "exechealthz_runs_total") >= 2.0);
     assert!(metric(&text, "exechealthz_last_run_duration_seconds") > 0.0);
-    let (_, ctype, _) = get(&server.url("/metrics")).await.expect("GET");
+    let ctype = get(&server.url("/metrics"))
+        .await
+        .expect("GET")
+        .content_type;
     assert!(ctype.starts_with("application/openmetrics-text"), "{ctype}");
 }
 
@@ -293,18 +317,21 @@ async fn metrics_count_runs_and_failures() {
 async fn quit_makes_run_return_without_answering() {
     let server = Server::start(config("true", 60_000, 60_000)).await;
     let url = server.url("/quit");
-    let request = tokio::spawn(async move { common::client().get(url).send().await });
+    let request = tokio::spawn(async move { get(&url).await });
     let mut server = server;
     let task = server.task.take().expect("task");
-    let exit = tokio::time::timeout(WAIT, task)
+    let exit = within("run to return", DEADLINE, task)
         .await
-        .expect("run returns")
+        .unwrap()
         .expect("join");
     assert_eq!(exit.expect("run ok"), Exit::Quit);
-    let answered = tokio::time::timeout(Duration::from_millis(300), request).await;
+    let answered = within("the /quit request to end", DEADLINE, request)
+        .await
+        .unwrap()
+        .expect("join");
     assert!(
-        !matches!(answered, Ok(Ok(Ok(_)))),
-        "/quit must not write a response"
+        answered.is_err(),
+        "/quit must not write a response: {answered:?}"
     );
 }
 
@@ -313,12 +340,12 @@ async fn quit_can_be_disabled() {
     let mut cfg = config("true", 60_000, 60_000);
     cfg.quit_enabled = false;
     let server = Server::start(cfg).await;
-    let (status, _, body) = get(&server.url("/quit")).await.expect("GET /quit");
-    assert_eq!(status, 403);
-    assert!(body.contains("-quit-enabled=false"), "{body}");
-    let (status, _, body) = get(&server.url("/healthz")).await.expect("still serving");
-    assert_eq!((status, body.as_str()), (200, "ok"));
-    let (_, _, index) = get(&server.url("/")).await.expect("index");
+    let reply = get(&server.url("/quit")).await.expect("GET /quit");
+    assert_eq!(reply.status, 403);
+    assert!(reply.body.contains("-quit-enabled=false"), "{reply:?}");
+    let reply = get(&server.url("/healthz")).await.expect("still serving");
+    assert_eq!((reply.status, reply.body.as_str()), (200, "ok"));
+    let index = get(&server.url("/")).await.expect("index").body;
     assert!(!index.contains("/quit"), "{index}");
     assert_eq!(server.shutdown().await, Exit::Shutdown);
 }

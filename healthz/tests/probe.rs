@@ -6,8 +6,9 @@ mod common;
 
 use std::time::{Duration, Instant};
 
-use common::{assert_no_process_with, processes_with, unique_sleep};
+use common::{assert_no_process_with, unique_sleep};
 use healthz::probe::run_command;
+use test_support::process::processes_with;
 
 const LONG: Duration = Duration::from_secs(10);
 const CAP: usize = 64 * 1024;
@@ -100,10 +101,17 @@ async fn dropping_a_run_kills_its_process_group() {
     let token = unique_sleep();
     let cmd = format!("sleep {token} & sleep {token}");
     let task = tokio::spawn(async move { run_command(&cmd, Duration::from_secs(3600), CAP).await });
-    common::eventually(Duration::from_secs(5), "the command to start", || async {
-        (processes_with(&token).len() >= 2).then_some(())
-    })
-    .await;
+    test_support::wait::eventually(
+        "the command to start",
+        test_support::wait::DEADLINE,
+        async || {
+            let running = processes_with(&token);
+            anyhow::ensure!(running.len() >= 2, "{running:?}");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
     task.abort();
     assert!(task.await.is_err_and(|e| e.is_cancelled()));
     assert_no_process_with(&token).await;

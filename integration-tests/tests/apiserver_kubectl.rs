@@ -3,126 +3,53 @@
 //! seed. kubectl runs with a throw-away kubeconfig and cache directory, so
 //! the machine's own configuration is never read.
 //!
-//! kubectl must be installed (or `KUBECTL` must point at it); without it
-//! these tests fail with instructions rather than pass silently.
+//! kubectl must be installed; without it these tests fail with
+//! instructions rather than pass silently. kubectl blocks, so the tests run
+//! on a multi-threaded runtime and the in-process server answers meanwhile.
 
 mod apiserver_support;
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
+use test_support::kubectl::Kubectl;
 
 use apiserver_support::{start, start_default, within};
-use integration_tests::apiserver::{ApiServerHandle, Config};
-use serde_json::{json, Value};
+use integration_tests::apiserver::Config;
+use serde_json::json;
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::Command;
 
-const INSTALL_HINT: &str = "kubectl is required by the apiserver_kubectl tests. Install it \
-     (Debian/Ubuntu: `apt-get install -y kubectl` from the Kubernetes or Google Cloud SDK apt \
-     repository, or any kubectl >= 1.27 binary on PATH) or set KUBECTL=/path/to/kubectl.";
-
-fn kubectl_path() -> PathBuf {
-    let found = match std::env::var_os("KUBECTL") {
-        Some(p) => Some(PathBuf::from(p)).filter(|p| p.is_file()),
-        None => std::env::var_os("PATH")
-            .into_iter()
-            .flat_map(|paths| std::env::split_paths(&paths).collect::<Vec<_>>())
-            .map(|dir| dir.join("kubectl"))
-            .find(|p| p.is_file()),
-    };
-    found.unwrap_or_else(|| panic!("kubectl not found. {INSTALL_HINT}"))
-}
-
-/// A kubectl bound to one server through a private kubeconfig.
-struct Kubectl {
-    bin: PathBuf,
-    dir: tempfile::TempDir,
-    server: String,
-}
-
-impl Kubectl {
-    fn new(server: &ApiServerHandle, token: Option<&str>) -> Self {
-        let dir = tempfile::tempdir().unwrap();
-        let user = token.map_or_else(|| json!({}), |t| json!({ "token": t }));
-        let kubeconfig = json!({
-            "apiVersion": "v1", "kind": "Config",
-            "clusters": [{ "name": "t", "cluster": { "server": server.url() } }],
-            "users": [{ "name": "t", "user": user }],
-            "contexts": [{ "name": "t", "context": { "cluster": "t", "user": "t" } }],
-            "current-context": "t",
-        });
-        std::fs::write(dir.path().join("kubeconfig"), kubeconfig.to_string()).unwrap();
-        Self {
-            bin: kubectl_path(),
-            dir,
-            server: server.url(),
-        }
-    }
-
-    fn file(&self, name: &str, contents: &str) -> PathBuf {
-        let path = self.dir.path().join(name);
-        std::fs::write(&path, contents).unwrap();
-        path
-    }
-
-    /// Runs kubectl; returns (success, stdout, stderr).
-    async fn run(&self, args: &[&str]) -> (bool, String, String) {
-        let home = self.dir.path();
-        let mut cmd = Command::new(&self.bin);
-        cmd.arg(format!(
-            "--kubeconfig={}",
-            home.join("kubeconfig").display()
-        ))
-        .arg(format!("--cache-dir={}", home.join("cache").display()))
-        .arg(format!("--server={}", self.server))
-        .arg("--request-timeout=20s")
-        .args(args)
-        .env("HOME", home)
-        .env_remove("KUBECONFIG")
-        .stdin(Stdio::null())
-        .kill_on_drop(true);
-        let out = within(&format!("kubectl {args:?}"), cmd.output())
-            .await
-            .unwrap();
-        let text = |b: &[u8]| String::from_utf8_lossy(b).into_owned();
-        (out.status.success(), text(&out.stdout), text(&out.stderr))
-    }
-
-    async fn ok(&self, args: &[&str]) -> String {
-        let (ok, stdout, stderr) = self.run(args).await;
-        assert!(ok, "kubectl {args:?} failed:\n{stdout}\n{stderr}");
-        stdout
-    }
-
-    async fn json(&self, args: &[&str]) -> Value {
-        let mut args = args.to_vec();
-        args.extend(["-o", "json"]);
-        serde_json::from_str(&self.ok(&args).await).unwrap()
-    }
+/// Whether kubectl succeeded, and what it said on stderr.
+fn outcome(out: std::process::Output) -> (bool, String) {
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
 
 const SVC: &str = "apiVersion: v1\nkind: Service\nmetadata:\n  name: web\n  namespace: default\nspec:\n  selector:\n    app: web\n  ports:\n  - name: http\n    port: 80\n    protocol: TCP\n";
 const EP: &str = "apiVersion: v1\nkind: Endpoints\nmetadata:\n  name: web\nsubsets:\n- addresses:\n  - ip: 10.244.1.6\n  ports:\n  - name: http\n    port: 80\n";
 const POD: &str = "apiVersion: v1\nkind: Pod\nmetadata:\n  name: p\n  labels:\n    app: web\nspec:\n  containers:\n  - name: c\n    image: busybox\n";
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_creates_lists_and_deletes_services() {
     let server = start_default().await;
-    let k = Kubectl::new(&server, None);
-    let svc = k.file("svc.yaml", SVC);
+    let k = Kubectl::new(&server.url()).unwrap();
+    let svc = k.file("svc.yaml", SVC).unwrap();
     let out = k
-        .ok(&["create", "-f", svc.to_str().unwrap(), "--validate=false"])
-        .await;
-    assert!(out.contains("service/web created"), "{out}");
-    let (ok, _, err) = k
         .run(&["create", "-f", svc.to_str().unwrap(), "--validate=false"])
-        .await;
+        .unwrap();
+    assert!(out.contains("service/web created"), "{out}");
+    let (ok, err) = outcome(
+        k.output(&["create", "-f", svc.to_str().unwrap(), "--validate=false"])
+            .unwrap(),
+    );
     assert!(
         !ok && (err.contains("AlreadyExists") || err.contains("already exists")),
         "{err}"
     );
 
-    let table = k.ok(&["get", "services", "-A"]).await;
+    let table = k.run(&["get", "services", "-A"]).unwrap();
     let line = table
         .lines()
         .find(|l| l.contains("web"))
@@ -138,14 +65,14 @@ async fn kubectl_creates_lists_and_deletes_services() {
         "{table}"
     );
 
-    let obj = k.json(&["get", "svc", "web"]).await;
+    let obj = k.json(&["get", "svc", "web"]).unwrap();
     assert_eq!(obj["spec"]["ports"][0]["name"], "http");
-    let listed = k.json(&["get", "services", "-l", "app!=none"]).await;
+    let listed = k.json(&["get", "services", "-l", "app!=none"]).unwrap();
     assert_eq!(listed["items"].as_array().unwrap().len(), 1);
 
-    let out = k.ok(&["delete", "service", "web"]).await;
+    let out = k.run(&["delete", "service", "web"]).unwrap();
     assert!(out.contains("service \"web\" deleted"), "{out}");
-    let (ok, _, err) = k.run(&["get", "service", "web"]).await;
+    let (ok, err) = outcome(k.output(&["get", "service", "web"]).unwrap());
     assert!(
         !ok && (err.contains("NotFound") || err.contains("not found")),
         "{err}"
@@ -153,24 +80,24 @@ async fn kubectl_creates_lists_and_deletes_services() {
 }
 
 /// `kubectl create namespace|service` and `kubectl run` send protobuf bodies.
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_typed_generators_send_protobuf_that_is_decoded() {
     let server = start_default().await;
-    let k = Kubectl::new(&server, None);
-    let out = k.ok(&["create", "namespace", "x"]).await;
+    let k = Kubectl::new(&server.url()).unwrap();
+    let out = k.run(&["create", "namespace", "x"]).unwrap();
     assert!(out.contains("namespace/x created"), "{out}");
     let out = k
-        .ok(&["create", "service", "clusterip", "demo", "--tcp=80:80"])
-        .await;
+        .run(&["create", "service", "clusterip", "demo", "--tcp=80:80"])
+        .unwrap();
     assert!(out.contains("service/demo created"), "{out}");
     let out = k
-        .ok(&["run", "p", "--image=busybox", "--port=8080", "--env=A=1"])
-        .await;
+        .run(&["run", "p", "--image=busybox", "--port=8080", "--env=A=1"])
+        .unwrap();
     assert!(out.contains("pod/p created"), "{out}");
 
-    let ns = k.json(&["get", "namespace", "x"]).await;
+    let ns = k.json(&["get", "namespace", "x"]).unwrap();
     assert_eq!(ns["status"]["phase"], "Active");
-    let svc = k.json(&["get", "service", "demo"]).await;
+    let svc = k.json(&["get", "service", "demo"]).unwrap();
     assert_eq!(svc["spec"]["type"], "ClusterIP");
     assert_eq!(svc["spec"]["selector"], json!({ "app": "demo" }));
     assert_eq!(
@@ -181,7 +108,7 @@ async fn kubectl_typed_generators_send_protobuf_that_is_decoded() {
         .as_str()
         .unwrap()
         .starts_with("10.0.0."));
-    let pod = k.json(&["get", "pod", "p"]).await;
+    let pod = k.json(&["get", "pod", "p"]).unwrap();
     let c = &pod["spec"]["containers"][0];
     assert_eq!(
         (c["name"].as_str(), c["image"].as_str()),
@@ -191,31 +118,31 @@ async fn kubectl_typed_generators_send_protobuf_that_is_decoded() {
     assert_eq!(c["env"], json!([{ "name": "A", "value": "1" }]));
 }
 
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_creates_lists_and_deletes_endpoints_and_pods() {
     let server = start_default().await;
-    let k = Kubectl::new(&server, None);
-    let ep = k.file("ep.yaml", EP);
-    let pod = k.file("pod.yaml", POD);
-    k.ok(&["create", "-f", ep.to_str().unwrap(), "--validate=false"])
-        .await;
-    k.ok(&["create", "-f", pod.to_str().unwrap(), "--validate=false"])
-        .await;
+    let k = Kubectl::new(&server.url()).unwrap();
+    let ep = k.file("ep.yaml", EP).unwrap();
+    let pod = k.file("pod.yaml", POD).unwrap();
+    k.run(&["create", "-f", ep.to_str().unwrap(), "--validate=false"])
+        .unwrap();
+    k.run(&["create", "-f", pod.to_str().unwrap(), "--validate=false"])
+        .unwrap();
 
-    let eps = k.ok(&["get", "endpoints"]).await;
+    let eps = k.run(&["get", "endpoints"]).unwrap();
     assert!(eps.contains("10.244.1.6:80"), "{eps}");
-    let pods = k.ok(&["get", "pods", "--all-namespaces"]).await;
+    let pods = k.run(&["get", "pods", "--all-namespaces"]).unwrap();
     assert!(
         pods.lines()
             .any(|l| l.starts_with("default") && l.contains(" p ")),
         "{pods}"
     );
-    let obj = k.json(&["get", "pod", "p"]).await;
+    let obj = k.json(&["get", "pod", "p"]).unwrap();
     assert_eq!(obj["status"]["phase"], "Pending");
 
-    k.ok(&["delete", "pod", "p"]).await;
-    k.ok(&["delete", "endpoints", "web"]).await;
-    let left = k.json(&["get", "pods,endpoints"]).await;
+    k.run(&["delete", "pod", "p"]).unwrap();
+    k.run(&["delete", "endpoints", "web"]).unwrap();
+    let left = k.json(&["get", "pods,endpoints"]).unwrap();
     assert_eq!(left["items"].as_array().unwrap().len(), 0, "{left}");
 }
 
@@ -223,16 +150,19 @@ async fn kubectl_creates_lists_and_deletes_endpoints_and_pods() {
 /// plain-HTTP server kubectl never authenticates: a token-protected server
 /// must answer it with a 401 Status that kubectl reports as such. (Bearer
 /// tokens over HTTP are covered with kube-rs in `apiserver_api`.)
-#[tokio::test]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_gets_401_from_token_protected_server() {
     let server = start(Config {
         token: Some("tok".into()),
         ..Config::default()
     })
     .await;
-    let (ok, _, err) = Kubectl::new(&server, Some("tok"))
-        .run(&["get", "namespaces"])
-        .await;
+    let (ok, err) = outcome(
+        Kubectl::with_token(&server.url(), Some("tok"))
+            .unwrap()
+            .output(&["get", "namespaces"])
+            .unwrap(),
+    );
     assert!(
         !ok && err.contains("You must be logged in to the server"),
         "{err}"
@@ -264,17 +194,8 @@ async fn binary_serves_the_demo_seed() {
         .unwrap_or_else(|| panic!("{first}"))
         .to_string();
 
-    let k = Kubectl {
-        bin: kubectl_path(),
-        dir: tempfile::tempdir().unwrap(),
-        server: url,
-    };
-    std::fs::write(
-        k.dir.path().join("kubeconfig"),
-        "apiVersion: v1\nkind: Config\n",
-    )
-    .unwrap();
-    let svcs = k.json(&["get", "services", "-A"]).await;
+    let k = Kubectl::new(&url).unwrap();
+    let svcs = k.json(&["get", "services", "-A"]).unwrap();
     let find = |ns: &str, name: &str| {
         svcs["items"]
             .as_array()
@@ -309,9 +230,9 @@ async fn binary_serves_the_demo_seed() {
         ]
     );
     assert_eq!(find("default", "web")["spec"]["clusterIP"], "None");
-    let ep = k.json(&["get", "endpoints", "web"]).await;
+    let ep = k.json(&["get", "endpoints", "web"]).unwrap();
     assert_eq!(ep["subsets"][0]["addresses"].as_array().unwrap().len(), 2);
-    let pod = k.json(&["get", "pod", "demo-pod"]).await;
+    let pod = k.json(&["get", "pod", "demo-pod"]).unwrap();
     assert_eq!(pod["status"]["podIP"], "1.2.3.4");
 
     child.kill().await.unwrap();

@@ -2,94 +2,73 @@
 //! (a log collector gone, `| head`): a write to a closed stderr must not
 //! take down the task that logged it, such as the signal handler.
 
-use integration_tests::bins::built_binary;
-use integration_tests::etcd::{dig, free_port};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-/// A child process killed when the test ends, passed or not.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use std::process::{Command, Stdio};
+use test_support::bins::built_binary;
+use test_support::http::{get, metric, scrape};
+use test_support::ports::free_port;
+use test_support::process::Process;
+use test_support::wait::{eventually, DEADLINE};
 
 /// Starts `bin` with stderr on a pipe that is closed at once.
-fn spawn_with_closed_stderr(bin: &str, args: &[String]) -> Running {
-    let mut child = Command::new(built_binary(bin))
+fn spawn_with_closed_stderr(bin: &str, args: &[String]) -> Process {
+    let mut command = Command::new(built_binary(bin));
+    command
         .args(args)
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("starting the binary");
-    drop(child.stderr.take());
-    Running(child)
+        .stderr(Stdio::piped());
+    let mut process = Process::spawn(bin, command).unwrap();
+    drop(process.child().stderr.take());
+    process
 }
 
-fn wait_until(what: &str, ready: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !ready() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+/// Sends SIGTERM and requires exit status 0.
+async fn assert_stops_on_sigterm(mut process: Process, what: &str) {
+    process.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    let status = process
+        .wait_exit(DEADLINE)
+        .await
+        .unwrap_or_else(|e| panic!("{what} ignored SIGTERM with its stderr closed: {e:#}"));
+    assert!(status.success(), "{what} exited with {status}");
 }
 
-/// Sends SIGTERM and requires exit status 0 within 10 s (killing it otherwise).
-fn assert_stops_on_sigterm(mut running: Running, what: &str) {
-    let child = &mut running.0;
-    Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .unwrap();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(status) = child.try_wait().unwrap() {
-            assert!(status.success(), "{what} exited with {status}");
-            return;
-        }
-        if Instant::now() > deadline {
-            panic!("{what} ignored SIGTERM with its stderr closed");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-#[test]
-fn skydns_stops_on_sigterm_with_stderr_closed() {
+#[tokio::test]
+async fn skydns_stops_on_sigterm_with_stderr_closed() {
     let port = free_port().unwrap();
+    let mport = free_port().unwrap();
     // etcd is unreachable, so skydns keeps logging retries and answers SERVFAIL.
     let args = [
         format!("-addr=127.0.0.1:{port}"),
+        format!("-metrics-addr=127.0.0.1:{mport}"),
         "-machines=http://127.0.0.1:1".to_string(),
         "-domain=cluster.local.".to_string(),
         "-no-rec".to_string(),
     ];
-    let child = spawn_with_closed_stderr("skydns", &args);
-    wait_until("skydns to answer", || {
-        dig(port, &["kubernetes.default.svc.cluster.local"])
-            .unwrap()
-            .contains("status: SERVFAIL")
-    });
-    std::thread::sleep(Duration::from_millis(300)); // a few failed log writes
-    assert_stops_on_sigterm(child, "skydns");
+    let process = spawn_with_closed_stderr("skydns", &args);
+    // Each failed read of etcd is logged: three of them, three failed writes.
+    let url = format!("http://127.0.0.1:{mport}/metrics");
+    let series = "skydns_dns_store_error_count_total";
+    eventually("three logged failures to read etcd", DEADLINE, async || {
+        let errors = metric(&scrape(&url).await?, series);
+        anyhow::ensure!(errors.is_some_and(|e| e >= 3.0), "{series} {errors:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_stops_on_sigterm(process, "skydns").await;
 }
 
-#[test]
-fn exec_healthz_stops_on_sigterm_with_stderr_closed() {
+#[tokio::test]
+async fn exec_healthz_stops_on_sigterm_with_stderr_closed() {
     let port = free_port().unwrap();
     let args = [format!("-port={port}"), "-period=50ms".to_string()];
-    let child = spawn_with_closed_stderr("exec-healthz", &args);
+    let process = spawn_with_closed_stderr("exec-healthz", &args);
     let url = format!("http://127.0.0.1:{port}/healthz");
-    wait_until("exec-healthz to answer", || {
-        Command::new("curl")
-            .args(["-sf", &url])
-            .output()
-            .is_ok_and(|o| o.status.success())
-    });
-    std::thread::sleep(Duration::from_millis(300)); // a few runs logged
-    assert_stops_on_sigterm(child, "exec-healthz");
+    // Every /healthz request is logged: four answered, four failed writes.
+    for _ in 0..4 {
+        eventually("exec-healthz to answer", DEADLINE, async || get(&url).await)
+            .await
+            .unwrap();
+    }
+    assert_stops_on_sigterm(process, "exec-healthz").await;
 }

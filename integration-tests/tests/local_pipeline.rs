@@ -8,82 +8,19 @@
 //! The script runs with `SKIP_BUILD=1` on the binaries next to this test
 //! (`scripts/test.sh` builds them with `cargo build --workspace --bins`).
 
-use integration_tests::bins::built_binary;
-use integration_tests::etcd::Api;
-use integration_tests::etcd::{dig, free_port, require_binary};
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
-
-struct Pipeline {
-    child: Child,
-}
-
-impl Pipeline {
-    /// SIGTERM, which run.sh traps as it traps Ctrl-C. Not SIGINT itself: a
-    /// shell started in the background without job control (as CI may start
-    /// the suite) ignores SIGINT, its children inherit that, and bash cannot
-    /// trap a signal ignored at entry.
-    fn terminate(&self) {
-        let _ = Command::new("kill")
-            .args(["-TERM", &self.child.id().to_string()])
-            .stderr(Stdio::null())
-            .status();
-    }
-
-    /// Whether run.sh exited by itself within `within`.
-    fn exited_within(&mut self, within: Duration) -> bool {
-        let deadline = Instant::now() + within;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        false
-    }
-
-    /// The live processes of run.sh's process group (it leads one), as
-    /// `pid command` lines.
-    fn group_left(&self) -> Vec<String> {
-        let group = self.child.id().to_string();
-        let Ok(entries) = std::fs::read_dir("/proc") else {
-            return Vec::new();
-        };
-        entries
-            .flatten()
-            .filter_map(|e| std::fs::read_to_string(e.path().join("stat")).ok())
-            .filter_map(|stat| {
-                // pid (comm) state ppid pgrp ...
-                let (head, rest) = stat.rsplit_once(") ")?;
-                let fields: Vec<&str> = rest.split(' ').collect();
-                (fields.get(2) == Some(&group.as_str()) && fields.first() != Some(&"Z"))
-                    .then(|| head.replace(" (", " "))
-            })
-            .collect()
-    }
-}
-
-impl Drop for Pipeline {
-    fn drop(&mut self) {
-        self.terminate();
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = self.child.try_wait() {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        // Last resort: the whole process group.
-        let _ = Command::new("kill")
-            .args(["-KILL", &format!("-{}", self.child.id())])
-            .status();
-        let _ = self.child.wait();
-    }
-}
+use test_support::bins::built_binary;
+use test_support::dns::{dig, query, Transport};
+use test_support::etcd::Api;
+use test_support::http::get;
+use test_support::kubectl::Kubectl;
+use test_support::ports::free_port;
+use test_support::process::Process;
+use test_support::wait::{eventually, DEADLINE};
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -96,64 +33,36 @@ fn bin_dir() -> PathBuf {
     for bin in ["skydns", "kube2sky", "exec-healthz", "kube-api-test-server"] {
         built_binary(bin);
     }
-    integration_tests::bins::bin_dir()
+    test_support::bins::bin_dir()
 }
 
-fn kubectl(kubeconfig: &Path, api: u16, args: &[&str]) -> String {
-    let out = Command::new("kubectl")
-        .env("KUBECONFIG", kubeconfig)
-        .arg(format!("--server=http://127.0.0.1:{api}"))
-        .args(args)
-        .current_dir(repo_root())
-        .output()
-        .expect("running kubectl");
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "kubectl {args:?} failed: {text}");
-    text
+/// The status of a GET of `path` on the loopback `port`.
+async fn http_status(port: u16, path: &str) -> anyhow::Result<u16> {
+    Ok(get(&format!("http://127.0.0.1:{port}{path}")).await?.status)
 }
 
-fn wait_dig(port: u16, name: &str, pred: impl Fn(&str) -> bool) -> String {
-    let deadline = Instant::now() + Duration::from_secs(15);
-    loop {
-        let out = dig(port, &[name, "A"]).unwrap();
-        if pred(&out) {
-            return out;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out on {name}; last reply:\n{out}"
+/// Polls `name A` until its status is `status`.
+async fn wait_status(port: u16, name: &str, status: &str) {
+    eventually(&format!("{name} {status}"), DEADLINE, async || {
+        let r = query(port, name, "A", Transport::Udp).await?;
+        anyhow::ensure!(
+            r.status == status && (status != "NOERROR" || !r.answer.is_empty()),
+            "{r:?}"
         );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        Ok(())
+    })
+    .await
+    .unwrap();
 }
 
-fn http_status(port: u16, path: &str) -> String {
-    let out = Command::new("curl")
-        .args([
-            "-s",
-            "-o",
-            "/dev/null",
-            "-w",
-            "%{http_code}",
-            &format!("http://127.0.0.1:{port}{path}"),
-        ])
-        .output()
-        .expect("running curl");
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-#[test]
-fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
-    require_binary("kubectl", "kubectl (from the Kubernetes apt repository)").unwrap();
-    require_binary("curl", "curl").unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
+    let kubectl = |api: u16| Kubectl::new(&format!("http://127.0.0.1:{api}")).unwrap();
     let bins = bin_dir();
     let [dns, etcd, peer, api, healthz, readiness] = [(); 6].map(|_| free_port().unwrap());
     let etcd_api = Api::from_env();
-    let mut child = Command::new("bash")
+    let mut command = Command::new("bash");
+    command
         .arg(repo_root().join("deploy/local/run.sh"))
         .arg(match etcd_api {
             Api::V2 => "--etcd-api=v2",
@@ -175,12 +84,11 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .process_group(0)
-        .spawn()
-        .expect("starting deploy/local/run.sh");
-    let stdout = child.stdout.take().unwrap();
-    let mut pipeline = Pipeline { child };
+        .stderr(Stdio::inherit());
+    // Dropped on a failure: SIGTERM, which run.sh traps as it traps Ctrl-C,
+    // then SIGKILL to its whole process group.
+    let mut pipeline = Process::spawn("deploy/local/run.sh", command).unwrap();
+    let stdout = pipeline.child().stdout.take().unwrap();
 
     let (tx, rx) = mpsc::channel();
     std::thread::spawn(move || {
@@ -208,13 +116,14 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
     )
     .unwrap();
     assert_eq!(out.trim(), "10.0.0.1");
-    assert_eq!(http_status(healthz, "/healthz"), "200");
-    assert_eq!(http_status(readiness, "/readiness"), "200");
+    assert_eq!(http_status(healthz, "/healthz").await.unwrap(), 200);
+    assert_eq!(http_status(readiness, "/readiness").await.unwrap(), 200);
     if etcd_api == Api::V2 {
         // The 1.2 docs' inspection commands, literally.
         let endpoints = format!("--endpoints=http://127.0.0.1:{etcd}");
         let etcdctl = |args: &[&str]| {
-            let out = Command::new("etcdctl")
+            let out = test_support::tools::command("etcdctl", "etcd-client")
+                .unwrap()
                 .env("ETCDCTL_API", "2")
                 .arg(&endpoints)
                 .args(args)
@@ -231,48 +140,37 @@ fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         );
     }
 
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, "").unwrap();
-    kubectl(
-        &kubeconfig,
-        api,
-        &[
-            "create",
-            "-f",
-            "deploy/local/demo-service.yaml",
-            "--validate=false",
-        ],
-    );
-    wait_dig(dns, "demo.default.svc.cluster.local", |o| {
-        o.contains("status: NOERROR") && o.contains("IN\tA\t")
-    });
-    kubectl(&kubeconfig, api, &["delete", "service", "demo"]);
-    wait_dig(dns, "demo.default.svc.cluster.local", |o| {
-        o.contains("status: NXDOMAIN")
-    });
+    let demo = repo_root().join("deploy/local/demo-service.yaml");
+    let demo = demo.display().to_string();
+    let kubectl = kubectl(api);
+    kubectl
+        .run(&["create", "-f", &demo, "--validate=false"])
+        .unwrap();
+    wait_status(dns, "demo.default.svc.cluster.local", "NOERROR").await;
+    kubectl.run(&["delete", "service", "demo"]).unwrap();
+    wait_status(dns, "demo.default.svc.cluster.local", "NXDOMAIN").await;
 
-    pipeline.terminate();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while dig(dns, &["+short", "kubernetes.default.svc.cluster.local"])
-        .unwrap()
-        .contains("10.0.0.1")
-    {
-        assert!(
-            Instant::now() < deadline,
-            "skydns still answers after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-    assert_ne!(
-        http_status(healthz, "/healthz"),
-        "200",
-        "exec-healthz still up after SIGTERM"
-    );
-    assert!(
-        pipeline.exited_within(Duration::from_secs(30)),
-        "run.sh still running 30 s after SIGTERM"
-    );
+    // SIGTERM, which run.sh traps as it traps Ctrl-C. Not SIGINT itself: a
+    // shell started in the background without job control (as CI may start
+    // the suite) ignores SIGINT, its children inherit that, and bash cannot
+    // trap a signal ignored at entry.
+    pipeline.signal(nix::sys::signal::Signal::SIGTERM).unwrap();
+    pipeline.wait_exit(DEADLINE).await.unwrap();
     let left = pipeline.group_left();
     assert!(left.is_empty(), "still running after SIGTERM: {left:?}");
+    let r = query(
+        dns,
+        "kubernetes.default.svc.cluster.local",
+        "A",
+        Transport::Udp,
+    )
+    .await;
+    assert!(
+        r.is_err(),
+        "skydns still answers after run.sh exited: {r:?}"
+    );
+    assert!(
+        http_status(healthz, "/healthz").await.is_err(),
+        "exec-healthz still up after run.sh exited"
+    );
 }

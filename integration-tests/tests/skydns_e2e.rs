@@ -4,8 +4,9 @@
 
 mod skydns_support;
 
-use integration_tests::etcd::{free_port, Api, Etcd};
 use skydns_support::{wait_for_store_errors, SkyDns, KUBERNETES_A};
+use test_support::etcd::{Api, Etcd};
+use test_support::ports::free_port;
 
 const RECORDS: &[(&str, &str)] = &[
     (
@@ -282,7 +283,7 @@ async fn the_etcd_config_key_overrides_flags() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_without_the_v2_api_stops_start_up_naming_the_flag() {
     let etcd = Etcd::start_without_v2().unwrap();
-    let port = integration_tests::etcd::free_port().unwrap();
+    let port = free_port().unwrap();
     let argv = [
         "skydns".to_string(),
         "-domain=cluster.local.".into(),

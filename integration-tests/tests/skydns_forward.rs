@@ -4,10 +4,12 @@
 
 mod skydns_support;
 
-use integration_tests::etcd::{free_port, Etcd};
-use integration_tests::wait::{metric, scrape};
-use skydns_support::{black_hole, Dnsmasq, SkyDns};
+use skydns_support::{black_hole, SkyDns};
 use std::time::Duration;
+use test_support::dnsmasq::Dnsmasq;
+use test_support::etcd::Etcd;
+use test_support::http::{metric, scrape};
+use test_support::ports::free_port;
 
 const KUBE: (&str, &str) = (
     "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
@@ -37,7 +39,9 @@ async fn forwards_over_udp_and_tcp_and_relays_nxdomain() {
         "--address=/www.example.org/192.0.2.10",
         "--address=/nx.example.org/",
         "--ptr-record=9.9.9.10.in-addr.arpa,host.example.",
-    ]);
+    ])
+    .await
+    .unwrap();
     let dns = resolver(&etcd, &[&format!("-nameservers=127.0.0.1:{}", up.port)]).await;
     let r = dns.dig(&["www.example.org", "A"]).await;
     assert_eq!(r.status, "NOERROR");
@@ -62,7 +66,9 @@ async fn forwards_over_udp_and_tcp_and_relays_nxdomain() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_rec_never_forwards() {
     let etcd = etcd();
-    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"])
+        .await
+        .unwrap();
     let dns = resolver(
         &etcd,
         &[&format!("-nameservers=127.0.0.1:{}", up.port), "-no-rec"],
@@ -89,7 +95,9 @@ async fn a_dead_upstream_gets_a_prompt_servfail_and_the_next_server_is_tried() {
     assert_eq!(r.status, "SERVFAIL", "{r:?}");
     dns.shutdown().await;
 
-    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"])
+        .await
+        .unwrap();
     let dns = resolver(
         &etcd,
         &[
@@ -175,7 +183,9 @@ async fn the_response_cache_counts_ttls_down_and_keeps_negative_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cname_and_srv_targets_outside_the_domain_are_looked_up() {
     let etcd = etcd();
-    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"])
+        .await
+        .unwrap();
     etcd.put(
         "/skydns/local/cluster/svc/default/ext/1",
         r#"{"host":"www.example.org","ttl":30}"#,
@@ -204,7 +214,9 @@ async fn cname_and_srv_targets_outside_the_domain_are_looked_up() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
     let etcd = etcd();
-    let up = Dnsmasq::start(&["--address=/www.stub.test/192.0.2.30"]);
+    let up = Dnsmasq::start(&["--address=/www.stub.test/192.0.2.30"])
+        .await
+        .unwrap();
     etcd.put(
         "/skydns/local/cluster/dns/stub/test/stub/ns1",
         &format!(r#"{{"host":"127.0.0.1","port":{}}}"#, up.port),
@@ -257,7 +269,9 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_count_requests_errors_and_external_queries() {
     let etcd = etcd();
-    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"])
+        .await
+        .unwrap();
     let mport = free_port().unwrap();
     let dns = resolver(
         &etcd,
@@ -299,7 +313,9 @@ async fn metrics_count_requests_errors_and_external_queries() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cached_replies_carry_no_opt_for_clients_without_edns() {
     let etcd = etcd();
-    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"]);
+    let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"])
+        .await
+        .unwrap();
     let dns = resolver(
         &etcd,
         &[&format!("-nameservers=127.0.0.1:{}", up.port), "-rcache=10"],

@@ -6,11 +6,13 @@
 
 mod skydns_support;
 
-use integration_tests::bins::built_binary;
-use integration_tests::etcd::{dig, free_port, Api, Etcd};
-use skydns_support::parse;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use skydns_support::Reply;
+use test_support::bins::built_binary;
+use test_support::dns::{query, Transport};
+use test_support::etcd::{Api, Etcd};
+use test_support::ports::on_free_port;
+use test_support::process::Process;
+use test_support::wait::{eventually, DEADLINE};
 
 const KUBERNETES: (&str, &str) = (
     "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
@@ -20,64 +22,65 @@ const HTTPS: (&str, &str) = (
     "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
     r#"{"host":"kubernetes.default.svc.cluster.local.","port":443,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
 );
-/// Generous: these tests wait for events, never for time.
-const DEADLINE: Duration = Duration::from_secs(30);
 
-/// The skydns binary on a free port, killed on drop.
+/// The skydns binary on a free port, stopped on drop.
 struct SkyDnsProcess {
-    child: Child,
+    process: Process,
     port: u16,
     log: tempfile::NamedTempFile,
 }
 
 impl SkyDnsProcess {
-    fn start(etcd: &Etcd) -> SkyDnsProcess {
-        let port = free_port().unwrap();
-        let log = tempfile::NamedTempFile::new().unwrap();
-        let child = Command::new(built_binary("skydns"))
-            .args(["-domain=cluster.local.", "-no-rec"])
-            .arg(format!("-addr=127.0.0.1:{port}"))
-            .arg(format!("-machines={}", etcd.endpoint()))
-            .env("RUST_LOG", "skydns=debug,info")
-            .stdin(Stdio::null())
-            .stdout(log.reopen().unwrap())
-            .stderr(log.reopen().unwrap())
-            .spawn()
-            .expect("starting skydns");
-        SkyDnsProcess { child, port, log }
+    /// Starts skydns on `etcd`; returns once it answers.
+    async fn start(etcd: &Etcd) -> SkyDnsProcess {
+        on_free_port(async |port| {
+            let log = tempfile::NamedTempFile::new()?;
+            let mut command = std::process::Command::new(built_binary("skydns"));
+            command
+                .args(["-domain=cluster.local.", "-no-rec"])
+                .arg(format!("-addr=127.0.0.1:{port}"))
+                .arg(format!("-machines={}", etcd.endpoint()))
+                .env("RUST_LOG", "skydns=debug,info");
+            let process = Process::spawn_logged("skydns", command, log.path())?;
+            let mut dns = SkyDnsProcess { process, port, log };
+            let probe = "kubernetes.default.svc.cluster.local";
+            let exited = eventually("skydns to answer", DEADLINE, async || {
+                if let Some(status) = dns.process.try_wait()? {
+                    return Ok(Some(anyhow::anyhow!(
+                        "skydns exited with {status}: {}",
+                        dns.log()
+                    )));
+                }
+                query(port, probe, "A", Transport::Udp).await?;
+                Ok(None)
+            })
+            .await?;
+            exited.map_or(Ok(dns), Err)
+        })
+        .await
+        .unwrap()
     }
 
     fn signal(&self, signal: nix::sys::signal::Signal) {
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(self.child.id()).unwrap());
-        nix::sys::signal::kill(pid, signal).unwrap();
+        self.process.signal(signal).unwrap();
     }
 
     fn log(&self) -> String {
         std::fs::read_to_string(self.log.path()).unwrap_or_default()
     }
 
-    /// Polls `dig name qtype` until `pred` holds.
-    fn wait_for(&self, name: &str, qtype: &str, pred: impl Fn(&skydns_support::Reply) -> bool) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let r = parse(&dig(self.port, &[name, qtype]).unwrap());
-            if pred(&r) {
-                return;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting on {name} {qtype}; last reply {r:?}; log:\n{}",
-                self.log()
-            );
-            std::thread::sleep(Duration::from_millis(50));
+    /// Polls `name qtype` until `pred` holds.
+    async fn wait_for(&self, name: &str, qtype: &str, pred: impl Fn(&Reply) -> bool) {
+        let what = format!("{name} {qtype}");
+        let polled = eventually(&what, DEADLINE, async || {
+            let r = query(self.port, name, qtype, Transport::Udp).await?;
+            anyhow::ensure!(pred(&r), "last reply {r:?}");
+            Ok(())
+        })
+        .await;
+        if let Err(e) = polled {
+            panic!("{e:#}; log:\n{}", self.log());
         }
-    }
-}
-
-impl Drop for SkyDnsProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
     }
 }
 
@@ -88,18 +91,18 @@ fn seeded() -> Etcd {
     etcd
 }
 
-#[test]
-fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_state() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_state() {
     let etcd = seeded();
-    let dns = SkyDnsProcess::start(&etcd);
+    let dns = SkyDnsProcess::start(&etcd).await;
     dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
         r.answer == ["kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1"]
-    });
+    })
+    .await;
     dns.signal(nix::sys::signal::Signal::SIGSTOP);
     // 1100 writes: the event after skydns's wait index falls out of etcd's
     // 1000-event history.
-    let runtime = tokio::runtime::Runtime::new().unwrap();
-    runtime.block_on(async {
+    {
         let client = etcd2::Client::new(&etcd2::Connection {
             endpoints: vec![etcd.endpoint()],
             ..etcd2::Connection::default()
@@ -117,15 +120,17 @@ fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_s
             result.unwrap();
         }
         client.delete(KUBERNETES.0, false).await.unwrap();
-    });
+    }
     dns.signal(nix::sys::signal::Signal::SIGCONT);
 
     dns.wait_for("s1099.bulk.svc.cluster.local", "A", |r| {
         r.answer == ["s1099.bulk.svc.cluster.local. 3600 IN A 10.1.4.75"]
-    });
+    })
+    .await;
     dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
         r.status == "NOERROR" && r.answer.is_empty()
-    });
+    })
+    .await;
     let log = dns.log();
     assert!(
         log.contains("is compacted") && log.contains("loaded records from the store"),
@@ -133,8 +138,8 @@ fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_s
     );
 }
 
-#[test]
-fn a_node_ttl_becomes_the_record_ttl_when_the_json_has_none() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_node_ttl_becomes_the_record_ttl_when_the_json_has_none() {
     let etcd = seeded();
     let out = etcd
         .etcdctl_v2(&[
@@ -146,7 +151,7 @@ fn a_node_ttl_becomes_the_record_ttl_when_the_json_has_none() {
         ])
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    let dns = SkyDnsProcess::start(&etcd);
+    let dns = SkyDnsProcess::start(&etcd).await;
     dns.wait_for("leased.default.svc.cluster.local", "A", |r| {
         let ttl: Option<u32> = r
             .answer
@@ -155,20 +160,22 @@ fn a_node_ttl_becomes_the_record_ttl_when_the_json_has_none() {
             .and_then(|t| t.parse().ok());
         // The node TTL counts down from 500 (not the 3600 default).
         matches!(ttl, Some(400..=500)) && r.answer[0].ends_with("A 10.0.0.50")
-    });
+    })
+    .await;
 }
 
-#[test]
-fn hidden_srv_keys_are_read_by_name_and_follow_etcd() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hidden_srv_keys_are_read_by_name_and_follow_etcd() {
     let etcd = seeded();
-    let dns = SkyDnsProcess::start(&etcd);
+    let dns = SkyDnsProcess::start(&etcd).await;
     let srv = "_https._tcp.kubernetes.default.svc.cluster.local";
     dns.wait_for(srv, "SRV", |r| {
         r.answer
             == [format!(
                 "{srv}. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."
             )]
-    });
+    })
+    .await;
     // A change to a hidden key reaches no recursive watch: skydns sees
     // etcd's index move and reads the path again.
     etcd.put(HTTPS.0, &HTTPS.1.replace("443", "8443")).unwrap();
@@ -177,7 +184,8 @@ fn hidden_srv_keys_are_read_by_name_and_follow_etcd() {
             == [format!(
                 "{srv}. 30 IN SRV 10 100 8443 kubernetes.default.svc.cluster.local."
             )]
-    });
+    })
+    .await;
     // The service's directory deleted recursively takes the hidden keys along.
     let out = etcd
         .etcdctl_v2(&[
@@ -187,11 +195,12 @@ fn hidden_srv_keys_are_read_by_name_and_follow_etcd() {
         ])
         .unwrap();
     assert!(out.status.success(), "{out:?}");
-    dns.wait_for(srv, "SRV", |r| r.status == "NXDOMAIN");
+    dns.wait_for(srv, "SRV", |r| r.status == "NXDOMAIN").await;
     // A hidden name that does not exist is NXDOMAIN, as in SkyDNS.
     dns.wait_for(
         "_nosuch._tcp.kube-dns.default.svc.cluster.local",
         "SRV",
         |r| r.status == "NXDOMAIN",
-    );
+    )
+    .await;
 }

@@ -6,11 +6,10 @@
 mod support;
 
 use anyhow::{ensure, Result};
-use integration_tests::etcd::{Api, Etcd};
-use integration_tests::wait::{self, metric};
-use skydns::record::Record;
 use std::time::Duration;
 use support::*;
+use test_support::etcd::Api;
+use test_support::http::metric;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_gives_exactly_the_section_9_records() -> Result<()> {
@@ -53,22 +52,21 @@ async fn etcdctl_v2_lists_the_section_9_layout() -> Result<()> {
     create_pod(&api, "default", "p", "1.2.3.4")?;
     let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
     k2s.wait_ready().await?;
-    let mut listing = String::new();
-    let done = eventually("the §9 layout in etcdctl ls", || {
+    eventually("the §9 layout in etcdctl ls", DEADLINE, async || {
         let out = etcd.etcdctl_v2(&["ls", "--recursive", "/skydns"])?;
-        listing = String::from_utf8_lossy(&out.stdout).into_owned();
+        let listing = String::from_utf8_lossy(&out.stdout).into_owned();
         // etcdctl lists in etcd's (unsorted) order: compare as sets of lines.
         let mut got: Vec<&str> = listing.lines().collect();
         let mut want: Vec<&str> = SECTION_9_V2_LISTING.lines().collect();
         got.sort_unstable();
         want.sort_unstable();
-        Ok(got == want)
+        ensure!(
+            got == want,
+            "etcdctl ls --recursive /skydns gave:\n{listing}"
+        );
+        Ok(())
     })
-    .await;
-    ensure!(
-        done.is_ok(),
-        "etcdctl ls --recursive /skydns gave:\n{listing}"
-    );
+    .await?;
     let out = etcd.etcdctl_v2(&[
         "get",
         "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
@@ -120,12 +118,10 @@ async fn ptr_records_point_cluster_ips_at_service_names() -> Result<()> {
 async fn readiness_opens_only_after_the_kubernetes_records_exist() -> Result<()> {
     let etcd = Etcd::start()?;
     let api = apiserver(&[]).await?;
-    let kubectl = Kubectl::new(&api)?;
+    let kubectl = Kubectl::new(&api.url())?;
     let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false"])?;
-    eventually("kube2sky waiting for default/kubernetes", || {
-        Ok(k2s.log().contains("waiting for service default/kubernetes"))
-    })
-    .await?;
+    k2s.wait_for_log("waiting for service default/kubernetes")
+        .await?;
     ensure!(
         k2s.http("/readiness").await.is_none(),
         "readiness must be closed before default/kubernetes exists"
@@ -148,7 +144,7 @@ async fn cluster_ip_and_external_name_lifecycle_through_kubectl() -> Result<()> 
     let (etcd, _api, kubectl, _k2s) = cluster(&[]).await?;
     let dir = "/skydns/local/cluster/svc/default/web/";
     let h = label("10.0.0.50");
-    let srv = |port| Record::kube2sky_service("web.default.svc.cluster.local.", port).to_json();
+    let srv = |port| srv("web.default.svc.cluster.local.", port);
     kubectl.with_manifest(
         "create",
         &svc_manifest("web", "10.0.0.50", &[("http", "TCP", 80)]),
@@ -187,15 +183,14 @@ async fn cluster_ip_and_external_name_lifecycle_through_kubectl() -> Result<()> 
     let ext = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"ext","namespace":"default"},
                   "spec":{"type":"ExternalName","externalName":"example.com"}}"#;
     kubectl.with_manifest("create", ext)?;
-    let target = Record::kube2sky_address("example.com.");
     let key = format!(
         "/skydns/local/cluster/svc/default/ext/{}",
-        target.key_label()
+        label("example.com.")
     );
     wait_exact(
         &etcd,
         "/skydns/local/cluster/svc/default/ext/",
-        &pairs(&[(&key, target.to_json())]),
+        &pairs(&[(&key, a("example.com."))]),
     )
     .await?;
     kubectl.run(&["delete", "service", "ext"])?;
@@ -219,9 +214,7 @@ async fn headless_service_endpoints_lifecycle_through_kubectl() -> Result<()> {
     kubectl.with_manifest("create", headless)?;
     let three = r#"{"ip":"10.244.0.1","hostname":"db-0"},{"ip":"10.244.0.2"},{"ip":"10.244.0.3"}"#;
     kubectl.with_manifest("create", &endpoints_manifest(three))?;
-    let srv = |label: &str| {
-        Record::kube2sky_service(&format!("{label}.db.default.svc.cluster.local."), 5432).to_json()
-    };
+    let srv = |label: &str| srv(&format!("{label}.db.default.svc.cluster.local."), 5432);
     let h3 = label("10.244.0.3");
     let mut expected = pairs(&[
         (&format!("{dir}db-0"), a("10.244.0.1")),
@@ -229,7 +222,7 @@ async fn headless_service_endpoints_lifecycle_through_kubectl() -> Result<()> {
         (&format!("{dir}db-1"), a("10.244.0.2")),
         (&format!("{dir}_tcp/_pg/db-1"), srv("db-1")),
         (&format!("{dir}{h3}"), a("10.244.0.3")),
-        (&format!("{dir}_tcp/_pg/{h3}"), srv(&h3)),
+        (&format!("{dir}_tcp/_pg/{h3}"), srv(h3)),
     ]);
     wait_exact(&etcd, dir, &expected).await?;
 
@@ -268,11 +261,7 @@ async fn pod_records_follow_pods_and_can_be_turned_off() -> Result<()> {
         k
     };
     create_pod(&api, "default", "q", "10.244.9.10")?;
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.99", &[]))?;
-    eventually("probe service records", || {
-        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
-    })
-    .await?;
+    probe_handled(&etcd, &kubectl, "10.0.0.99").await?;
     ensure!(
         keys_under(&etcd, "/skydns/local/cluster/pod/")?.is_empty(),
         "--pods=false must write no pod records"
@@ -336,7 +325,7 @@ async fn healthz_and_metrics_report_etcd_and_writes() -> Result<()> {
     );
     // Literal expectations: the default `kubernetes` service alone makes an
     // A, an SRV (port 443) and a PTR key.
-    let metrics = wait::eventually("a complete sync in /metrics", DEADLINE, async || {
+    let metrics = eventually("a complete sync in /metrics", DEADLINE, async || {
         let metrics = k2s.metrics().await?;
         let age = metric(&metrics, "kube2sky_last_sync_age_seconds");
         ensure!(age.is_some_and(|a| a >= 0.0), "age {age:?} in:\n{metrics}");
@@ -349,7 +338,7 @@ async fn healthz_and_metrics_report_etcd_and_writes() -> Result<()> {
         "A, SRV and PTR of kubernetes written ({written:?}):\n{metrics}"
     );
     etcd.stop();
-    wait::eventually("/healthz failing for etcd", DEADLINE, async || {
+    eventually("/healthz failing for etcd", DEADLINE, async || {
         let status = k2s.http("/healthz").await;
         ensure!(
             matches!(&status, Some((503, body)) if body.contains("etcd")),

@@ -7,7 +7,6 @@ mod support;
 
 use anyhow::{ensure, Context, Result};
 use integration_tests::apiserver::{ApiServerHandle, ResourceKind};
-use integration_tests::etcd::Etcd;
 use std::time::Duration;
 use support::*;
 
@@ -35,18 +34,14 @@ async fn service_deleted_while_kube2sky_was_down_is_removed_at_start() -> Result
         &svc_manifest("gone", "10.0.0.60", &[("http", "TCP", 80)]),
     )?;
     let dir = "/skydns/local/cluster/svc/default/gone/";
-    eventually("records of gone", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    wait_for_keys(&etcd, dir, 2).await?;
     k2s.kill();
     kubectl.run(&["delete", "service", "gone"])?;
 
     // Control: 1.2 behaviour (no stale removal) leaves the records behind.
     let mut old = Kube2sky::start(&etcd, &api, &["--remove-stale=false"])?;
     old.wait_ready().await?;
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.61", &[]))?;
-    eventually("probe records", || {
-        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
-    })
-    .await?;
+    probe_handled(&etcd, &kubectl, "10.0.0.61").await?;
     ensure!(
         keys_under(&etcd, dir)?.len() == 2,
         "control: without stale removal the records stay"
@@ -77,7 +72,7 @@ async fn a_port_removed_while_kube2sky_was_down_loses_its_srv_key() -> Result<()
     )?;
     let dir = "/skydns/local/cluster/svc/default/pr/";
     let http = format!("{dir}_tcp/_http/");
-    eventually("the http SRV key", || Ok(!under(&etcd, &http)?.is_empty())).await?;
+    wait_for_keys(&etcd, &http, 1).await?;
     k2s.kill();
     kubectl.with_manifest(
         "replace",
@@ -111,7 +106,7 @@ async fn delete_w_during_watch_gap(
         &svc_manifest("w", "10.0.0.70", &[("http", "TCP", 80)]),
     )?;
     let dir = "/skydns/local/cluster/svc/default/w/";
-    eventually("records of w", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    wait_for_keys(&etcd, dir, 2).await?;
     tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(3))
         .await
         .context("3 watches")?;
@@ -127,21 +122,14 @@ async fn delete_w_during_watch_gap(
         api.expire_history();
     }
     api.resume();
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.71", &[]))?;
-    eventually("probe records", || {
-        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
-    })
-    .await?;
+    probe_handled(&etcd, &kubectl, "10.0.0.71").await?;
     Ok((etcd, api, k2s, dir))
 }
 
 /// Whether `w`'s records are eventually gone after the gap.
 async fn delete_during_watch_gap(flags: &[&str], expire_history: bool) -> Result<bool> {
     let (etcd, _api, _k2s, dir) = delete_w_during_watch_gap(flags, expire_history).await?;
-    let gone = eventually("w's records removed", || {
-        Ok(keys_under(&etcd, dir)?.is_empty())
-    })
-    .await;
+    let gone = wait_for_keys(&etcd, dir, 0).await;
     Ok(gone.is_ok())
 }
 
@@ -189,7 +177,7 @@ async fn records_come_back_after_etcd_is_wiped() -> Result<()> {
 async fn control_records_stay_lost_without_the_data_loss_check() -> Result<()> {
     let (mut etcd, _api, _kubectl, k2s) =
         cluster(&["--reverse=false", "--etcd-loss-check-interval=0s"]).await?;
-    eventually("kubernetes records", || Ok(skydns(&etcd)?.len() == 2)).await?;
+    wait_for_keys(&etcd, "/skydns", 2).await?;
     etcd.restart_empty()?;
     // A negative control: give the enabled check (200ms period) many periods.
     tokio::time::sleep(Duration::from_secs(3)).await;
@@ -220,7 +208,7 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
         "create",
         &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80)]),
     )?;
-    eventually("records of u", || Ok(keys_under(&etcd, dir)?.len() == 2)).await?;
+    wait_for_keys(&etcd, dir, 2).await?;
     let new_key = format!("{dir}_udp/_dns/{}", label("10.0.0.80"));
     let replace = || {
         kubectl.with_manifest(
@@ -229,8 +217,8 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
         )
     };
     match etcd.api() {
-        integration_tests::etcd::Api::V3 => v3_writes_until(&etcd, dir, &new_key, replace).await,
-        integration_tests::etcd::Api::V2 => {
+        test_support::etcd::Api::V3 => v3_writes_until(&etcd, dir, &new_key, replace).await,
+        test_support::etcd::Api::V2 => {
             let before = etcd.v2_index()?;
             replace()?;
             let is_new_key = |action: &str, key: &str| action == "set" && key == new_key;

@@ -20,7 +20,7 @@ async fn count(client: &mut etcd_client::Client, prefix: &str) -> Result<i64> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_than_4_mib_of_stale_owned_keys_are_read_in_pages_and_removed() -> Result<()> {
     // The 4 MiB limit is gRPC's: this is about the v3 API whatever E2E_ETCD_API says.
-    let etcd = integration_tests::etcd::Etcd::start_with(integration_tests::etcd::Api::V3)?;
+    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     // 5000 × ~1 KiB = ~5 MiB: more than one gRPC message may carry.
     let value = format!(r#"{{"host":"10.9.9.9","text":"{}"}}"#, "x".repeat(1000));
@@ -69,13 +69,8 @@ async fn sigterm_exits_zero_promptly_while_a_write_is_retried() -> Result<()> {
         "create",
         &svc_manifest("t", "10.0.0.91", &[("http", "TCP", 80)]),
     )?;
-    eventually("a retried write", || {
-        Ok(k2s
-            .log()
-            .contains("Failed to mutate etcd using mutator: sync"))
-    })
-    .await
-    .with_context(|| k2s.log())?;
+    k2s.wait_for_log("Failed to mutate etcd using mutator: sync")
+        .await?;
     k2s.signal(nix::sys::signal::Signal::SIGTERM)?;
     // Well before the 60 s the write would be retried for (exit 1 then).
     let status = k2s.wait_exit(DEADLINE).await?;
@@ -98,10 +93,7 @@ async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
         &svc_manifest("f", "10.0.0.77", &[("http", "TCP", 80)]),
     )?;
     let warning = format!("Not writing {ptr}");
-    eventually("the skipped PTR warning", || {
-        Ok(k2s.log().contains(&warning))
-    })
-    .await?;
+    k2s.wait_for_log(&warning).await?;
     ensure!(
         under(&etcd, ptr)? == foreign,
         "the foreign PTR was overwritten"
@@ -111,18 +103,11 @@ async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
     k2s.kill();
     let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
     k2s.wait_ready().await?;
-    eventually("the skipped PTR warning after restart", || {
-        Ok(k2s.log().contains(&warning))
-    })
-    .await?;
+    k2s.wait_for_log(&warning).await?;
     ensure!(under(&etcd, ptr)? == foreign, "overwritten after restart");
 
     kubectl.run(&["delete", "service", "f"])?;
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.78", &[]))?;
-    eventually("probe records (so the delete was handled)", || {
-        Ok(!keys_under(&etcd, "/skydns/local/cluster/svc/default/probe/")?.is_empty())
-    })
-    .await?;
+    probe_handled(&etcd, &kubectl, "10.0.0.78").await?;
     wait_exact(&etcd, "/skydns/local/cluster/svc/default/f/", &[]).await?;
     ensure!(under(&etcd, ptr)? == foreign, "the foreign PTR was deleted");
     Ok(())
@@ -132,9 +117,13 @@ async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
 async fn health_port_answers_on_ipv4_and_ipv6() -> Result<()> {
     let (_etcd, _api, _kubectl, k2s) = cluster(&[]).await?;
     ensure!(k2s.http("/readiness").await == Some((200, "ok\n".into())));
-    let v6 = reqwest::get(format!("http://[::1]:{}/readiness", k2s.port)).await;
     ensure!(
-        matches!(&v6, Ok(resp) if resp.status() == 200),
+        std::net::TcpListener::bind("[::1]:0").is_ok(),
+        "this machine has no IPv6 loopback (::1), which this test needs"
+    );
+    let v6 = test_support::http::get(&format!("http://[::1]:{}/readiness", k2s.port)).await;
+    ensure!(
+        matches!(&v6, Ok(reply) if reply.status == 200),
         "[::1] must reach the health port like Go's :port: {v6:?}"
     );
     Ok(())

@@ -12,9 +12,6 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use serde_json::json;
 
-/// Upper bound for anything a test waits on.
-pub const WAIT: Duration = Duration::from_secs(15);
-
 /// Starts a server with the given config (port 0 unless set).
 pub async fn start(config: Config) -> ApiServerHandle {
     ApiServer::start(config).await.expect("start api server")
@@ -64,11 +61,12 @@ pub async fn client(server: &ApiServerHandle) -> Client {
     client_with_token(server, None).await
 }
 
-/// Awaits `fut`, failing the test with `what` if it takes longer than [`WAIT`].
+/// Awaits `fut`, failing the test with `what` if it takes longer than
+/// `test_support`'s deadline.
 pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, fut)
+    test_support::wait::within(what, test_support::wait::DEADLINE, fut)
         .await
-        .unwrap_or_else(|_| panic!("timed out after {WAIT:?} waiting for {what}"))
+        .unwrap()
 }
 
 /// A ClusterIP Service named `name` with one TCP port.

@@ -1,57 +1,16 @@
-//! Shared by the skydns end-to-end tests: skydns in-process on a free port,
-//! and `dig` replies split into sections.
+//! Shared by the skydns end-to-end tests: skydns in-process on a free port
+//! (started again on another if the port was taken), ready once it
+//! answers; the rest (etcd, dnsmasq, queries) is `test_support`.
 #![allow(dead_code, unreachable_pub)]
 
-use integration_tests::etcd::{dig, free_port, Etcd};
 use std::ffi::OsString;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+pub use test_support::dns::Reply;
+use test_support::dns::{dig_reply, query, Transport};
+use test_support::etcd::Etcd;
+use test_support::ports::on_free_port;
+use test_support::wait::{eventually, DEADLINE};
 use tokio_util::sync::CancellationToken;
-
-/// One `dig` reply, split into the parts the tests look at.
-#[derive(Debug)]
-pub struct Reply {
-    pub status: String,
-    pub flags: Vec<String>,
-    pub answer: Vec<String>,
-    pub authority: Vec<String>,
-    pub additional: Vec<String>,
-    pub raw: String,
-}
-
-pub fn parse(text: &str) -> Reply {
-    let mut reply = Reply {
-        status: String::new(),
-        flags: vec![],
-        answer: vec![],
-        authority: vec![],
-        additional: vec![],
-        raw: text.to_string(),
-    };
-    let mut section: Option<&mut Vec<String>> = None;
-    for line in text.lines() {
-        if let Some(rest) = line.split("status: ").nth(1) {
-            reply.status = rest.split(',').next().unwrap_or_default().to_string();
-        }
-        if let Some(rest) = line.strip_prefix(";; flags: ") {
-            let flags = rest.split(';').next().unwrap_or_default();
-            reply.flags = flags.split_whitespace().map(String::from).collect();
-        }
-        section = match line {
-            ";; ANSWER SECTION:" => Some(&mut reply.answer),
-            ";; AUTHORITY SECTION:" => Some(&mut reply.authority),
-            ";; ADDITIONAL SECTION:" => Some(&mut reply.additional),
-            "" => None,
-            l if l.starts_with(';') => section,
-            l => {
-                if let Some(s) = section.as_deref_mut() {
-                    s.push(l.split_whitespace().collect::<Vec<_>>().join(" "));
-                }
-                section
-            }
-        };
-    }
-    reply
-}
 
 /// The answer line for the `kubernetes` service of reference §9.
 pub const KUBERNETES_A: &str = "kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1";
@@ -86,50 +45,70 @@ impl SkyDns {
     /// Starts skydns for `cluster.local.` with `args` (which name the etcd
     /// endpoints themselves); ready once `probe` resolves.
     pub async fn start_with_etcd_url(args: &[&str], probe: &str) -> SkyDns {
-        let server = Self::launch(args);
-        server
-            .wait_for(probe, "A", |r| {
-                r.status == "NOERROR" || r.status == "NXDOMAIN"
-            })
-            .await;
-        server
+        Self::launch(args, probe, |r| {
+            r.status == "NOERROR" || r.status == "NXDOMAIN"
+        })
+        .await
     }
 
     /// Starts skydns and waits only until it answers at all (e.g. SERVFAIL
     /// while it cannot read etcd).
     pub async fn start_unsynced(args: &[&str]) -> SkyDns {
-        let server = Self::launch(args);
-        server
-            .wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
-                !r.status.is_empty()
-            })
-            .await;
-        server
+        Self::launch(args, "kubernetes.default.svc.cluster.local", |r| {
+            !r.status.is_empty()
+        })
+        .await
     }
 
-    fn launch(args: &[&str]) -> SkyDns {
+    /// Starts skydns until `ready` holds for `probe A`; a port taken
+    /// between choosing and binding it means another port and a new start.
+    async fn launch(args: &[&str], probe: &str, ready: impl Fn(&Reply) -> bool) -> SkyDns {
+        let start = async |port: u16| {
+            let mut argv: Vec<OsString> = vec![
+                OsString::from("skydns"),
+                OsString::from("-domain=cluster.local."),
+            ];
+            argv.push(format!("-addr=127.0.0.1:{port}").into());
+            argv.extend(args.iter().map(OsString::from));
+            let flags = skydns::config::parse_args(argv)?;
+            let stop = CancellationToken::new();
+            let mut server = SkyDns {
+                port,
+                stop: stop.clone(),
+                task: Some(tokio::spawn(skydns::run(flags, stop))),
+            };
+            server.until_ready(probe, &ready).await?;
+            Ok(server)
+        };
         // An explicit -addr=127.0.0.1:PORT wins (Go flags: last one counts).
-        let port = args
-            .iter()
-            .find_map(|a| {
-                a.strip_prefix("-addr=127.0.0.1:")
-                    .and_then(|p| p.parse().ok())
-            })
-            .unwrap_or_else(|| free_port().unwrap());
-        let mut argv: Vec<OsString> = vec![
-            OsString::from("skydns"),
-            OsString::from("-domain=cluster.local."),
-        ];
-        argv.push(format!("-addr=127.0.0.1:{port}").into());
-        argv.extend(args.iter().map(OsString::from));
-        let flags = skydns::config::parse_args(argv).unwrap();
-        let stop = CancellationToken::new();
-        let task = tokio::spawn(skydns::run(flags, stop.clone()));
-        SkyDns {
-            port,
-            stop,
-            task: Some(task),
-        }
+        let fixed: Option<u16> = args.iter().find_map(|a| {
+            a.strip_prefix("-addr=127.0.0.1:")
+                .and_then(|p| p.parse().ok())
+        });
+        let started: anyhow::Result<SkyDns> = match fixed {
+            Some(port) => start(port).await,
+            None => on_free_port(start).await,
+        };
+        started.unwrap_or_else(|e| panic!("skydns did not start: {e:#}"))
+    }
+
+    /// Waits until `ready` holds for `probe A`, or skydns stops (its error).
+    async fn until_ready(
+        &mut self,
+        probe: &str,
+        ready: &impl Fn(&Reply) -> bool,
+    ) -> anyhow::Result<()> {
+        let port = self.port;
+        let task = &mut self.task;
+        eventually("skydns to answer", DEADLINE, async || {
+            if let Some(ended) = task.take_if(|t| t.is_finished()) {
+                return Ok(Err(anyhow::anyhow!("skydns stopped: {:?}", ended.await?)));
+            }
+            let r = query(port, probe, "A", Transport::Udp).await?;
+            anyhow::ensure!(ready(&r), "{r:?}");
+            Ok(Ok(()))
+        })
+        .await?
     }
 
     /// Asserts that `kubernetes.default.svc.cluster.local A` gives the §9 record.
@@ -140,32 +119,22 @@ impl SkyDns {
         assert_eq!(r.answer, [KUBERNETES_A], "{r:?}");
     }
 
+    /// The reply `dig` (the real client) gets for `args`.
     pub async fn dig(&self, args: &[&str]) -> Reply {
-        let port = self.port;
-        let args: Vec<String> = args.iter().map(|s| s.to_string()).collect();
-        let text = tokio::task::spawn_blocking(move || {
-            let refs: Vec<&str> = args.iter().map(String::as_str).collect();
-            dig(port, &refs).unwrap()
-        })
-        .await
-        .unwrap();
-        parse(&text)
+        dig_reply(self.port, args).await.unwrap()
     }
 
-    /// Polls until `pred` holds for `dig name qtype`, failing after 5 s.
+    /// Polls (in-process, over UDP) until `pred` holds for `name qtype`;
+    /// fails after [`DEADLINE`] with the last reply.
     pub async fn wait_for(&self, name: &str, qtype: &str, pred: impl Fn(&Reply) -> bool) -> Reply {
-        let deadline = Instant::now() + Duration::from_secs(5);
-        loop {
-            let r = self.dig(&[name, qtype]).await;
-            if pred(&r) {
-                return r;
-            }
-            assert!(
-                Instant::now() < deadline,
-                "timed out waiting on {name} {qtype}; last reply {r:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("{name} {qtype}");
+        eventually(&what, DEADLINE, async || {
+            let r = query(self.port, name, qtype, Transport::Udp).await?;
+            anyhow::ensure!(pred(&r), "last reply {r:?}");
+            Ok(r)
+        })
+        .await
+        .unwrap()
     }
 
     pub async fn shutdown(mut self) {
@@ -192,85 +161,13 @@ pub async fn wait_for_store_errors(port: u16, n: u64) {
     let url = format!("http://127.0.0.1:{port}/metrics");
     let series = "skydns_dns_store_error_count_total";
     let what = format!("{n} failed reads of etcd");
-    integration_tests::wait::eventually(&what, integration_tests::wait::DEADLINE, async || {
-        let errors =
-            integration_tests::wait::metric(&integration_tests::wait::scrape(&url).await?, series);
+    eventually(&what, DEADLINE, async || {
+        let errors = test_support::http::metric(&test_support::http::scrape(&url).await?, series);
         anyhow::ensure!(errors.is_some_and(|e| e >= n as f64), "{series} {errors:?}");
         Ok(())
     })
     .await
     .unwrap();
-}
-
-/// dnsmasq on a free loopback port as an upstream resolver, killed on drop.
-pub struct Dnsmasq {
-    pub port: u16,
-    child: std::process::Child,
-}
-
-impl Dnsmasq {
-    /// Starts dnsmasq answering only from `args` (e.g. `--address=/x/1.2.3.4`).
-    pub fn start(args: &[&str]) -> Dnsmasq {
-        integration_tests::etcd::require_binary("dnsmasq", "dnsmasq-base")
-            .or_else(|_| {
-                if std::path::Path::new("/usr/sbin/dnsmasq").exists() {
-                    Ok("/usr/sbin/dnsmasq".into())
-                } else {
-                    Err(anyhow::anyhow!(
-                        "dnsmasq is not installed: run `apt-get install -y dnsmasq-base`"
-                    ))
-                }
-            })
-            .unwrap();
-        let port = free_port().unwrap();
-        let child =
-            std::process::Command::new(if std::path::Path::new("/usr/sbin/dnsmasq").exists() {
-                "/usr/sbin/dnsmasq"
-            } else {
-                "dnsmasq"
-            })
-            .args([
-                "--no-daemon",
-                "--listen-address=127.0.0.1",
-                "--bind-interfaces",
-                "--no-resolv",
-                "--no-hosts",
-            ])
-            .args([
-                "--conf-file=/dev/null",
-                "--pid-file=",
-                "--user=root",
-                "--local-ttl=100",
-            ])
-            .arg(format!("--port={port}"))
-            .args(args)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("starting dnsmasq");
-        let server = Dnsmasq { port, child };
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while !dig(port, &["version.bind", "CH", "TXT"])
-            .unwrap()
-            .contains("status:")
-        {
-            assert!(Instant::now() < deadline, "dnsmasq did not start");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-        server
-    }
-
-    /// Stops it now.
-    pub fn stop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Dnsmasq {
-    fn drop(&mut self) {
-        self.stop();
-    }
 }
 
 /// A UDP socket that swallows queries and never answers, like a dead server.

@@ -1,25 +1,27 @@
-//! Shared harness for the kube2sky end-to-end tests: a real etcd, the
-//! in-process API test server, kubectl with a throw-away kubeconfig, and the
-//! real `kube2sky` binary on free ports (killed on drop). Waiting is always
-//! "poll with a deadline"; missing tools fail with an install hint.
+//! Shared harness for the kube2sky end-to-end tests: the real `kube2sky`
+//! binary against a real etcd and the in-process API test server, driven
+//! with kubectl (all three from `test_support`), and the records expected
+//! in etcd written out literally as the reference gives them: the JSON
+//! byte for byte, the key labels as numbers computed once from the
+//! reference's algorithm (FNV-1a 32 of the JSON), never by the code under
+//! test.
 
 #![allow(dead_code, unreachable_pub)]
 
-use anyhow::{bail, Context, Result};
+use anyhow::{ensure, Context, Result};
 use integration_tests::apiserver::{
     ApiServer, ApiServerHandle, Config, Key, Preconditions, ResourceKind,
 };
-use integration_tests::etcd::{free_port, require_binary, Etcd};
 use serde_json::Value;
-use skydns::record::Record;
 use std::path::PathBuf;
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::{Duration, Instant};
+use std::process::{Command, ExitStatus};
+use std::time::Duration;
 use tempfile::TempDir;
-
-/// How long any "eventually" condition may take.
-pub const DEADLINE: Duration = Duration::from_secs(20);
+pub use test_support::etcd::Etcd;
+pub use test_support::kubectl::Kubectl;
+use test_support::ports::free_port;
+use test_support::process::Process;
+pub use test_support::wait::{eventually, DEADLINE};
 
 /// The §9 services: `kubernetes` and `kube-dns`, plus pod 1.2.3.4.
 pub const KUBERNETES: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes","namespace":"default"},
@@ -106,69 +108,9 @@ pub fn store_delete(
     Ok(api.store().delete(&key, &Preconditions::default())?)
 }
 
-/// kubectl bound to one server through an isolated, empty kubeconfig.
-pub struct Kubectl {
-    dir: TempDir,
-    server: String,
-}
-
-impl Kubectl {
-    /// A kubectl for `api`; fails with an install hint if kubectl is missing.
-    pub fn new(api: &ApiServerHandle) -> Result<Self> {
-        require_binary("kubectl", "kubectl")?;
-        let dir = tempfile::tempdir()?;
-        std::fs::write(
-            dir.path().join("kubeconfig"),
-            "apiVersion: v1\nkind: Config\n",
-        )?;
-        Ok(Kubectl {
-            dir,
-            server: api.url(),
-        })
-    }
-
-    /// Runs kubectl; fails on a non-zero exit.
-    pub fn run(&self, args: &[&str]) -> Result<String> {
-        let out = Command::new("kubectl")
-            .arg(format!(
-                "--kubeconfig={}",
-                self.dir.path().join("kubeconfig").display()
-            ))
-            .arg(format!(
-                "--cache-dir={}",
-                self.dir.path().join("cache").display()
-            ))
-            .arg(format!("--server={}", self.server))
-            .args(args)
-            .env_remove("KUBECONFIG")
-            .stdin(Stdio::null())
-            .output()
-            .context("running kubectl")?;
-        if !out.status.success() {
-            bail!(
-                "kubectl {args:?} failed: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-        }
-        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-    }
-
-    /// `kubectl <verb> -f <manifest>` with the manifest written to a file.
-    pub fn with_manifest(&self, verb: &str, manifest: &str) -> Result<String> {
-        static COUNT: AtomicUsize = AtomicUsize::new(0);
-        let path = self
-            .dir
-            .path()
-            .join(format!("m-{}.json", COUNT.fetch_add(1, Ordering::Relaxed)));
-        std::fs::write(&path, manifest)?;
-        let path = path.display().to_string();
-        self.run(&[verb, "--validate=false", "-f", &path])
-    }
-}
-
-/// The real kube2sky binary, killed on drop.
+/// The real kube2sky binary, stopped on drop.
 pub struct Kube2sky {
-    child: Option<Child>,
+    process: Option<Process>,
     log: PathBuf,
     _dir: TempDir,
     /// The `--healthz-port`.
@@ -181,8 +123,8 @@ impl Kube2sky {
         let dir = tempfile::tempdir()?;
         let log = dir.path().join("kube2sky.log");
         let port = free_port()?;
-        let file = std::fs::File::create(&log)?;
-        let child = Command::new(env!("CARGO_BIN_EXE_kube2sky"))
+        let mut command = Command::new(env!("CARGO_BIN_EXE_kube2sky"));
+        command
             .arg(format!("--etcd-server={}", etcd.endpoint()))
             .arg(etcd.api().kube2sky_flag())
             .arg(format!("--kube_master_url={}", api.url()))
@@ -190,14 +132,10 @@ impl Kube2sky {
             .arg("--etcd-loss-check-interval=200ms")
             .arg("--v=2")
             .args(extra)
-            .env("RUST_LOG", "kube2sky=debug,info")
-            .stdin(Stdio::null())
-            .stdout(file.try_clone()?)
-            .stderr(file)
-            .spawn()
-            .context("starting kube2sky")?;
+            .env("RUST_LOG", "kube2sky=debug,info");
+        let process = Process::spawn_logged("kube2sky", command, &log)?;
         Ok(Kube2sky {
-            child: Some(child),
+            process: Some(process),
             log,
             _dir: dir,
             port,
@@ -209,95 +147,122 @@ impl Kube2sky {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }
 
+    /// Waits until kube2sky has logged `text`.
+    pub async fn wait_for_log(&self, text: &str) -> Result<()> {
+        eventually(&format!("kube2sky to log {text:?}"), DEADLINE, async || {
+            let log = self.log();
+            ensure!(log.contains(text), "log so far:\n{log}");
+            Ok(())
+        })
+        .await
+    }
+
     /// GET `path` on the health port: `Some((status, body))`, `None` if refused.
     pub async fn http(&self, path: &str) -> Option<(u16, String)> {
         let url = format!("http://127.0.0.1:{}{path}", self.port);
-        let resp = reqwest::get(url).await.ok()?;
-        let status = resp.status().as_u16();
-        Some((status, resp.text().await.unwrap_or_default()))
+        let reply = test_support::http::get(&url).await.ok()?;
+        Some((reply.status, reply.body))
     }
 
     /// The text of `/metrics` (an error unless it answers 200).
     pub async fn metrics(&self) -> Result<String> {
-        match self.http("/metrics").await {
-            Some((200, text)) => Ok(text),
-            other => bail!("/metrics: {other:?}"),
-        }
+        test_support::http::scrape(&format!("http://127.0.0.1:{}/metrics", self.port)).await
     }
 
-    /// Waits until `/readiness` answers 200.
+    /// Waits until `/readiness` answers 200 (`ok`).
     pub async fn wait_ready(&mut self) -> Result<()> {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some((200, body)) = self.http("/readiness").await {
-                assert_eq!(body, "ok\n");
-                return Ok(());
+        let process = self.process.as_mut().context("kube2sky not running")?;
+        let (port, log) = (self.port, &self.log);
+        let url = format!("http://127.0.0.1:{port}/readiness");
+        let ready = eventually("kube2sky to be ready", DEADLINE, async || {
+            if let Some(status) = process.try_wait()? {
+                return Ok(Err(anyhow::anyhow!("kube2sky exited with {status}")));
             }
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .and_then(|c| c.try_wait().ok().flatten())
-            {
-                bail!("kube2sky exited with {status}; log:\n{}", self.log());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "kube2sky not ready after {DEADLINE:?}; log:\n{}",
-                    self.log()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+            let reply = test_support::http::get(&url).await?;
+            ensure!(reply.status == 200, "/readiness: {reply:?}");
+            ensure!(reply.body == "ok\n", "/readiness: {reply:?}");
+            Ok(Ok(()))
+        })
+        .await;
+        let log = || std::fs::read_to_string(log).unwrap_or_default();
+        ready
+            .and_then(|r| r)
+            .with_context(|| format!("log:\n{}", log()))
     }
 
     /// Sends `signal` to the process.
     pub fn signal(&self, signal: nix::sys::signal::Signal) -> Result<()> {
-        let child = self.child.as_ref().context("kube2sky not running")?;
-        let pid = nix::unistd::Pid::from_raw(i32::try_from(child.id())?);
-        nix::sys::signal::kill(pid, signal)?;
-        Ok(())
+        self.process
+            .as_ref()
+            .context("kube2sky not running")?
+            .signal(signal)
     }
 
     /// Waits for the process to exit and returns its status.
     pub async fn wait_exit(&mut self, within: Duration) -> Result<ExitStatus> {
-        let deadline = Instant::now() + within;
-        let child = self.child.as_mut().context("kube2sky not running")?;
-        loop {
-            if let Some(status) = child.try_wait()? {
-                self.child = None;
-                return Ok(status);
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "kube2sky still running after {within:?}; log:\n{}",
-                    self.log()
-                );
-            }
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let process = self.process.as_mut().context("kube2sky not running")?;
+        let status = process.wait_exit(within).await;
+        let log = self.log();
+        let status = status.with_context(|| format!("log:\n{log}"))?;
+        self.process = None;
+        Ok(status)
     }
 
     /// Kills the process (SIGKILL) and reaps it.
     pub fn kill(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut process) = self.process.take() {
+            process.kill();
         }
     }
 }
 
-impl Drop for Kube2sky {
-    fn drop(&mut self) {
-        self.kill();
+/// The A-record value kube2sky writes for `host` (reference §9, byte for byte).
+pub fn a(host: &str) -> String {
+    format!(r#"{{"host":"{host}",{REST}"#)
+}
+
+/// The SRV-record value kube2sky writes for `host` and `port`.
+pub fn srv(host: &str, port: u16) -> String {
+    format!(r#"{{"host":"{host}","port":{port},{REST}"#)
+}
+
+/// The key label of [`a`]`(host)`: FNV-1a 32 of that JSON, in lower-case
+/// hex, computed once outside this code (reference: 10.0.0.1 → c88f1059).
+pub fn label(host: &str) -> &'static str {
+    match host {
+        "10.0.0.1" => "c88f1059",
+        "10.0.0.10" => "21172049",
+        "1.2.3.4" => "ad70cf0f",
+        "10.0.0.50" => "70c920fd",
+        "10.0.0.65" => "17c71349",
+        "10.0.0.80" => "c13c4a66",
+        "10.244.0.1" => "a79cc987",
+        "10.244.0.2" => "bc9d5fd0",
+        "10.244.0.3" => "3e131999",
+        "10.244.9.9" => "a53aadfa",
+        "192.168.0.9" => "d7e2cccd",
+        "example.com." => "5502a00a",
+        other => {
+            panic!("no literal label for {other}: compute FNV-1a 32 of a({other:?}) and add it")
+        }
     }
 }
 
-pub fn a(ip: &str) -> String {
-    Record::kube2sky_address(ip).to_json()
+/// Creates service `probe` with `ip` and waits for its records: once they
+/// are there, every API event sent before it has been handled.
+pub async fn probe_handled(etcd: &Etcd, kubectl: &Kubectl, ip: &str) -> Result<()> {
+    kubectl.with_manifest("create", &svc_manifest("probe", ip, &[]))?;
+    wait_for_keys(etcd, "/skydns/local/cluster/svc/default/probe/", 1).await
 }
 
-pub fn label(ip: &str) -> String {
-    Record::kube2sky_address(ip).key_label()
+/// Waits until exactly `n` keys are listed under `prefix`.
+pub async fn wait_for_keys(etcd: &Etcd, prefix: &str, n: usize) -> Result<()> {
+    eventually(&format!("{n} keys under {prefix}"), DEADLINE, async || {
+        let keys = keys_under(etcd, prefix)?;
+        ensure!(keys.len() == n, "{keys:?}");
+        Ok(())
+    })
+    .await
 }
 
 pub fn svc_manifest(name: &str, ip: &str, ports: &[(&str, &str, u16)]) -> String {
@@ -332,7 +297,7 @@ pub async fn cluster(
 )> {
     let etcd = Etcd::start()?;
     let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api)?;
+    let kubectl = Kubectl::new(&api.url())?;
     let mut k2s = Kube2sky::start(&etcd, &api, flags)?;
     k2s.wait_ready().await?;
     Ok((etcd, api, kubectl, k2s))
@@ -365,7 +330,7 @@ pub fn under(etcd: &Etcd, prefix: &str) -> Result<Vec<(String, String)>> {
 /// [`under`], plus (v2) each of `expected` keys read by name.
 fn under_expecting(etcd: &Etcd, prefix: &str, expected: &[&str]) -> Result<Vec<(String, String)>> {
     let visible = etcd.get_prefix(prefix)?;
-    if etcd.api() == integration_tests::etcd::Api::V3 {
+    if etcd.api() == test_support::etcd::Api::V3 {
         return Ok(visible);
     }
     let service_dir = |path: &str| -> Option<String> {
@@ -385,36 +350,27 @@ fn under_expecting(etcd: &Etcd, prefix: &str, expected: &[&str]) -> Result<Vec<(
     etcd.get_prefix_expecting(prefix, &names)
 }
 
-/// Polls `check` until it returns `Ok(true)` or the deadline passes.
-pub async fn eventually(what: &str, mut check: impl FnMut() -> Result<bool>) -> Result<()> {
-    let deadline = Instant::now() + DEADLINE;
-    let mut last = None;
-    loop {
-        match check() {
-            Ok(true) => return Ok(()),
-            Ok(false) => {}
-            Err(e) => last = Some(e),
-        }
-        if Instant::now() > deadline {
-            bail!("timed out waiting for {what} (last error: {last:?})");
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-}
-
 /// Waits until the keys under `prefix` are exactly `expected` (sorted
 /// pairs). On etcd v2, hidden (`_`) keys cannot be listed: those of
 /// `expected` and those under [`PORT_DIRS`] are read by name, others
 /// cannot be seen.
 pub async fn wait_exact(etcd: &Etcd, prefix: &str, expected: &[(String, String)]) -> Result<()> {
-    let mut seen = Vec::new();
     let names: Vec<&str> = expected.iter().map(|(k, _)| k.as_str()).collect();
-    let result = eventually(&format!("exact contents of {prefix}"), || {
-        seen = under_expecting(etcd, prefix, &names)?;
-        Ok(seen == expected)
-    })
-    .await;
-    result.with_context(|| format!("expected:\n{}\nactual:\n{}", show(expected), show(&seen)))
+    eventually(
+        &format!("exact contents of {prefix}"),
+        DEADLINE,
+        async || {
+            let seen = under_expecting(etcd, prefix, &names)?;
+            ensure!(
+                seen == expected,
+                "expected:\n{}\nactual:\n{}",
+                show(expected),
+                show(&seen)
+            );
+            Ok(())
+        },
+    )
+    .await
 }
 
 /// One `key value` line per pair.

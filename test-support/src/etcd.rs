@@ -1,4 +1,4 @@
-//! A real etcd (Debian `etcd-server`) for tests, plus `etcdctl` and `dig`.
+//! A real etcd (Debian `etcd-server`) for tests, plus `etcdctl`.
 //!
 //! [`Etcd::start`] runs `etcd` on free loopback ports with a temporary data
 //! directory and waits until it answers a read. The server can be stopped
@@ -6,9 +6,11 @@
 //! ([`Etcd::restart`]), or started empty on the same ports
 //! ([`Etcd::restart_empty`]), which is what happens when the kube-dns pod's
 //! etcd container restarts on a fresh emptyDir. The process is killed when
-//! the value is dropped. [`etcdctl`] and [`dig`] run the real command-line
-//! clients. A missing binary is a test failure that says what to install,
-//! never a silent pass.
+//! the value is dropped. [`etcdctl`] runs the real command-line client. A
+//! missing binary is a test failure that says what to install, never a
+//! silent pass. A port taken between choosing and binding it makes etcd
+//! start again on new ports; on a restart, whose ports cannot change, it
+//! waits for them to be free again.
 //!
 //! etcd always serves both APIs (`--enable-v2=true`); which one a test's
 //! pipeline uses is [`Api::from_env`] (`E2E_ETCD_API=v2|v3`, default v2, the
@@ -19,10 +21,11 @@
 //! kube2sky and skydns with the matching flag ([`Api::kube2sky_flag`],
 //! [`Api::skydns_flags`]).
 
+use crate::ports::{free_port, is_conflict, retry_on_conflict};
+use crate::process::Process;
 use anyhow::{bail, Context, Result};
-use std::net::{TcpListener, UdpSocket};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
@@ -70,7 +73,11 @@ pub struct Etcd {
     api: Api,
     /// Whether the v2 keys API is served (`--enable-v2`).
     v2: bool,
-    child: Option<Child>,
+    /// CA, client certificate and key when etcd requires client TLS.
+    tls: Option<[PathBuf; 3]>,
+    /// etcd's own certificate and key, with `tls`.
+    server_tls: Option<[PathBuf; 2]>,
+    process: Option<Process>,
     dir: TempDir,
     data: PathBuf,
     client_port: u16,
@@ -95,40 +102,57 @@ impl Etcd {
         Self::spawn_new(Api::V3, false)
     }
 
+    /// Starts etcd serving `https` only to clients with a certificate
+    /// signed by `certs`' CA (`--client-cert-auth`); [`Etcd::etcdctl`],
+    /// [`Etcd::put`] and the rest present `certs`' client certificate.
+    pub fn start_tls(certs: &crate::tls::Certificates) -> Result<Self> {
+        Self::spawn_with(Api::from_env(), true, Some(certs))
+    }
+
     fn spawn_new(api: Api, v2: bool) -> Result<Self> {
-        require_binary("etcd", "etcd-server")?;
+        Self::spawn_with(api, v2, None)
+    }
+
+    fn spawn_with(api: Api, v2: bool, certs: Option<&crate::tls::Certificates>) -> Result<Self> {
+        crate::tools::require("etcd", "etcd-server")?;
         let dir = tempfile::tempdir().context("creating a temporary etcd directory")?;
         let mut etcd = Etcd {
             api,
             v2,
-            child: None,
+            tls: certs.map(|c| [c.ca(), c.cert("client"), c.key("client")]),
+            server_tls: certs.map(|c| [c.cert("server"), c.key("server")]),
+            process: None,
             data: dir.path().join("data-0"),
             dir,
-            client_port: free_port()?,
-            peer_port: free_port()?,
+            client_port: 0,
+            peer_port: 0,
             generation: 0,
         };
-        etcd.spawn()?;
+        retry_on_conflict(|| {
+            etcd.client_port = free_port()?;
+            etcd.peer_port = free_port()?;
+            etcd.spawn()
+        })?;
         Ok(etcd)
     }
 
     /// The client URL, e.g. `http://127.0.0.1:23791`.
     pub fn endpoint(&self) -> String {
-        format!("http://127.0.0.1:{}", self.client_port)
+        let scheme = if self.tls.is_some() { "https" } else { "http" };
+        format!("{scheme}://127.0.0.1:{}", self.client_port)
     }
 
     /// Kills the server (data is kept).
     pub fn stop(&mut self) {
-        if let Some(mut child) = self.child.take() {
-            let _ = child.kill();
-            let _ = child.wait();
+        if let Some(mut process) = self.process.take() {
+            process.kill();
         }
     }
 
     /// Starts the server again on the same data and ports.
     pub fn restart(&mut self) -> Result<()> {
         self.stop();
-        self.spawn()
+        self.respawn_on_same_ports()
     }
 
     /// Starts the server again on the same ports with an empty data directory.
@@ -136,7 +160,18 @@ impl Etcd {
         self.stop();
         self.generation += 1;
         self.data = self.dir.path().join(format!("data-{}", self.generation));
-        self.spawn()
+        self.respawn_on_same_ports()
+    }
+
+    /// Starts etcd again on its ports, waiting while another process holds
+    /// one of them (clients were told this endpoint; it cannot move).
+    fn respawn_on_same_ports(&mut self) -> Result<()> {
+        crate::wait::eventually_blocking("etcd's ports to be free again", READY_TIMEOUT, || {
+            match self.spawn() {
+                Err(e) if is_conflict(&format!("{e:#}")) => Err(e),
+                other => Ok(other),
+            }
+        })?
     }
 
     /// The API the pipeline under test uses.
@@ -146,15 +181,28 @@ impl Etcd {
 
     /// Runs `etcdctl` (v3 API) against this server.
     pub fn etcdctl(&self, args: &[&str]) -> Result<Output> {
-        etcdctl(&self.endpoint(), args)
+        let mut tls = Vec::new();
+        if let Some([ca, cert, key]) = &self.tls {
+            tls.push(format!("--cacert={}", ca.display()));
+            tls.push(format!("--cert={}", cert.display()));
+            tls.push(format!("--key={}", key.display()));
+        }
+        let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+        etcdctl(&self.endpoint(), &[&tls[..], args].concat())
     }
 
     /// Runs `ETCDCTL_API=2 etcdctl` against this server.
     pub fn etcdctl_v2(&self, args: &[&str]) -> Result<Output> {
-        require_binary("etcdctl", "etcd-client")?;
-        Command::new("etcdctl")
+        crate::tools::command("etcdctl", "etcd-client")?
             .env("ETCDCTL_API", "2")
             .arg(format!("--endpoints={}", self.endpoint()))
+            .args(self.tls.iter().flat_map(|[ca, cert, key]| {
+                [
+                    format!("--ca-file={}", ca.display()),
+                    format!("--cert-file={}", cert.display()),
+                    format!("--key-file={}", key.display()),
+                ]
+            }))
             .args(args)
             .stdin(Stdio::null())
             .output()
@@ -221,9 +269,9 @@ impl Etcd {
     /// `curl` of `path`, waiting at most `limit` for the whole reply:
     /// `None` when the time ran out (a v2 long poll with no event yet).
     fn get_json_within(&self, path: &str, limit: Duration) -> Result<Option<serde_json::Value>> {
-        require_binary("curl", "curl")?;
         let url = format!("{}{path}", self.endpoint());
-        let out = Command::new("curl")
+        let out = self
+            .curl()?
             .args([
                 "-s",
                 "--max-time",
@@ -242,10 +290,24 @@ impl Etcd {
             .with_context(|| format!("GET {url}: {}", String::from_utf8_lossy(&out.stdout)))
     }
 
+    /// `curl`, presenting the client certificate when etcd requires one.
+    fn curl(&self) -> Result<Command> {
+        let mut curl = crate::tools::command("curl", "curl")?;
+        if let Some([ca, cert, key]) = &self.tls {
+            curl.arg("--cacert")
+                .arg(ca)
+                .arg("--cert")
+                .arg(cert)
+                .arg("--key")
+                .arg(key);
+        }
+        Ok(curl)
+    }
+
     /// etcd's current index through the v2 keys API (`X-Etcd-Index`).
     pub fn v2_index(&self) -> Result<u64> {
-        require_binary("curl", "curl")?;
-        let out = Command::new("curl")
+        let out = self
+            .curl()?
             .args(["-s", "-o", "/dev/null", "-D", "-", "--max-time", "10"])
             .arg(format!("{}/v2/keys/", self.endpoint()))
             .stdin(Stdio::null())
@@ -335,13 +397,10 @@ impl Etcd {
     }
 
     fn spawn(&mut self) -> Result<()> {
-        let log = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(self.log_path())?;
         let client = self.endpoint();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let child = Command::new("etcd")
+        let mut command = crate::tools::command("etcd", "etcd-server")?;
+        command
             .args(["--name", "test", "--data-dir"])
             .arg(&self.data)
             .args([
@@ -358,25 +417,33 @@ impl Etcd {
             ])
             .args(["--initial-cluster", &format!("test={peer}")])
             .arg(format!("--enable-v2={}", self.v2))
-            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH)
-            .stdin(Stdio::null())
-            .stdout(log.try_clone()?)
-            .stderr(log)
-            .spawn()
-            .context("starting etcd")?;
-        self.child = Some(child);
+            .args(self.server_tls.iter().flat_map(|[cert, key]| {
+                [
+                    format!("--cert-file={}", cert.display()),
+                    format!("--key-file={}", key.display()),
+                ]
+            }))
+            .args(self.tls.iter().flat_map(|[ca, _, _]| {
+                [
+                    format!("--trusted-ca-file={}", ca.display()),
+                    "--client-cert-auth".to_string(),
+                ]
+            }))
+            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
+        self.process = Some(Process::spawn_logged("etcd", command, &self.log_path())?);
         self.wait_ready()
     }
 
     fn wait_ready(&mut self) -> Result<()> {
         let deadline = Instant::now() + READY_TIMEOUT;
         loop {
-            if let Some(child) = self.child.as_mut() {
-                if let Some(status) = child.try_wait()? {
+            if let Some(process) = self.process.as_mut() {
+                if let Some(status) = process.try_wait()? {
+                    self.process = None;
                     bail!("etcd exited with {status}; log:\n{}", self.log());
                 }
             }
-            let probe = etcdctl(&self.endpoint(), &["get", "/", "--command-timeout=1s"])?;
+            let probe = self.etcdctl(&["get", "/", "--command-timeout=1s"])?;
             if probe.status.success() {
                 return Ok(());
             }
@@ -403,39 +470,13 @@ impl Drop for Etcd {
 
 /// Runs `etcdctl` with the v3 API against `endpoint`.
 pub fn etcdctl(endpoint: &str, args: &[&str]) -> Result<Output> {
-    require_binary("etcdctl", "etcd-client")?;
-    Command::new("etcdctl")
+    crate::tools::command("etcdctl", "etcd-client")?
         .env("ETCDCTL_API", "3")
         .arg(format!("--endpoints={endpoint}"))
         .args(args)
         .stdin(Stdio::null())
         .output()
         .context("running etcdctl")
-}
-
-/// Runs `dig @127.0.0.1 -p PORT +time=5 +tries=1 ARGS...` (a loaded CI
-/// machine can take seconds; a later `+time` in `args` wins).
-pub fn dig(port: u16, args: &[&str]) -> Result<String> {
-    require_binary("dig", "dnsutils")?;
-    let out = Command::new("dig")
-        .args(["@127.0.0.1", "-p", &port.to_string(), "+time=5", "+tries=1"])
-        .args(args)
-        .stdin(Stdio::null())
-        .output()
-        .context("running dig")?;
-    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
-}
-
-/// A loopback port that is free for TCP and UDP at the moment of the call.
-pub fn free_port() -> Result<u16> {
-    for _ in 0..100 {
-        let tcp = TcpListener::bind("127.0.0.1:0")?;
-        let port = tcp.local_addr()?.port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
-            return Ok(port);
-        }
-    }
-    bail!("no free loopback port found")
 }
 
 /// Every key (with its value) in a v2 node tree.
@@ -454,19 +495,4 @@ fn check(out: Output, what: &str) -> Result<()> {
         bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
     Ok(())
-}
-
-/// Fails with an install hint when `binary` is not on PATH.
-pub fn require_binary(binary: &str, debian_package: &str) -> Result<PathBuf> {
-    let path = std::env::var_os("PATH").unwrap_or_default();
-    std::env::split_paths(&path)
-        .map(|dir| dir.join(binary))
-        .find(|p| is_executable(p))
-        .with_context(|| {
-            format!("`{binary}` is not installed: run `apt-get install -y {debian_package}` (or scripts/test.sh, which installs it)")
-        })
-}
-
-fn is_executable(p: &Path) -> bool {
-    p.is_file()
 }

@@ -1,0 +1,81 @@
+//! HTTP GETs of the servers under test (health, readiness, metrics) and
+//! reading one value out of a Prometheus/OpenMetrics text.
+//!
+//! The client ignores proxy settings (a CI machine's `http_proxy` must not
+//! route loopback requests) and gives up after 5 s; a refused connection
+//! is an error the caller can poll through.
+
+use anyhow::{anyhow, Context, Result};
+use std::time::Duration;
+
+/// A reply: status, `Content-Type` (empty if none) and body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Response {
+    pub status: u16,
+    pub content_type: String,
+    pub body: String,
+}
+
+/// GET `url` (any status is a reply; only no reply is an error).
+pub async fn get(url: &str) -> Result<Response> {
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .timeout(Duration::from_secs(5))
+        .build()
+        .context("building an HTTP client")?;
+    let reply = client
+        .get(url)
+        .send()
+        .await
+        .with_context(|| format!("GET {url}"))?;
+    let status = reply.status().as_u16();
+    let content_type = reply
+        .headers()
+        .get(reqwest::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let body = reply
+        .text()
+        .await
+        .with_context(|| format!("GET {url}: body"))?;
+    Ok(Response {
+        status,
+        content_type,
+        body,
+    })
+}
+
+/// The text of the metrics at `url`: an error unless it answers 200.
+pub async fn scrape(url: &str) -> Result<String> {
+    match get(url).await? {
+        Response {
+            status: 200, body, ..
+        } => Ok(body),
+        Response { status, body, .. } => Err(anyhow!("GET {url}: {status} {body}")),
+    }
+}
+
+/// The value of the sample `name` (the whole series name with labels,
+/// e.g. `x_total{type="udp"}`) in `text`, if present.
+pub fn metric(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .find_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            (series == name).then(|| value.parse().ok()).flatten()
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn metric_matches_whole_series_names_only() {
+        let text = "# TYPE a counter\na_total 3\na_total{type=\"udp\"} 5\nab_total 7\n";
+        assert_eq!(metric(text, "a_total"), Some(3.0));
+        assert_eq!(metric(text, "a_total{type=\"udp\"}"), Some(5.0));
+        assert_eq!(metric(text, "a"), None);
+    }
+}

@@ -1,0 +1,113 @@
+//! The real `kubectl` bound to one API server.
+//!
+//! Each [`Kubectl`] has its own empty kubeconfig and cache directory and
+//! ignores `KUBECONFIG`, so nothing on the machine (a developer's cluster)
+//! is read or touched; or it uses the kubeconfig a script under test wrote,
+//! as the README tells users to. A non-zero exit is an error carrying
+//! kubectl's own message.
+
+use anyhow::{bail, Context, Result};
+use serde_json::json;
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tempfile::TempDir;
+
+/// kubectl for the API server at `server` (e.g. `http://127.0.0.1:8080`).
+pub struct Kubectl {
+    dir: TempDir,
+    kubeconfig: PathBuf,
+    server: String,
+}
+
+impl Kubectl {
+    /// kubectl with an empty kubeconfig of its own; fails with an install
+    /// hint if kubectl is missing.
+    pub fn new(server: &str) -> Result<Self> {
+        Self::with_token(server, None)
+    }
+
+    /// kubectl whose kubeconfig presents `token` (a bearer token), if any.
+    pub fn with_token(server: &str, token: Option<&str>) -> Result<Self> {
+        let dir = tempfile::tempdir()?;
+        let kubeconfig = dir.path().join("kubeconfig");
+        let user = token.map_or_else(|| json!({}), |t| json!({ "token": t }));
+        let config = json!({
+            "apiVersion": "v1", "kind": "Config",
+            "clusters": [{ "name": "t", "cluster": { "server": server } }],
+            "users": [{ "name": "t", "user": user }],
+            "contexts": [{ "name": "t", "context": { "cluster": "t", "user": "t" } }],
+            "current-context": "t",
+        });
+        std::fs::write(&kubeconfig, config.to_string())?;
+        Self::with_kubeconfig(dir, kubeconfig, server)
+    }
+
+    /// kubectl reading `kubeconfig` (written by the script under test).
+    pub fn using(kubeconfig: &Path, server: &str) -> Result<Self> {
+        Self::with_kubeconfig(tempfile::tempdir()?, kubeconfig.to_path_buf(), server)
+    }
+
+    fn with_kubeconfig(dir: TempDir, kubeconfig: PathBuf, server: &str) -> Result<Self> {
+        crate::tools::require("kubectl", "kubectl")?;
+        Ok(Kubectl {
+            dir,
+            kubeconfig,
+            server: server.to_string(),
+        })
+    }
+
+    /// Runs kubectl with `args` (each request limited to 20 s); whatever
+    /// it did. It blocks: an API server in the test's own process needs
+    /// a multi-threaded runtime to answer meanwhile.
+    pub fn output(&self, args: &[&str]) -> Result<Output> {
+        crate::tools::command("kubectl", "kubectl")?
+            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!(
+                "--cache-dir={}",
+                self.dir.path().join("cache").display()
+            ))
+            .arg(format!("--server={}", self.server))
+            .arg("--request-timeout=20s")
+            .args(args)
+            .env("HOME", self.dir.path())
+            .env_remove("KUBECONFIG")
+            .stdin(Stdio::null())
+            .output()
+            .context("running kubectl")
+    }
+
+    /// Runs kubectl with `args`; its stdout, or an error with its stderr.
+    pub fn run(&self, args: &[&str]) -> Result<String> {
+        let out = self.output(args)?;
+        if !out.status.success() {
+            bail!(
+                "kubectl {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+    }
+
+    /// `kubectl ARGS -o json`, parsed.
+    pub fn json(&self, args: &[&str]) -> Result<serde_json::Value> {
+        let out = self.run(&[args, &["-o", "json"]].concat())?;
+        serde_json::from_str(&out).with_context(|| format!("kubectl {args:?}: {out}"))
+    }
+
+    /// Writes `contents` to the file `name` in this kubectl's directory.
+    pub fn file(&self, name: &str, contents: &str) -> Result<PathBuf> {
+        let path = self.dir.path().join(name);
+        std::fs::write(&path, contents)?;
+        Ok(path)
+    }
+
+    /// `kubectl <verb> -f <file>` with `manifest` (JSON or YAML) in the file.
+    pub fn with_manifest(&self, verb: &str, manifest: &str) -> Result<String> {
+        static COUNT: AtomicUsize = AtomicUsize::new(0);
+        let n = COUNT.fetch_add(1, Ordering::Relaxed);
+        let path = self.file(&format!("m-{n}.json"), manifest)?;
+        let path = path.display().to_string();
+        self.run(&[verb, "--validate=false", "-f", &path])
+    }
+}

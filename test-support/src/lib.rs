@@ -1,0 +1,35 @@
+//! What every test of the workspace uses, in one place.
+//!
+//! The tests of skydns, kube2sky, exec-healthz and the integration suites
+//! run the real parts (Debian's etcd, dnsmasq, `dig`, `kubectl`) and the
+//! workspace's own binaries; this crate starts them, talks to them and
+//! cleans up after them, so each test says only what it checks:
+//!
+//! - [`wait`]: the one way a test waits (`eventually(what, within, probe)`),
+//!   failing with the last thing the probe saw; no fixed sleeps.
+//! - [`process`]: child processes in their own process group, stopped
+//!   (SIGTERM, then SIGKILL of the whole group) when the guard is dropped.
+//! - [`tools`]: finding an installed tool (also in `/usr/sbin`), or failing
+//!   with the Debian package to install.
+//! - [`ports`]: loopback ports for servers that cannot bind port 0; the
+//!   launchers retry with new ports when one was taken in between.
+//! - [`etcd`]: a real etcd on its own ports and data directory, restartable.
+//! - [`dns`]: DNS queries from the test process itself (no `dig` per poll),
+//!   and `dig` where a real client is the point.
+//! - [`dnsmasq`]: dnsmasq as an upstream resolver.
+//! - [`tls`]: a CA and server and client certificates made with openssl.
+//! - [`kubectl`]: kubectl bound to one API server, isolated from the machine.
+//! - [`http`]: GETs of the health and metrics ports, and metric values.
+//! - [`bins`]: the workspace's binaries, refused when older than the tree.
+
+pub mod bins;
+pub mod dns;
+pub mod dnsmasq;
+pub mod etcd;
+pub mod http;
+pub mod kubectl;
+pub mod ports;
+pub mod process;
+pub mod tls;
+pub mod tools;
+pub mod wait;

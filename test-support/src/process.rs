@@ -1,0 +1,219 @@
+//! Child processes a test starts, and making sure none outlives the test.
+//!
+//! [`Process`] spawns a command as the leader of a new process group, so
+//! everything it starts (a shell's children, exec-healthz's commands that
+//! stay in the group) can be signalled together. Dropping the guard, on a
+//! pass or a panic, stops the group: SIGTERM to the leader first (so the
+//! program under test can clean up as it would in a pod), SIGKILL to the
+//! whole group if the leader is still there after [`GRACE`], and a final
+//! SIGKILL to whatever is left in the group. [`processes_with`] and
+//! [`Process::group_left`] let a test check that nothing was left behind.
+
+use crate::wait::{eventually, eventually_blocking};
+use anyhow::{bail, Context, Result};
+use nix::sys::signal::{kill, killpg, Signal};
+use nix::unistd::Pid;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long a stopped process may take to exit after SIGTERM.
+pub const GRACE: Duration = Duration::from_secs(10);
+
+/// A child process leading its own process group, stopped when dropped.
+pub struct Process {
+    name: String,
+    child: Child,
+    exited: Option<ExitStatus>,
+}
+
+impl Process {
+    /// Spawns `command` (named `name` in errors) in a new process group.
+    pub fn spawn(name: &str, mut command: Command) -> Result<Process> {
+        let child = command
+            .process_group(0)
+            .spawn()
+            .with_context(|| format!("starting {name}"))?;
+        Ok(Process {
+            name: name.to_string(),
+            child,
+            exited: None,
+        })
+    }
+
+    /// [`Process::spawn`] with stdin closed and stdout and stderr appended
+    /// to the file `log`.
+    pub fn spawn_logged(name: &str, mut command: Command, log: &Path) -> Result<Process> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .with_context(|| format!("opening {}", log.display()))?;
+        command
+            .stdin(Stdio::null())
+            .stdout(file.try_clone()?)
+            .stderr(file);
+        Self::spawn(name, command)
+    }
+
+    /// The leader's process id (also the group's id).
+    pub fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// The [`Child`], e.g. to take its pipes.
+    pub fn child(&mut self) -> &mut Child {
+        &mut self.child
+    }
+
+    fn pid(&self) -> Pid {
+        Pid::from_raw(i32::try_from(self.child.id()).expect("a pid fits in i32"))
+    }
+
+    /// Sends `signal` to the leader only.
+    pub fn signal(&self, signal: Signal) -> Result<()> {
+        kill(self.pid(), signal).with_context(|| format!("sending {signal} to {}", self.name))
+    }
+
+    /// The exit status, if the leader has exited.
+    pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
+        if self.exited.is_none() {
+            self.exited = self.child.try_wait()?;
+        }
+        Ok(self.exited)
+    }
+
+    /// Waits until the leader exits, at most `within`.
+    pub async fn wait_exit(&mut self, within: Duration) -> Result<ExitStatus> {
+        let what = format!("{} to exit", self.name);
+        eventually(&what, within, async || self.exited_now()).await
+    }
+
+    /// [`Process::wait_exit`] for code that cannot await.
+    pub fn wait_exit_blocking(&mut self, within: Duration) -> Result<ExitStatus> {
+        let what = format!("{} to exit", self.name);
+        eventually_blocking(&what, within, || self.exited_now())
+    }
+
+    fn exited_now(&mut self) -> Result<ExitStatus> {
+        match self.try_wait()? {
+            Some(status) => Ok(status),
+            None => bail!("{} is still running", self.name),
+        }
+    }
+
+    /// SIGTERM, then SIGKILL to the group after [`GRACE`]; reaps the
+    /// leader and kills anything left in its group.
+    pub fn stop(&mut self) {
+        if self.try_wait().ok().flatten().is_none() {
+            let _ = self.signal(Signal::SIGTERM);
+            let deadline = Instant::now() + GRACE;
+            while Instant::now() < deadline && self.try_wait().ok().flatten().is_none() {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+        }
+        self.kill();
+    }
+
+    /// SIGKILL to the whole group at once; reaps the leader.
+    pub fn kill(&mut self) {
+        let _ = killpg(self.pid(), Signal::SIGKILL);
+        if self.exited.is_none() {
+            self.exited = self.child.wait().ok();
+        }
+    }
+
+    /// The live (non-zombie) members of the leader's process group, as
+    /// `pid command` lines.
+    pub fn group_left(&self) -> Vec<String> {
+        let group = self.child.id().to_string();
+        proc_stats()
+            .filter_map(|(_, stat)| {
+                // pid (comm) state ppid pgrp ...
+                let (head, rest) = stat.rsplit_once(") ")?;
+                let fields: Vec<&str> = rest.split(' ').collect();
+                (fields.get(2) == Some(&group.as_str()) && fields.first() != Some(&"Z"))
+                    .then(|| head.replace(" (", " "))
+            })
+            .collect()
+    }
+}
+
+impl Drop for Process {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// Live (non-zombie) processes whose command line (arguments joined by
+/// spaces) contains `token`.
+pub fn processes_with(token: &str) -> Vec<u32> {
+    proc_stats()
+        .filter(|(pid, stat)| {
+            let zombie = stat
+                .rsplit(") ")
+                .next()
+                .is_none_or(|rest| rest.starts_with('Z'));
+            let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let cmdline = String::from_utf8_lossy(&cmdline).replace('\0', " ");
+            !zombie && cmdline.contains(token)
+        })
+        .map(|(pid, _)| pid)
+        .collect()
+}
+
+/// `(pid, /proc/<pid>/stat)` of every process that can be read.
+fn proc_stats() -> impl Iterator<Item = (u32, String)> {
+    std::fs::read_dir("/proc")
+        .into_iter()
+        .flatten()
+        .flatten()
+        .filter_map(|entry| {
+            let pid = entry.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(entry.path().join("stat")).ok()?;
+            Some((pid, stat))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn shell(script: &str) -> Command {
+        let mut command = Command::new("sh");
+        command.args(["-c", script]).stdin(Stdio::null());
+        command
+    }
+
+    #[test]
+    fn dropping_the_guard_kills_the_whole_group() {
+        let token = format!("3600.{}1", std::process::id());
+        // SIGTERM ends the shell and leaves its two sleeps: the group kill
+        // must get them.
+        let process =
+            Process::spawn("sh", shell(&format!("sleep {token} & sleep {token}; wait"))).unwrap();
+        eventually_blocking("the shell and two sleeps", Duration::from_secs(10), || {
+            let n = processes_with(&format!("sleep {token}")).len();
+            anyhow::ensure!(n == 3, "{n} processes");
+            Ok(())
+        })
+        .unwrap();
+        assert_eq!(process.group_left().len(), 3, "{:?}", process.group_left());
+        drop(process);
+        eventually_blocking("no sleep left", Duration::from_secs(10), || {
+            let left = processes_with(&format!("sleep {token}"));
+            anyhow::ensure!(left.is_empty(), "{left:?}");
+            Ok(())
+        })
+        .unwrap();
+    }
+
+    #[tokio::test]
+    async fn wait_exit_gives_the_status() {
+        let mut process = Process::spawn("sh", shell("exit 3")).unwrap();
+        let status = process.wait_exit(crate::wait::DEADLINE).await.unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(process.try_wait().unwrap(), Some(status));
+    }
+}
