@@ -293,7 +293,7 @@ impl Writer {
             }
         };
         self.metrics.set_etcd_ok(true);
-        if !missing && revision >= seen {
+        if !lost(missing, revision, seen) {
             self.last_revision = revision;
             return false;
         }
@@ -309,5 +309,27 @@ impl Writer {
             tracing::warn!(%error, "cannot rewrite the etcd marker key");
         }
         true
+    }
+}
+
+/// Whether etcd lost kube2sky's data: the marker key is gone (a wiped
+/// store, or the key deleted by hand), or the store's revision is lower
+/// than one already seen (a store restored from an older backup, marker
+/// included).
+fn lost(marker_missing: bool, revision: i64, seen: i64) -> bool {
+    marker_missing || revision < seen
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lost;
+
+    #[test]
+    fn data_loss_is_a_missing_marker_or_a_revision_gone_back() {
+        assert!(!lost(false, 10, 10), "nothing happened");
+        assert!(!lost(false, 20, 10), "writes happened");
+        assert!(lost(true, 20, 10), "marker gone, revision forward");
+        assert!(lost(false, 5, 10), "marker there, revision back");
+        assert!(lost(true, 5, 10));
     }
 }

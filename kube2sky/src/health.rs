@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use axum::routing::{any, get};
 use axum::Router;
 use std::future::Future;
-use std::net::{Ipv4Addr, Ipv6Addr};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr};
 use std::sync::Arc;
 use tokio::net::TcpListener;
 use tokio::sync::oneshot;
@@ -22,11 +22,17 @@ use tokio_util::sync::CancellationToken;
 
 /// Binds `[::]:port`, or `0.0.0.0:port` if the host has no IPv6.
 pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
-    match TcpListener::bind((Ipv6Addr::UNSPECIFIED, port)).await {
+    let any_v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
+    bind_either(any_v6, SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))).await
+}
+
+/// Binds `primary`, or `fallback` if `primary` cannot be bound.
+async fn bind_either(primary: SocketAddr, fallback: SocketAddr) -> std::io::Result<TcpListener> {
+    match TcpListener::bind(primary).await {
         Ok(listener) => Ok(listener),
         Err(error) => {
-            tracing::debug!(%error, "cannot listen on [::]; trying 0.0.0.0");
-            TcpListener::bind((Ipv4Addr::UNSPECIFIED, port)).await
+            tracing::debug!(%error, "cannot listen on {primary}; trying {fallback}");
+            TcpListener::bind(fallback).await
         }
     }
 }
@@ -79,4 +85,22 @@ pub fn router(metrics: Arc<Metrics>) -> Router {
                 }
             }),
         )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn an_address_that_cannot_be_bound_falls_back() {
+        // 192.0.2.1 (TEST-NET-1) is on no interface here: EADDRNOTAVAIL,
+        // as `[::]` is on a host without IPv6.
+        let unbindable: SocketAddr = "192.0.2.1:0".parse().unwrap();
+        let loopback: SocketAddr = "127.0.0.1:0".parse().unwrap();
+        let listener = bind_either(unbindable, loopback).await.unwrap();
+        assert!(listener.local_addr().unwrap().ip().is_loopback());
+        let direct = bind_either(loopback, unbindable).await.unwrap();
+        assert!(direct.local_addr().unwrap().ip().is_loopback());
+        assert!(bind_either(unbindable, unbindable).await.is_err());
+    }
 }

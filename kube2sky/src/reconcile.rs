@@ -220,6 +220,26 @@ mod tests {
     }
 
     #[test]
+    fn an_update_over_128_ops_writes_every_put_before_any_delete() {
+        // 200 new keys, 100 gone: 300 ops in three transactions, and the
+        // deletes only after the last put (a crash between transactions
+        // leaves extra records, never missing ones).
+        let desired: Records = (0..200).map(|i| (format!("k{i:03}"), "v".into())).collect();
+        let actual: Records = (0..100).map(|i| (format!("z{i:03}"), "v".into())).collect();
+        let batches = diff(&desired, &actual, Mode::Reconcile);
+        assert_eq!(
+            batches.iter().map(Vec::len).collect::<Vec<_>>(),
+            [128, 128, 44]
+        );
+        assert_eq!(batches[1][71], put("k199", "v"));
+        assert_eq!(batches[1][72], del("z000"));
+        let ops = batches.concat();
+        let last_put = ops.iter().rposition(|op| matches!(op, Op::Put { .. }));
+        let first_delete = ops.iter().position(|op| matches!(op, Op::Delete { .. }));
+        assert_eq!((last_put, first_delete), (Some(199), Some(200)));
+    }
+
+    #[test]
     fn unbounded_diffs_are_one_batch_in_the_same_order() {
         let desired = three_hundred_keys();
         let one = diff_unbounded(&desired, &Records::new(), Mode::Reconcile);

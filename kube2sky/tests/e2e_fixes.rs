@@ -296,3 +296,102 @@ async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result
     );
     Ok(())
 }
+
+/// The etcd v3 writes under `/skydns/local/cluster/svc/default/` while
+/// `change` runs, with their revisions, up to the records of a `probe`
+/// service created afterwards (so every write of the change is in).
+async fn v3_writes_with_revisions(
+    etcd: &Etcd,
+    kubectl: &Kubectl,
+    change: impl FnOnce() -> Result<String>,
+) -> Result<Vec<(Write, i64)>> {
+    let root = "/skydns/local/cluster/svc/default/";
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    let mut stream = client.watch(root, Some(options)).await?;
+    change()?;
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.62", &[]))?;
+    let mut writes = Vec::new();
+    let probe = format!("{root}probe/");
+    tokio::time::timeout(DEADLINE, async {
+        while let Some(resp) = stream.message().await? {
+            for e in resp.events() {
+                let Some(kv) = e.kv() else { continue };
+                let key = String::from_utf8_lossy(kv.key()).into_owned();
+                if key.starts_with(&probe) {
+                    return Ok::<_, anyhow::Error>(());
+                }
+                let write = match e.event_type() {
+                    etcd_client::EventType::Put => Write::Put(key),
+                    etcd_client::EventType::Delete => Write::Delete(key),
+                };
+                writes.push((write, kv.mod_revision()));
+            }
+        }
+        anyhow::bail!("the watch ended")
+    })
+    .await
+    .context("waiting for the probe's records")??;
+    Ok(writes)
+}
+
+/// Service `u` with one port, then its ports changed (http moved to 8080,
+/// dns added): the writes on etcd v3 and their revisions.
+async fn port_change_writes(flags: &[&str]) -> Result<Vec<(Write, i64)>> {
+    // Transactions are a v3 notion: this runs on v3 whatever E2E_ETCD_API says.
+    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let mut k2s = Kube2sky::start(&etcd, &api, flags)?;
+    k2s.wait_ready().await?;
+    let dir = "/skydns/local/cluster/svc/default/u/";
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80)]),
+    )?;
+    wait_for_keys(&etcd, dir, 2).await?;
+    v3_writes_with_revisions(&etcd, &kubectl, || {
+        kubectl.with_manifest(
+            "replace",
+            &svc_manifest(
+                "u",
+                "10.0.0.80",
+                &[("http", "TCP", 8080), ("dns", "UDP", 53)],
+            ),
+        )
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_update_is_written_at_one_revision() -> Result<()> {
+    let writes = port_change_writes(&[]).await?;
+    let dir = "/skydns/local/cluster/svc/default/u/";
+    let h = label("10.0.0.80");
+    let mut keys: Vec<&Write> = writes.iter().map(|(w, _)| w).collect();
+    keys.sort_by_key(|w| format!("{w:?}"));
+    ensure!(
+        keys == [
+            &Write::Put(format!("{dir}_tcp/_http/{h}")),
+            &Write::Put(format!("{dir}_udp/_dns/{h}")),
+        ],
+        "only the two SRV records change: {writes:?}"
+    );
+    let revisions: std::collections::BTreeSet<i64> = writes.iter().map(|(_, r)| *r).collect();
+    ensure!(
+        revisions.len() == 1,
+        "one transaction, one revision: {writes:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn control_without_atomic_updates_an_update_spans_revisions() -> Result<()> {
+    let writes = port_change_writes(&["--atomic-updates=false"]).await?;
+    let revisions: std::collections::BTreeSet<i64> = writes.iter().map(|(_, r)| *r).collect();
+    ensure!(
+        revisions.len() > 1,
+        "1.2 mode removes, then adds, in separate writes: {writes:?}"
+    );
+    Ok(())
+}

@@ -121,14 +121,12 @@ fn kubeconfig_with_url_override() {
 }
 
 #[test]
-fn go_durations() {
-    assert_eq!(parse_duration("10s"), Ok(Duration::from_secs(10)));
-    assert_eq!(parse_duration("1m30s"), Ok(Duration::from_secs(90)));
-    assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
-    assert_eq!(parse_duration("0"), Ok(Duration::ZERO));
-    assert!(parse_duration("10").is_err());
-    assert!(parse_duration("").is_err());
-    assert!(parse_duration("5x").is_err());
+fn duration_flags_take_go_durations_and_name_a_bad_value() {
+    // The parser is skydns's `go_duration`, tested there.
+    assert_eq!(
+        parse(&["--etcd-mutation-timeout=1m30s"]).etcd_mutation_timeout,
+        Duration::from_secs(90)
+    );
     let err = Flags::parse_from_go_style(args(&["--etcd-mutation-timeout=ten"])).expect_err("bad");
     assert!(err.to_string().contains("ten"), "{err}");
 }
@@ -141,5 +139,26 @@ fn loss_check_zero_disables() {
             .expect("valid")
             .loss_check,
         None
+    );
+}
+
+#[test]
+fn etcd_tls_flags_reach_the_etcd_options_and_come_in_pairs() {
+    let config = parse(&[
+        "--etcd-certfile=/c.crt",
+        "--etcd-keyfile=/c.key",
+        "--etcd-cafile=/ca.crt",
+    ])
+    .into_config()
+    .expect("valid");
+    assert_eq!(config.etcd.tls_cert, Some(PathBuf::from("/c.crt")));
+    assert_eq!(config.etcd.tls_key, Some(PathBuf::from("/c.key")));
+    assert_eq!(config.etcd.ca_cert, Some(PathBuf::from("/ca.crt")));
+    let alone = parse(&["--etcd-certfile=/c.crt"])
+        .into_config()
+        .unwrap_err();
+    assert_eq!(
+        alone.to_string(),
+        "--etcd-certfile and --etcd-keyfile must be given together"
     );
 }

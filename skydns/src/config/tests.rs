@@ -136,8 +136,11 @@ fn go_durations() {
     assert_eq!(go_duration("500ms").unwrap(), Duration::from_millis(500));
     assert_eq!(go_duration("1.5s").unwrap(), Duration::from_millis(1500));
     assert_eq!(go_duration("1h2m3s").unwrap(), Duration::from_secs(3723));
+    assert_eq!(go_duration("1m30s").unwrap(), Duration::from_secs(90));
+    assert_eq!(go_duration("0").unwrap(), Duration::ZERO);
     assert!(go_duration("5").is_err());
     assert!(go_duration("").is_err());
+    assert!(go_duration("5x").is_err());
 }
 
 #[test]
