@@ -261,28 +261,23 @@ mod tests {
     fn full_cache_evicts_expired_then_oldest() {
         let cache = ResponseCache::new(2, Duration::from_secs(60));
         let t0 = Instant::now();
-        cache.insert(key("a."), positive(5), t0);
-        cache.insert(key("b."), positive(50), t0 + Duration::from_secs(1));
-        cache.insert(key("c."), positive(50), t0 + Duration::from_secs(10));
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        // The oldest entry is live; the newest one has expired by t0+10.
+        cache.insert(key("old."), positive(50), t0);
+        cache.insert(key("short."), positive(5), at(1));
+        assert_eq!(cache.len(), 2);
+        cache.insert(key("c."), positive(50), at(10));
+        assert_eq!(cache.len(), 2, "exactly one entry made room");
         assert!(
-            cache
-                .get(&key("a."), t0 + Duration::from_secs(10))
-                .is_none(),
-            "expired a went first"
+            cache.get(&key("old."), at(10)).is_some(),
+            "the live oldest entry survives: the expired one went first"
         );
-        assert!(cache
-            .get(&key("b."), t0 + Duration::from_secs(10))
-            .is_some());
-        cache.insert(key("d."), positive(50), t0 + Duration::from_secs(11));
-        assert!(
-            cache
-                .get(&key("b."), t0 + Duration::from_secs(11))
-                .is_none(),
-            "then the oldest"
-        );
-        assert!(cache
-            .get(&key("c."), t0 + Duration::from_secs(11))
-            .is_some());
+        assert!(cache.get(&key("c."), at(10)).is_some());
+        // Nothing expired now: the oldest inserted goes.
+        cache.insert(key("d."), positive(50), at(11));
+        assert!(cache.get(&key("old."), at(11)).is_none(), "then the oldest");
+        assert!(cache.get(&key("c."), at(11)).is_some());
+        assert!(cache.get(&key("d."), at(11)).is_some());
         assert_eq!(cache.len(), 2);
     }
 }

@@ -300,4 +300,81 @@ mod tests {
         assert_eq!(&b.unwrap()[..2], &9u16.to_be_bytes());
         assert_eq!(&c.unwrap()[..2], &8u16.to_be_bytes());
     }
+
+    /// A TCP-only upstream on 127.0.0.1: echoes each length-prefixed query
+    /// with QR set. Its port is also held over UDP by a socket that never
+    /// answers (kept alive by the returned value).
+    fn tcp_only_upstream() -> (SocketAddr, std::net::UdpSocket) {
+        use std::io::{Read, Write};
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let mute = std::net::UdpSocket::bind(addr).unwrap();
+        std::thread::spawn(move || {
+            for mut stream in listener.incoming().flatten() {
+                let mut len = [0u8; 2];
+                if stream.read_exact(&mut len).is_err() {
+                    continue;
+                }
+                let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
+                if stream.read_exact(&mut msg).is_err() {
+                    continue;
+                }
+                msg[2] |= 0x80;
+                let _ = stream.write_all(&len);
+                let _ = stream.write_all(&msg);
+            }
+        });
+        (addr, mute)
+    }
+
+    /// A UDP-only upstream on 127.0.0.1: echoes each query with QR set. Its
+    /// port is also held over TCP by a listener that never accepts.
+    fn udp_only_upstream() -> (SocketAddr, std::net::TcpListener) {
+        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+        let addr = socket.local_addr().unwrap();
+        let mute = std::net::TcpListener::bind(addr).unwrap();
+        std::thread::spawn(move || {
+            let mut buf = [0u8; 512];
+            while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+                buf[2] |= 0x80;
+                let _ = socket.send_to(&buf[..len], peer);
+            }
+        });
+        (addr, mute)
+    }
+
+    #[tokio::test]
+    async fn tcp_clients_are_relayed_over_tcp_only() {
+        let (addr, _udp) = tcp_only_upstream();
+        let upstreams = Upstreams::new(vec![addr], Duration::from_millis(300));
+        let q = query(0x4242, "tcp.example.org.");
+        let reply = upstreams
+            .relay(&q, 0, true)
+            .await
+            .expect("a TCP client's query is answered over TCP");
+        assert_eq!(&reply[..2], &0x4242u16.to_be_bytes(), "the caller's ID");
+        assert_ne!(reply[2] & 0x80, 0, "a response");
+        assert_eq!(reply[3..], q[3..]);
+        assert!(
+            upstreams.relay(&q, 0, false).await.is_none(),
+            "a UDP client's query must not go over TCP"
+        );
+    }
+
+    #[tokio::test]
+    async fn udp_clients_are_relayed_over_udp_only() {
+        let (addr, _tcp) = udp_only_upstream();
+        let upstreams = Upstreams::new(vec![addr], Duration::from_millis(300));
+        let q = query(0x0707, "udp.example.org.");
+        let reply = upstreams
+            .relay(&q, 0, false)
+            .await
+            .expect("a UDP client's query is answered over UDP");
+        assert_eq!(&reply[..2], &0x0707u16.to_be_bytes(), "the caller's ID");
+        assert_ne!(reply[2] & 0x80, 0, "a response");
+        assert!(
+            upstreams.relay(&q, 0, true).await.is_none(),
+            "a TCP client's query must not go over UDP"
+        );
+    }
 }

@@ -473,3 +473,5 @@ fn unix_now() -> u64 {
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_claims;

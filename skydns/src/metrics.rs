@@ -240,4 +240,62 @@ mod tests {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
     }
+
+    /// The `skydns_dns_error_count_total` lines of the exposition.
+    fn error_lines(m: &Metrics) -> Vec<String> {
+        m.render()
+            .lines()
+            .filter(|l| l.starts_with("skydns_dns_error_count_total"))
+            .map(str::to_owned)
+            .collect()
+    }
+
+    /// A reply header: flags byte 2, rcode, answer count.
+    fn header(flags: u8, rcode: u8, answers: u16) -> [u8; 12] {
+        let [an_hi, an_lo] = answers.to_be_bytes();
+        [
+            0,
+            1,
+            0x80 | flags,
+            0x80 | rcode,
+            0,
+            1,
+            an_hi,
+            an_lo,
+            0,
+            0,
+            0,
+            0,
+        ]
+    }
+
+    #[test]
+    fn each_error_kind_is_counted_exactly_once_under_its_label() {
+        let cases: [(&str, [u8; 12], bool); 5] = [
+            ("servfail", header(0, 2, 0), false),
+            ("refused", header(0, 5, 0), false),
+            ("truncated", header(0x02, 0, 3), false),
+            ("nodata", header(0, 0, 0), false),
+            // A TCP reply too big to send: SERVFAIL bytes, but counted as overflow.
+            ("overflow", header(0, 2, 0), true),
+        ];
+        for (label, bytes, overflow) in cases {
+            let m = Metrics::default();
+            m.reply(true, &bytes, Duration::from_millis(1), overflow);
+            assert_eq!(
+                error_lines(&m),
+                [format!(
+                    "skydns_dns_error_count_total{{error=\"{label}\"}} 1"
+                )],
+                "{label}"
+            );
+        }
+        let m = Metrics::default();
+        m.reply(false, &header(0, 0, 1), Duration::from_millis(1), false);
+        assert_eq!(
+            error_lines(&m),
+            Vec::<String>::new(),
+            "NOERROR with answers"
+        );
+    }
 }

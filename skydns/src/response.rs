@@ -221,6 +221,25 @@ mod tests {
     }
 
     #[test]
+    fn fit_reporting_flags_only_the_tcp_overflow() {
+        let full = reply(40).to_vec().unwrap().len();
+        let (bytes, overflow) = fit_reporting(reply(40), full + 1, true).unwrap();
+        assert!(!overflow, "fits: nothing dropped");
+        assert_eq!(Message::from_vec(&bytes).unwrap().answers.len(), 40);
+
+        let (bytes, overflow) = fit_reporting(reply(40), 100, true).unwrap();
+        assert!(overflow, "TCP reply dropped its records for SERVFAIL");
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+        assert!(m.answers.is_empty());
+
+        // Over UDP the dropped records show as TC (the "truncated" label).
+        let (bytes, overflow) = fit_reporting(reply(40), 200, false).unwrap();
+        assert!(!overflow);
+        assert!(Message::from_vec(&bytes).unwrap().metadata.truncation);
+    }
+
+    #[test]
     fn fit_over_tcp_sends_servfail_when_too_big() {
         let bytes = fit(reply(40), 100, true).unwrap();
         let m = Message::from_vec(&bytes).unwrap();

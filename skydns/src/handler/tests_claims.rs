@@ -1,0 +1,193 @@
+//! Request → reply tests of documented claims: NOTIMP, stub zones that follow
+//! etcd, `-ns-rotate`, and NODATA replies.
+
+use super::pending;
+use super::tests::{ask, ask_msg, assert_soa_authority, handler, handler_with, request};
+use super::*;
+use crate::answer::tests::{cluster, zone};
+use crate::metrics::Metrics;
+use crate::snapshot::Change;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+fn name(text: &str) -> Name {
+    Name::from_ascii(text).unwrap()
+}
+
+#[test]
+fn other_opcodes_get_notimp_even_after_the_same_name_was_queried() {
+    let h = handler(Some(cluster()));
+    let query = request(name("kubernetes.default.svc.cluster.local."), RecordType::A);
+    let mut status = query.clone();
+    status.metadata.op_code = OpCode::Status;
+    let r = ask_msg(&h, &status, Transport::Udp);
+    assert_eq!(r.metadata.response_code, ResponseCode::NotImp, "fresh");
+    // A normal QUERY twice: the second is served by the hot reply cache.
+    for _ in 0..2 {
+        let r = ask_msg(&h, &query, Transport::Udp);
+        assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+        assert_eq!(r.answers.len(), 1);
+    }
+    for opcode in [OpCode::Status, OpCode::Notify, OpCode::Update] {
+        let mut other = query.clone();
+        other.metadata.op_code = opcode;
+        for t in [Transport::Udp, Transport::Tcp] {
+            let r = ask_msg(&h, &other, t);
+            assert_eq!(
+                r.metadata.response_code,
+                ResponseCode::NotImp,
+                "{opcode:?} over {t:?}, after a cached QUERY"
+            );
+            assert!(r.answers.is_empty());
+        }
+    }
+}
+
+/// The stub servers `handle` routes the packet to; `None` if it answered.
+fn stub_route(h: &Handler, packet: &[u8]) -> Option<Vec<SocketAddr>> {
+    match h.handle(packet, Transport::Udp) {
+        Outcome::Done(_) => None,
+        Outcome::Pending(p) => match p.route {
+            pending::Route::Stub(servers) => Some(servers),
+            _ => panic!("pending, but not on the stub route"),
+        },
+    }
+}
+
+#[test]
+fn stub_zones_follow_etcd_changes() {
+    // Stub zone example.com. for domain cluster.local.: the key is under
+    // stub.dns.cluster.local., with the stub zone's labels reversed.
+    const NS1: &str = "/skydns/local/cluster/dns/stub/com/example/ns1";
+    let server = |json: &str| {
+        Change::Put(
+            NS1.into(),
+            crate::record::Record::from_json(json.as_bytes()).unwrap(),
+        )
+    };
+    let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(Some(Arc::new(cluster()))));
+    let h = Handler::new(
+        zone(),
+        shared.clone(),
+        Options {
+            stubzones: true,
+            ..Options::default()
+        },
+        Arc::new(Metrics::default()),
+    );
+    let packet = request(name("www.example.com."), RecordType::A)
+        .to_vec()
+        .unwrap();
+
+    assert_eq!(stub_route(&h, &packet), None, "no stub zone yet");
+    let r = ask_msg(&h, &Message::from_vec(&packet).unwrap(), Transport::Udp);
+    assert_eq!(
+        r.metadata.response_code,
+        ResponseCode::ServFail,
+        "not forwarded"
+    );
+
+    let with_stub = cluster().with_changes(2, [server(r#"{"host":"10.0.0.53","port":53}"#)]);
+    shared.store(Some(Arc::new(with_stub.clone())));
+    assert_eq!(
+        stub_route(&h, &packet),
+        Some(vec!["10.0.0.53:53".parse().unwrap()])
+    );
+
+    let moved = with_stub.with_changes(3, [server(r#"{"host":"10.0.0.54","port":53}"#)]);
+    shared.store(Some(Arc::new(moved.clone())));
+    assert_eq!(
+        stub_route(&h, &packet),
+        Some(vec!["10.0.0.54:53".parse().unwrap()])
+    );
+
+    shared.store(Some(Arc::new(
+        moved.with_changes(4, [Change::Delete(NS1.into())]),
+    )));
+    assert_eq!(stub_route(&h, &packet), None, "stub zone removed");
+}
+
+/// A UDP upstream that counts the queries it receives and echoes each one
+/// back as a response.
+fn counting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
+    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            buf[2] |= 0x80;
+            let _ = socket.send_to(&buf[..len], peer);
+        }
+    });
+    (addr, seen)
+}
+
+/// Forwards one query with `id` and returns how many queries each of two
+/// fresh upstreams received.
+fn forward_counts(ns_rotate: bool, ids: &[u16]) -> Vec<[usize; 2]> {
+    let (a0, seen0) = counting_upstream();
+    let (a1, seen1) = counting_upstream();
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            nameservers: vec![a0, a1],
+            ns_rotate,
+            read_timeout: Duration::from_secs(2),
+            ..Options::default()
+        },
+    );
+    ids.iter()
+        .map(|&id| {
+            let mut m = request(name(&format!("q{id}.example.org.")), RecordType::A);
+            m.metadata.id = id;
+            let r = ask_msg(&h, &m, Transport::Udp);
+            assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+            [seen0.load(Ordering::SeqCst), seen1.load(Ordering::SeqCst)]
+        })
+        .collect()
+}
+
+#[test]
+fn ns_rotate_picks_the_first_upstream_by_request_id() {
+    // id % 2: 1 → second server, 4 → first, 7 → second.
+    assert_eq!(
+        forward_counts(true, &[1, 4, 7]),
+        [[0, 1], [1, 1], [1, 2]],
+        "cumulative queries seen by [first, second]"
+    );
+}
+
+#[test]
+fn without_ns_rotate_the_first_upstream_is_always_tried_first() {
+    assert_eq!(forward_counts(false, &[1, 4, 7]), [[1, 0], [2, 0], [3, 0]]);
+}
+
+#[test]
+fn nodata_is_noerror_with_the_soa_and_no_answer() {
+    let kubernetes = "kubernetes.default.svc.cluster.local.";
+    for (qname, qtype) in [
+        (kubernetes, RecordType::AAAA),
+        (kubernetes, RecordType::SOA),
+        (kubernetes, RecordType::TXT),
+        (kubernetes, RecordType::MX),
+        (kubernetes, RecordType::CNAME),
+        (kubernetes, RecordType::HINFO),
+        ("1-2-3-4.default.pod.cluster.local.", RecordType::AAAA),
+        ("default.svc.cluster.local.", RecordType::NS),
+    ] {
+        let r = ask(qname, qtype);
+        assert_eq!(
+            r.metadata.response_code,
+            ResponseCode::NoError,
+            "{qname} {qtype}"
+        );
+        assert!(r.metadata.authoritative, "{qname} {qtype}");
+        assert!(r.answers.is_empty(), "{qname} {qtype}: {:?}", r.answers);
+        assert_soa_authority(&r);
+    }
+}
