@@ -199,31 +199,41 @@ enum Write {
     Delete(String),
 }
 
-/// Changes a service's ports and returns the etcd writes on its directory,
-/// up to the new SRV key, through the API under test.
-async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
-    let (etcd, _api, kubectl, _k2s) = cluster(flags).await?;
-    let dir = "/skydns/local/cluster/svc/default/u/";
+/// Where service `u`'s records live.
+const U: &str = "/skydns/local/cluster/svc/default/u/";
+
+/// Creates service `u` (10.0.0.80, port http 80) and waits for its records.
+async fn create_u(etcd: &Etcd, kubectl: &Kubectl) -> Result<()> {
     kubectl.with_manifest(
         "create",
         &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80)]),
     )?;
-    wait_for_keys(&etcd, dir, 2).await?;
-    let new_key = format!("{dir}_udp/_dns/{}", label("10.0.0.80"));
-    let replace = || {
-        kubectl.with_manifest(
-            "replace",
-            &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80), ("dns", "UDP", 53)]),
-        )
-    };
+    wait_for_keys(etcd, U, 2).await
+}
+
+/// `kubectl replace` of service `u` with `ports`.
+fn replace_u(kubectl: &Kubectl, ports: &[(&str, &str, u16)]) -> Result<String> {
+    kubectl.with_manifest("replace", &svc_manifest("u", "10.0.0.80", ports))
+}
+
+/// Adds port dns to service `u` and returns the etcd writes on its
+/// directory through the API under test (on v2, up to the new SRV key).
+async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
+    let (etcd, _api, kubectl, _k2s) = cluster(flags).await?;
+    create_u(&etcd, &kubectl).await?;
+    let new_key = format!("{U}_udp/_dns/{}", label("10.0.0.80"));
+    let replace = || replace_u(&kubectl, &[("http", "TCP", 80), ("dns", "UDP", 53)]);
     match etcd.api() {
-        test_support::etcd::Api::V3 => v3_writes_until(&etcd, dir, &new_key, replace).await,
+        test_support::etcd::Api::V3 => {
+            let writes = v3_writes_with_revisions(&etcd, &kubectl, replace).await?;
+            Ok(writes.into_iter().map(|(write, _)| write).collect())
+        }
         test_support::etcd::Api::V2 => {
             let before = etcd.v2_index()?;
             replace()?;
             let is_new_key = |action: &str, key: &str| action == "set" && key == new_key;
             let events =
-                etcd.v2_events_until(dir.trim_end_matches('/'), before + 1, DEADLINE, is_new_key)?;
+                etcd.v2_events_until(U.trim_end_matches('/'), before + 1, DEADLINE, is_new_key)?;
             let writes = events
                 .into_iter()
                 .map(|(action, key)| match action.as_str() {
@@ -234,42 +244,6 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
             Ok(writes)
         }
     }
-}
-
-/// The v3 watch events on `dir` while `change` runs, up to the put of `last`.
-async fn v3_writes_until(
-    etcd: &Etcd,
-    dir: &str,
-    last: &str,
-    change: impl FnOnce() -> Result<String>,
-) -> Result<Vec<Write>> {
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let mut stream = client
-        .watch(dir, Some(etcd_client::WatchOptions::new().with_prefix()))
-        .await?;
-    change()?;
-    let mut writes = Vec::new();
-    tokio::time::timeout(DEADLINE, async {
-        while let Some(resp) = stream.message().await? {
-            for e in resp.events() {
-                let key = e
-                    .kv()
-                    .map(|kv| String::from_utf8_lossy(kv.key()).into_owned())
-                    .unwrap_or_default();
-                writes.push(match e.event_type() {
-                    etcd_client::EventType::Put => Write::Put(key),
-                    etcd_client::EventType::Delete => Write::Delete(key),
-                });
-            }
-            if writes.contains(&Write::Put(last.to_string())) {
-                break;
-            }
-        }
-        Ok::<_, anyhow::Error>(())
-    })
-    .await
-    .context("waiting for the new SRV key")??;
-    Ok(writes)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -289,7 +263,7 @@ async fn service_update_never_removes_unchanged_records() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result<()> {
     let events = events_during_update(&["--atomic-updates=false"]).await?;
-    let a_key = format!("/skydns/local/cluster/svc/default/u/{}", label("10.0.0.80"));
+    let a_key = format!("{U}{}", label("10.0.0.80"));
     ensure!(
         events.contains(&Write::Delete(a_key)),
         "1.2 mode removes the A record first: {events:?}"
@@ -344,42 +318,33 @@ async fn port_change_writes(flags: &[&str]) -> Result<Vec<(Write, i64)>> {
     let kubectl = Kubectl::new(&api.url())?;
     let mut k2s = Kube2sky::start(&etcd, &api, flags)?;
     k2s.wait_ready().await?;
-    let dir = "/skydns/local/cluster/svc/default/u/";
-    kubectl.with_manifest(
-        "create",
-        &svc_manifest("u", "10.0.0.80", &[("http", "TCP", 80)]),
-    )?;
-    wait_for_keys(&etcd, dir, 2).await?;
+    create_u(&etcd, &kubectl).await?;
     v3_writes_with_revisions(&etcd, &kubectl, || {
-        kubectl.with_manifest(
-            "replace",
-            &svc_manifest(
-                "u",
-                "10.0.0.80",
-                &[("http", "TCP", 8080), ("dns", "UDP", 53)],
-            ),
-        )
+        replace_u(&kubectl, &[("http", "TCP", 8080), ("dns", "UDP", 53)])
     })
     .await
+}
+
+/// The distinct revisions of `writes`.
+fn revisions(writes: &[(Write, i64)]) -> std::collections::BTreeSet<i64> {
+    writes.iter().map(|(_, revision)| *revision).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_service_update_is_written_at_one_revision() -> Result<()> {
     let writes = port_change_writes(&[]).await?;
-    let dir = "/skydns/local/cluster/svc/default/u/";
     let h = label("10.0.0.80");
     let mut keys: Vec<&Write> = writes.iter().map(|(w, _)| w).collect();
     keys.sort_by_key(|w| format!("{w:?}"));
     ensure!(
         keys == [
-            &Write::Put(format!("{dir}_tcp/_http/{h}")),
-            &Write::Put(format!("{dir}_udp/_dns/{h}")),
+            &Write::Put(format!("{U}_tcp/_http/{h}")),
+            &Write::Put(format!("{U}_udp/_dns/{h}")),
         ],
         "only the two SRV records change: {writes:?}"
     );
-    let revisions: std::collections::BTreeSet<i64> = writes.iter().map(|(_, r)| *r).collect();
     ensure!(
-        revisions.len() == 1,
+        revisions(&writes).len() == 1,
         "one transaction, one revision: {writes:?}"
     );
     Ok(())
@@ -388,9 +353,8 @@ async fn a_service_update_is_written_at_one_revision() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_without_atomic_updates_an_update_spans_revisions() -> Result<()> {
     let writes = port_change_writes(&["--atomic-updates=false"]).await?;
-    let revisions: std::collections::BTreeSet<i64> = writes.iter().map(|(_, r)| *r).collect();
     ensure!(
-        revisions.len() > 1,
+        revisions(&writes).len() > 1,
         "1.2 mode removes, then adds, in separate writes: {writes:?}"
     );
     Ok(())

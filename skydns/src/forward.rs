@@ -240,30 +240,9 @@ impl Drop for Leader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only};
     use hickory_proto::rr::RecordType;
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
-    /// An upstream that counts queries and answers each after `delay`.
-    async fn slow_upstream(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
-        let socket = Arc::new(UdpSocket::bind("127.0.0.1:0").await.unwrap());
-        let addr = socket.local_addr().unwrap();
-        let seen = Arc::new(AtomicUsize::new(0));
-        let counter = seen.clone();
-        tokio::spawn(async move {
-            let mut buf = vec![0u8; 512];
-            while let Ok((len, peer)) = socket.recv_from(&mut buf).await {
-                counter.fetch_add(1, Ordering::SeqCst);
-                let mut reply = buf[..len].to_vec();
-                reply[2] |= 0x80;
-                let socket = socket.clone();
-                tokio::spawn(async move {
-                    tokio::time::sleep(delay).await;
-                    let _ = socket.send_to(&reply, peer).await;
-                });
-            }
-        });
-        (addr, seen)
-    }
+    use std::sync::atomic::Ordering;
 
     fn query(id: u16, name: &str) -> Vec<u8> {
         let mut m = Message::query();
@@ -275,7 +254,7 @@ mod tests {
 
     #[tokio::test]
     async fn identical_requests_in_flight_share_one_exchange() {
-        let (addr, seen) = slow_upstream(Duration::from_millis(200)).await;
+        let (addr, seen) = echo_udp(Duration::from_millis(200));
         let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
         let (q1, q2, q3) = (
             query(7, "a.example.org."),
@@ -301,51 +280,9 @@ mod tests {
         assert_eq!(&c.unwrap()[..2], &8u16.to_be_bytes());
     }
 
-    /// A TCP-only upstream on 127.0.0.1: echoes each length-prefixed query
-    /// with QR set. Its port is also held over UDP by a socket that never
-    /// answers (kept alive by the returned value).
-    fn tcp_only_upstream() -> (SocketAddr, std::net::UdpSocket) {
-        use std::io::{Read, Write};
-        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mute = std::net::UdpSocket::bind(addr).unwrap();
-        std::thread::spawn(move || {
-            for mut stream in listener.incoming().flatten() {
-                let mut len = [0u8; 2];
-                if stream.read_exact(&mut len).is_err() {
-                    continue;
-                }
-                let mut msg = vec![0u8; usize::from(u16::from_be_bytes(len))];
-                if stream.read_exact(&mut msg).is_err() {
-                    continue;
-                }
-                msg[2] |= 0x80;
-                let _ = stream.write_all(&len);
-                let _ = stream.write_all(&msg);
-            }
-        });
-        (addr, mute)
-    }
-
-    /// A UDP-only upstream on 127.0.0.1: echoes each query with QR set. Its
-    /// port is also held over TCP by a listener that never accepts.
-    fn udp_only_upstream() -> (SocketAddr, std::net::TcpListener) {
-        let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-        let addr = socket.local_addr().unwrap();
-        let mute = std::net::TcpListener::bind(addr).unwrap();
-        std::thread::spawn(move || {
-            let mut buf = [0u8; 512];
-            while let Ok((len, peer)) = socket.recv_from(&mut buf) {
-                buf[2] |= 0x80;
-                let _ = socket.send_to(&buf[..len], peer);
-            }
-        });
-        (addr, mute)
-    }
-
     #[tokio::test]
     async fn tcp_clients_are_relayed_over_tcp_only() {
-        let (addr, _udp) = tcp_only_upstream();
+        let (addr, _udp) = echo_tcp_only();
         let upstreams = Upstreams::new(vec![addr], Duration::from_millis(300));
         let q = query(0x4242, "tcp.example.org.");
         let reply = upstreams
@@ -363,7 +300,7 @@ mod tests {
 
     #[tokio::test]
     async fn udp_clients_are_relayed_over_udp_only() {
-        let (addr, _tcp) = udp_only_upstream();
+        let (addr, _tcp) = echo_udp_only();
         let upstreams = Upstreams::new(vec![addr], Duration::from_millis(300));
         let q = query(0x0707, "udp.example.org.");
         let reply = upstreams

@@ -25,6 +25,8 @@
 pub mod answer;
 pub mod cache;
 pub mod config;
+#[cfg(test)]
+mod fake_upstream;
 pub mod forward;
 pub mod handler;
 pub mod hot;

@@ -24,17 +24,13 @@ pub async fn eventually<T>(
     within: Duration,
     mut probe: impl AsyncFnMut() -> Result<T>,
 ) -> Result<T> {
-    let deadline = Instant::now() + within;
+    let deadline = Deadline::new(what, within);
     loop {
         match probe().await {
             Ok(value) => return Ok(value),
-            Err(last) if Instant::now() >= deadline => {
-                return Err(anyhow!(
-                    "timed out after {within:?} waiting for {what}; last: {last:#}"
-                ));
-            }
-            Err(_) => tokio::time::sleep(PERIOD).await,
+            Err(last) => deadline.check(last)?,
         }
+        tokio::time::sleep(PERIOD).await;
     }
 }
 
@@ -45,17 +41,43 @@ pub fn eventually_blocking<T>(
     within: Duration,
     mut probe: impl FnMut() -> Result<T>,
 ) -> Result<T> {
-    let deadline = Instant::now() + within;
+    let deadline = Deadline::new(what, within);
     loop {
         match probe() {
             Ok(value) => return Ok(value),
-            Err(last) if Instant::now() >= deadline => {
-                return Err(anyhow!(
-                    "timed out after {within:?} waiting for {what}; last: {last:#}"
-                ));
-            }
-            Err(_) => std::thread::sleep(PERIOD),
+            Err(last) => deadline.check(last)?,
         }
+        std::thread::sleep(PERIOD);
+    }
+}
+
+/// When the polling of `what` gives up, and the error it gives up with.
+struct Deadline<'a> {
+    what: &'a str,
+    within: Duration,
+    at: Instant,
+}
+
+impl<'a> Deadline<'a> {
+    fn new(what: &'a str, within: Duration) -> Self {
+        Deadline {
+            what,
+            within,
+            at: Instant::now() + within,
+        }
+    }
+
+    /// `Ok` while there is time for another try; else the timeout error
+    /// carrying the probe's `last` failure.
+    fn check(&self, last: anyhow::Error) -> Result<()> {
+        if Instant::now() < self.at {
+            return Ok(());
+        }
+        Err(anyhow!(
+            "timed out after {:?} waiting for {}; last: {last:#}",
+            self.within,
+            self.what
+        ))
     }
 }
 

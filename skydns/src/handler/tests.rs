@@ -18,8 +18,22 @@ pub(super) fn handler(snapshot: Option<Snapshot>) -> Handler {
 }
 
 pub(crate) fn handler_with(snapshot: Option<Snapshot>, options: Options) -> Handler {
+    handler_sharing(snapshot, options).0
+}
+
+/// [`handler_with`], and the snapshot it serves, for a test to replace.
+pub(super) fn handler_sharing(
+    snapshot: Option<Snapshot>,
+    options: Options,
+) -> (Handler, SharedSnapshot) {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(snapshot.map(Arc::new)));
-    Handler::new(zone(), shared, options, Arc::new(Metrics::default()))
+    let h = Handler::new(
+        zone(),
+        shared.clone(),
+        options,
+        Arc::new(Metrics::default()),
+    );
+    (h, shared)
 }
 
 pub(super) fn run(h: &Handler, packet: &[u8], t: Transport) -> Option<Vec<u8>> {
@@ -318,15 +332,12 @@ fn single_label_names_are_never_forwarded() {
 
 #[test]
 fn cached_replies_follow_snapshot_changes() {
-    let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(Some(Arc::new(cluster()))));
-    let h = Handler::new(
-        zone(),
-        shared.clone(),
+    let (h, shared) = handler_sharing(
+        Some(cluster()),
         Options {
             round_robin: false,
             ..Options::default()
         },
-        Arc::new(Metrics::default()),
     );
     let m = request(
         Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),

@@ -2,12 +2,14 @@
 //! etcd, `-ns-rotate`, and NODATA replies.
 
 use super::pending;
-use super::tests::{ask, ask_msg, assert_soa_authority, handler, handler_with, request};
+use super::tests::{
+    ask, ask_msg, assert_soa_authority, handler, handler_sharing, handler_with, request,
+};
 use super::*;
-use crate::answer::tests::{cluster, zone};
-use crate::metrics::Metrics;
+use crate::answer::tests::cluster;
+use crate::fake_upstream::echo_udp;
 use crate::snapshot::Change;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::Ordering;
 
 fn name(text: &str) -> Name {
     Name::from_ascii(text).unwrap()
@@ -64,15 +66,12 @@ fn stub_zones_follow_etcd_changes() {
             crate::record::Record::from_json(json.as_bytes()).unwrap(),
         )
     };
-    let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(Some(Arc::new(cluster()))));
-    let h = Handler::new(
-        zone(),
-        shared.clone(),
+    let (h, shared) = handler_sharing(
+        Some(cluster()),
         Options {
             stubzones: true,
             ..Options::default()
         },
-        Arc::new(Metrics::default()),
     );
     let packet = request(name("www.example.com."), RecordType::A)
         .to_vec()
@@ -106,32 +105,11 @@ fn stub_zones_follow_etcd_changes() {
     assert_eq!(stub_route(&h, &packet), None, "stub zone removed");
 }
 
-/// A UDP upstream that counts the queries it receives and echoes each one
-/// back as a response.
-fn counting_upstream() -> (SocketAddr, Arc<AtomicUsize>) {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
-    let addr = socket.local_addr().unwrap();
-    let seen = Arc::new(AtomicUsize::new(0));
-    let counter = seen.clone();
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 512];
-        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
-            counter.fetch_add(1, Ordering::SeqCst);
-            buf[2] |= 0x80;
-            let _ = socket.send_to(&buf[..len], peer);
-        }
-    });
-    (addr, seen)
-}
-
 /// Forwards one query with `id` and returns how many queries each of two
 /// fresh upstreams received.
 fn forward_counts(ns_rotate: bool, ids: &[u16]) -> Vec<[usize; 2]> {
-    let (a0, seen0) = counting_upstream();
-    let (a1, seen1) = counting_upstream();
+    let (a0, seen0) = echo_udp(Duration::ZERO);
+    let (a1, seen1) = echo_udp(Duration::ZERO);
     let h = handler_with(
         Some(cluster()),
         Options {
