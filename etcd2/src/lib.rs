@@ -237,7 +237,7 @@ impl Client {
         for i in 0..n {
             let at = (first + i) % n;
             let url = url(&self.endpoints[at], path, query);
-            let request = self.request(method.clone(), url.clone(), value, timeout);
+            let request = self.request(method.clone(), url, value, timeout);
             let endpoint = self.endpoints[at].as_str().trim_end_matches('/');
             match exchange(endpoint, request).await {
                 Ok(reply) => {

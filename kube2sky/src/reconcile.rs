@@ -74,8 +74,17 @@ pub enum Mode {
     RemoveThenAdd,
 }
 
-/// The batches that turn `actual` into `desired`; empty when nothing differs.
+/// The transactions that turn `actual` into `desired`, none over
+/// [`MAX_TXN_OPS`]; empty when nothing differs.
 pub fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+    batches(desired, actual, mode)
+        .into_iter()
+        .flat_map(chunk)
+        .collect()
+}
+
+/// The non-empty batches of [`diff`], before any is split.
+fn batches(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
     let batches = match mode {
         Mode::Reconcile => {
             let puts = desired
@@ -109,14 +118,13 @@ pub fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
     batches
         .into_iter()
         .filter(|b: &Vec<Op>| !b.is_empty())
-        .flat_map(chunk)
         .collect()
 }
 
 /// [`diff`] for a store without transactions (etcd v2): every op in one
 /// batch, in the same order; empty when nothing differs.
 pub fn diff_unbounded(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
-    let ops = diff(desired, actual, mode).concat();
+    let ops = batches(desired, actual, mode).concat();
     if ops.is_empty() {
         Vec::new()
     } else {

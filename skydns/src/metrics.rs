@@ -159,6 +159,7 @@ impl Metrics {
     }
 
     /// How many reads of the store failed so far.
+    #[cfg(test)]
     pub fn store_errors(&self) -> u64 {
         self.store_errors.get()
     }

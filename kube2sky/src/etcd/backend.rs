@@ -32,20 +32,14 @@ pub(super) enum Backend {
 }
 
 /// Why the marker could not be written.
-#[derive(Debug)]
+#[derive(Debug, thiserror::Error)]
 pub(super) enum MarkerError {
     /// etcd answers without the chosen API: retrying cannot help.
+    #[error("{0}")]
     WrongApi(String),
     /// Anything else (unreachable, timed out, ...): worth another try.
+    #[error("{0}")]
     Retry(String),
-}
-
-impl std::fmt::Display for MarkerError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            MarkerError::WrongApi(e) | MarkerError::Retry(e) => f.write_str(e),
-        }
-    }
 }
 
 impl Backend {

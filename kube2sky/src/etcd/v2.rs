@@ -108,21 +108,15 @@ impl V2 {
         out: &mut Actual,
         dirs: &mut BTreeSet<String>,
     ) -> Result<i64, String> {
-        match bounded(
-            &self.shutdown,
-            tolerate(self.client.get(path, true), ABSENT),
-        )
-        .await?
-        {
-            Outcome::Found(resp) => {
-                for leaf in resp.node.leaves() {
-                    file_key(&self.names, &leaf.key, &leaf.value, ptr, out);
-                }
-                dirs.extend(resp.node.dirs());
-                Ok(revision(resp.index))
+        let read = tolerate(self.client.get(path, true), ABSENT);
+        let outcome = bounded(&self.shutdown, read).await?;
+        if let Outcome::Found(resp) = &outcome {
+            for leaf in resp.node.leaves() {
+                file_key(&self.names, &leaf.key, &leaf.value, ptr, out);
             }
-            Outcome::Expected(index) => Ok(revision(index)),
+            dirs.extend(resp.node.dirs());
         }
+        Ok(outcome.revision())
     }
 
     /// Reads the hidden directories below `prefix` that the desired records
@@ -158,17 +152,14 @@ impl V2 {
         .try_collect::<Vec<_>>()
         .await?;
         for (dir, read) in dirs.iter().zip(reads) {
+            seen = seen.max(read.revision());
             match read {
                 Outcome::Found(resp) => {
                     for leaf in resp.node.leaves() {
                         file_key(&self.names, &leaf.key, &leaf.value, false, out);
                     }
-                    seen = seen.max(revision(resp.index));
                 }
-                Outcome::Expected(index) => {
-                    self.hidden.forget(dir);
-                    seen = seen.max(revision(index));
-                }
+                Outcome::Expected(_) => self.hidden.forget(dir),
             }
         }
         Ok(seen)

@@ -15,7 +15,7 @@
 
 use super::{bounded, max_of, revision, tolerate, Outcome, ABSENT};
 use etcd2::Client;
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
 
@@ -64,20 +64,18 @@ impl HiddenDirs {
         prefix: &str,
     ) -> Result<i64, String> {
         let key = format!("{}{}", self.root, prefix.trim_end_matches('/'));
-        match bounded(shutdown, tolerate(client.get(&key, true), ABSENT)).await? {
-            Outcome::Found(resp) => {
-                for leaf in resp.node.leaves() {
-                    match serde_json::from_str::<Vec<String>>(&leaf.value) {
-                        Ok(dirs) => self.dirs.extend(dirs),
-                        Err(error) => {
-                            tracing::warn!(key = %leaf.key, %error, "ignoring a malformed hidden-directory index entry")
-                        }
+        let outcome = bounded(shutdown, tolerate(client.get(&key, true), ABSENT)).await?;
+        if let Outcome::Found(resp) = &outcome {
+            for leaf in resp.node.leaves() {
+                match serde_json::from_str::<Vec<String>>(&leaf.value) {
+                    Ok(dirs) => self.dirs.extend(dirs),
+                    Err(error) => {
+                        tracing::warn!(key = %leaf.key, %error, "ignoring a malformed hidden-directory index entry")
                     }
                 }
-                Ok(revision(resp.index))
             }
-            Outcome::Expected(index) => Ok(revision(index)),
         }
+        Ok(outcome.revision())
     }
 
     /// Records `dirs` as written; entries of those that are new are saved
@@ -122,21 +120,15 @@ impl HiddenDirs {
         shutdown: &CancellationToken,
         parents: BTreeSet<String>,
     ) -> Result<i64, String> {
-        let entries: BTreeMap<String, Vec<String>> = parents
-            .into_iter()
-            .map(|parent| {
-                let below = format!("{parent}/_");
-                let dirs = self.below(&below).cloned().collect();
-                (parent, dirs)
-            })
-            .collect();
-        let writes = entries.iter().map(|(parent, dirs)| async move {
+        let writes = parents.iter().map(|parent| async move {
+            let below = format!("{parent}/_");
+            let dirs: Vec<&String> = self.below(&below).collect();
             let key = format!("{}{parent}", self.root);
             if dirs.is_empty() {
                 let deleted = tolerate(client.delete(&key, false), ABSENT);
                 return Ok::<_, String>(bounded(shutdown, deleted).await?.revision());
             }
-            let value = serde_json::to_string(dirs).map_err(|e| e.to_string())?;
+            let value = serde_json::to_string(&dirs).map_err(|e| e.to_string())?;
             let resp = bounded(shutdown, client.set(&key, &value)).await?;
             Ok(revision(resp.index))
         });
