@@ -36,13 +36,10 @@ async fn start(args: &[&str]) -> (Process, String) {
     let mut process = Process::spawn("exec-healthz", command).unwrap();
     let base = format!("http://127.0.0.1:{port}");
     let url = format!("{base}/");
-    eventually("exec-healthz to answer HTTP", DEADLINE, async || {
-        let exited = process.try_wait()?;
-        assert!(exited.is_none(), "exec-healthz exited early: {exited:?}");
-        get(&url).await
-    })
-    .await
-    .unwrap();
+    process
+        .until_ready(DEADLINE, async || get(&url).await)
+        .await
+        .unwrap();
     (process, base)
 }
 

@@ -2,9 +2,12 @@
 //! (a log collector gone, `| head`): a write to a closed stderr must not
 //! take down the task that logged it, such as the signal handler.
 
+mod skydns_support;
+
+use skydns_support::wait_for_store_errors;
 use std::process::{Command, Stdio};
 use test_support::bins::built_binary;
-use test_support::http::{get, metric, scrape};
+use test_support::http::get;
 use test_support::ports::free_port;
 use test_support::process::Process;
 use test_support::wait::{eventually, DEADLINE};
@@ -46,15 +49,7 @@ async fn skydns_stops_on_sigterm_with_stderr_closed() {
     ];
     let process = spawn_with_closed_stderr("skydns", &args);
     // Each failed read of etcd is logged: three of them, three failed writes.
-    let url = format!("http://127.0.0.1:{mport}/metrics");
-    let series = "skydns_dns_store_error_count_total";
-    eventually("three logged failures to read etcd", DEADLINE, async || {
-        let errors = metric(&scrape(&url).await?, series);
-        anyhow::ensure!(errors.is_some_and(|e| e >= 3.0), "{series} {errors:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    wait_for_store_errors(mport, 3).await;
     assert_stops_on_sigterm(process, "skydns").await;
 }
 

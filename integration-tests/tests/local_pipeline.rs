@@ -64,10 +64,7 @@ async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
     let mut command = Command::new("bash");
     command
         .arg(repo_root().join("deploy/local/run.sh"))
-        .arg(match etcd_api {
-            Api::V2 => "--etcd-api=v2",
-            Api::V3 => "--etcd-api=v3",
-        })
+        .arg(etcd_api.kube2sky_flag())
         .current_dir(repo_root())
         .env("SKIP_BUILD", "1")
         .env("BIN_DIR", &bins)
@@ -120,15 +117,9 @@ async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
     assert_eq!(http_status(readiness, "/readiness").await.unwrap(), 200);
     if etcd_api == Api::V2 {
         // The 1.2 docs' inspection commands, literally.
-        let endpoints = format!("--endpoints=http://127.0.0.1:{etcd}");
+        let endpoint = format!("http://127.0.0.1:{etcd}");
         let etcdctl = |args: &[&str]| {
-            let out = test_support::tools::command("etcdctl", "etcd-client")
-                .unwrap()
-                .env("ETCDCTL_API", "2")
-                .arg(&endpoints)
-                .args(args)
-                .output()
-                .expect("running etcdctl");
+            let out = test_support::etcd::etcdctl_v2(&endpoint, args).unwrap();
             assert!(out.status.success(), "etcdctl {args:?}: {out:?}");
             String::from_utf8_lossy(&out.stdout).into_owned()
         };

@@ -5,7 +5,6 @@
 mod skydns_support;
 
 use skydns_support::{black_hole, SkyDns};
-use std::time::Duration;
 use test_support::dnsmasq::Dnsmasq;
 use test_support::etcd::Etcd;
 use test_support::http::{metric, scrape};
@@ -151,7 +150,11 @@ async fn the_response_cache_counts_ttls_down_and_keeps_negative_answers() {
         "NXDOMAIN"
     );
     up.shutdown().await;
-    tokio::time::sleep(Duration::from_millis(1100)).await; // let one TTL second pass
+    // Once a TTL second has passed, the cached answer counts down.
+    dns.wait_for("WWW.Example.org", "A", |r| {
+        r.answer.first().and_then(|a| a.split(' ').nth(1)) != Some("100")
+    })
+    .await;
     let cached = dns.dig(&["WWW.Example.org", "A"]).await;
     assert_eq!(
         cached.status, "NOERROR",

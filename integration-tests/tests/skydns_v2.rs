@@ -6,6 +6,7 @@
 
 mod skydns_support;
 
+use anyhow::Context;
 use skydns_support::Reply;
 use test_support::bins::built_binary;
 use test_support::dns::{query, Transport};
@@ -41,21 +42,16 @@ impl SkyDnsProcess {
                 .arg(format!("-addr=127.0.0.1:{port}"))
                 .arg(format!("-machines={}", etcd.endpoint()))
                 .env("RUST_LOG", "skydns=debug,info");
-            let process = Process::spawn_logged("skydns", command, log.path())?;
-            let mut dns = SkyDnsProcess { process, port, log };
+            let mut process = Process::spawn_logged("skydns", command, log.path())?;
             let probe = "kubernetes.default.svc.cluster.local";
-            let exited = eventually("skydns to answer", DEADLINE, async || {
-                if let Some(status) = dns.process.try_wait()? {
-                    return Ok(Some(anyhow::anyhow!(
-                        "skydns exited with {status}: {}",
-                        dns.log()
-                    )));
-                }
-                query(port, probe, "A", Transport::Udp).await?;
-                Ok(None)
-            })
-            .await?;
-            exited.map_or(Ok(dns), Err)
+            let ready = process
+                .until_ready(DEADLINE, async || {
+                    query(port, probe, "A", Transport::Udp).await
+                })
+                .await;
+            let dns = SkyDnsProcess { process, port, log };
+            ready.with_context(|| dns.log())?;
+            Ok(dns)
         })
         .await
         .unwrap()

@@ -9,6 +9,7 @@ use anyhow::{ensure, Context, Result};
 use integration_tests::apiserver::{ApiServerHandle, ResourceKind};
 use std::time::Duration;
 use support::*;
+use test_support::wait::within;
 
 /// Hand-written keys kube2sky must never touch.
 fn foreign_keys() -> Vec<(String, String)> {
@@ -107,16 +108,17 @@ async fn delete_w_during_watch_gap(
     )?;
     let dir = "/skydns/local/cluster/svc/default/w/";
     wait_for_keys(&etcd, dir, 2).await?;
-    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(3))
-        .await
-        .context("3 watches")?;
+    within("3 watches", DEADLINE, api.wait_for_open_watches(3)).await?;
     // Watches end first (the re-watch hangs at the paused gate), so the delete
     // can only be learned from a replay or, after a 410, from a relist.
     api.pause();
     api.drop_watches();
-    tokio::time::timeout(Duration::from_secs(10), api.wait_for_open_watches(0))
-        .await
-        .context("watches closed")?;
+    within(
+        "the watches to close",
+        DEADLINE,
+        api.wait_for_open_watches(0),
+    )
+    .await?;
     store_delete(&api, ResourceKind::Service, "default", "w")?;
     if expire_history {
         api.expire_history();

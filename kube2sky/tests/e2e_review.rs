@@ -6,7 +6,6 @@ mod support;
 
 use anyhow::{ensure, Context, Result};
 use etcd_client::{GetOptions, Txn, TxnOp};
-use std::time::{Duration, Instant};
 use support::*;
 
 const POD_ROOT: &str = "/skydns/local/cluster/pod/";
@@ -39,15 +38,13 @@ async fn more_than_4_mib_of_stale_owned_keys_are_read_in_pages_and_removed() -> 
     create_pod(&api, "default", "p", "1.2.3.4")?;
     let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
     k2s.wait_ready().await?;
-    let deadline = Instant::now() + DEADLINE;
-    while count(&mut client, POD_ROOT).await? != 1 {
-        ensure!(
-            Instant::now() < deadline,
-            "stale pod keys were not removed; log:\n{}",
-            k2s.log()
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    eventually("stale pod keys removed", DEADLINE, async || {
+        let n = count(&mut client, POD_ROOT).await?;
+        ensure!(n == 1, "{n} pod keys");
+        Ok(())
+    })
+    .await
+    .with_context(|| format!("log:\n{}", k2s.log()))?;
     let pod = format!("{POD_ROOT}default/1-2-3-4/{}", label("1.2.3.4"));
     wait_exact(&etcd, POD_ROOT, &[(pod, a("1.2.3.4"))]).await?;
     ensure!(

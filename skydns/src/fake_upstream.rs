@@ -13,6 +13,10 @@ use std::time::Duration;
 /// echoes each one after `delay`.
 pub(crate) fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    // The thread ends once no query came for a while.
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
     let addr = socket.local_addr().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();

@@ -10,8 +10,8 @@
 use crate::dns::{query, Transport};
 use crate::ports::on_free_port;
 use crate::process::Process;
-use crate::wait::{eventually, DEADLINE};
-use anyhow::{anyhow, Result};
+use crate::wait::DEADLINE;
+use anyhow::{Context, Result};
 
 /// A running dnsmasq on `127.0.0.1:port` (UDP and TCP).
 pub struct Dnsmasq {
@@ -36,23 +36,17 @@ impl Dnsmasq {
                 .args(args);
             let mut process = Process::spawn_logged("dnsmasq", command, &log)?;
             // It answers, or it exits (a taken port among the reasons).
-            let exited = eventually("dnsmasq to answer", DEADLINE, async || {
-                if let Some(status) = process.try_wait()? {
-                    let said = std::fs::read_to_string(&log).unwrap_or_default();
-                    return Ok(Some(anyhow!("dnsmasq exited with {status}: {said}")));
-                }
-                query(port, "ready.invalid.", "A", Transport::Udp).await?;
-                Ok(None)
+            process
+                .until_ready(DEADLINE, async || {
+                    query(port, "ready.invalid.", "A", Transport::Udp).await
+                })
+                .await
+                .with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+            Ok(Dnsmasq {
+                port,
+                process: Some(process),
+                _dir: dir,
             })
-            .await?;
-            match exited {
-                Some(error) => Err(error),
-                None => Ok(Dnsmasq {
-                    port,
-                    process: Some(process),
-                    _dir: dir,
-                }),
-            }
         })
         .await
     }

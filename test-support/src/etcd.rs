@@ -23,7 +23,7 @@
 
 use crate::ports::{free_port, is_conflict, retry_on_conflict};
 use crate::process::Process;
-use anyhow::{bail, Context, Result};
+use anyhow::{bail, ensure, Context, Result};
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
@@ -193,20 +193,19 @@ impl Etcd {
 
     /// Runs `ETCDCTL_API=2 etcdctl` against this server.
     pub fn etcdctl_v2(&self, args: &[&str]) -> Result<Output> {
-        crate::tools::command("etcdctl", "etcd-client")?
-            .env("ETCDCTL_API", "2")
-            .arg(format!("--endpoints={}", self.endpoint()))
-            .args(self.tls.iter().flat_map(|[ca, cert, key]| {
+        let tls: Vec<String> = self
+            .tls
+            .iter()
+            .flat_map(|[ca, cert, key]| {
                 [
                     format!("--ca-file={}", ca.display()),
                     format!("--cert-file={}", cert.display()),
                     format!("--key-file={}", key.display()),
                 ]
-            }))
-            .args(args)
-            .stdin(Stdio::null())
-            .output()
-            .context("running etcdctl (v2)")
+            })
+            .collect();
+        let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+        etcdctl_v2(&self.endpoint(), &[&tls[..], args].concat())
     }
 
     /// Writes `key` through the pipeline's API (`etcdctl put`, or v2 `etcdctl set`).
@@ -435,26 +434,16 @@ impl Etcd {
     }
 
     fn wait_ready(&mut self) -> Result<()> {
-        let deadline = Instant::now() + READY_TIMEOUT;
-        loop {
-            if let Some(process) = self.process.as_mut() {
-                if let Some(status) = process.try_wait()? {
-                    self.process = None;
-                    bail!("etcd exited with {status}; log:\n{}", self.log());
-                }
-            }
+        let mut process = self.process.take().context("etcd not started")?;
+        let ready = process.until_ready_blocking(READY_TIMEOUT, || {
             let probe = self.etcdctl(&["get", "/", "--command-timeout=1s"])?;
-            if probe.status.success() {
-                return Ok(());
-            }
-            if Instant::now() > deadline {
-                bail!(
-                    "etcd not ready after {READY_TIMEOUT:?}; log:\n{}",
-                    self.log()
-                );
-            }
-            std::thread::sleep(Duration::from_millis(50));
+            ensure!(probe.status.success(), "{probe:?}");
+            Ok(())
+        });
+        if ready.is_ok() {
+            self.process = Some(process);
         }
+        ready.with_context(|| format!("log:\n{}", self.log()))
     }
 
     fn log(&self) -> String {
@@ -466,6 +455,17 @@ impl Drop for Etcd {
     fn drop(&mut self) {
         self.stop();
     }
+}
+
+/// Runs `etcdctl` with the v2 API against `endpoint` (as the 1.2 docs do).
+pub fn etcdctl_v2(endpoint: &str, args: &[&str]) -> Result<Output> {
+    crate::tools::command("etcdctl", "etcd-client")?
+        .env("ETCDCTL_API", "2")
+        .arg(format!("--endpoints={endpoint}"))
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .context("running etcdctl (v2)")
 }
 
 /// Runs `etcdctl` with the v3 API against `endpoint`.

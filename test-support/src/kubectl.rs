@@ -2,21 +2,20 @@
 //!
 //! Each [`Kubectl`] has its own empty kubeconfig and cache directory and
 //! ignores `KUBECONFIG`, so nothing on the machine (a developer's cluster)
-//! is read or touched; or it uses the kubeconfig a script under test wrote,
-//! as the README tells users to. A non-zero exit is an error carrying
+//! is read or touched. A non-zero exit is an error carrying
 //! kubectl's own message.
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tempfile::TempDir;
 
 /// kubectl for the API server at `server` (e.g. `http://127.0.0.1:8080`).
 pub struct Kubectl {
+    /// Holds `kubeconfig`, kubectl's cache and manifests written for it.
     dir: TempDir,
-    kubeconfig: PathBuf,
     server: String,
 }
 
@@ -40,19 +39,9 @@ impl Kubectl {
             "current-context": "t",
         });
         std::fs::write(&kubeconfig, config.to_string())?;
-        Self::with_kubeconfig(dir, kubeconfig, server)
-    }
-
-    /// kubectl reading `kubeconfig` (written by the script under test).
-    pub fn using(kubeconfig: &Path, server: &str) -> Result<Self> {
-        Self::with_kubeconfig(tempfile::tempdir()?, kubeconfig.to_path_buf(), server)
-    }
-
-    fn with_kubeconfig(dir: TempDir, kubeconfig: PathBuf, server: &str) -> Result<Self> {
         crate::tools::require("kubectl", "kubectl")?;
         Ok(Kubectl {
             dir,
-            kubeconfig,
             server: server.to_string(),
         })
     }
@@ -62,7 +51,10 @@ impl Kubectl {
     /// a multi-threaded runtime to answer meanwhile.
     pub fn output(&self, args: &[&str]) -> Result<Output> {
         crate::tools::command("kubectl", "kubectl")?
-            .arg(format!("--kubeconfig={}", self.kubeconfig.display()))
+            .arg(format!(
+                "--kubeconfig={}",
+                self.dir.path().join("kubeconfig").display()
+            ))
             .arg(format!(
                 "--cache-dir={}",
                 self.dir.path().join("cache").display()

@@ -57,11 +57,6 @@ impl Process {
         Self::spawn(name, command)
     }
 
-    /// The leader's process id (also the group's id).
-    pub fn id(&self) -> u32 {
-        self.child.id()
-    }
-
     /// The [`Child`], e.g. to take its pipes.
     pub fn child(&mut self) -> &mut Child {
         &mut self.child
@@ -90,17 +85,45 @@ impl Process {
         eventually(&what, within, async || self.exited_now()).await
     }
 
-    /// [`Process::wait_exit`] for code that cannot await.
-    pub fn wait_exit_blocking(&mut self, within: Duration) -> Result<ExitStatus> {
-        let what = format!("{} to exit", self.name);
-        eventually_blocking(&what, within, || self.exited_now())
-    }
-
     fn exited_now(&mut self) -> Result<ExitStatus> {
         match self.try_wait()? {
             Some(status) => Ok(status),
             None => bail!("{} is still running", self.name),
         }
+    }
+
+    /// Polls `probe` until it succeeds, at most `within`; fails at once if
+    /// the process exits first (a server that could not start).
+    pub async fn until_ready<T>(
+        &mut self,
+        within: Duration,
+        mut probe: impl AsyncFnMut() -> Result<T>,
+    ) -> Result<T> {
+        let what = format!("{} to be ready", self.name);
+        eventually(&what, within, async || match self.exit_error()? {
+            Some(exited) => Ok(Err(exited)),
+            None => probe().await.map(Ok),
+        })
+        .await?
+    }
+
+    /// [`Process::until_ready`] for code that cannot await.
+    pub fn until_ready_blocking<T>(
+        &mut self,
+        within: Duration,
+        mut probe: impl FnMut() -> Result<T>,
+    ) -> Result<T> {
+        let what = format!("{} to be ready", self.name);
+        eventually_blocking(&what, within, || match self.exit_error()? {
+            Some(exited) => Ok(Err(exited)),
+            None => probe().map(Ok),
+        })?
+    }
+
+    /// "exited with <status>" once the leader has exited.
+    fn exit_error(&mut self) -> Result<Option<anyhow::Error>> {
+        let status = self.try_wait()?;
+        Ok(status.map(|status| anyhow::anyhow!("{} exited with {status}", self.name)))
     }
 
     /// SIGTERM, then SIGKILL to the group after [`GRACE`]; reaps the

@@ -172,22 +172,16 @@ impl Kube2sky {
     /// Waits until `/readiness` answers 200 (`ok`).
     pub async fn wait_ready(&mut self) -> Result<()> {
         let process = self.process.as_mut().context("kube2sky not running")?;
-        let (port, log) = (self.port, &self.log);
-        let url = format!("http://127.0.0.1:{port}/readiness");
-        let ready = eventually("kube2sky to be ready", DEADLINE, async || {
-            if let Some(status) = process.try_wait()? {
-                return Ok(Err(anyhow::anyhow!("kube2sky exited with {status}")));
-            }
-            let reply = test_support::http::get(&url).await?;
-            ensure!(reply.status == 200, "/readiness: {reply:?}");
-            ensure!(reply.body == "ok\n", "/readiness: {reply:?}");
-            Ok(Ok(()))
-        })
-        .await;
-        let log = || std::fs::read_to_string(log).unwrap_or_default();
-        ready
-            .and_then(|r| r)
-            .with_context(|| format!("log:\n{}", log()))
+        let url = format!("http://127.0.0.1:{}/readiness", self.port);
+        let ready = process
+            .until_ready(DEADLINE, async || {
+                let reply = test_support::http::get(&url).await?;
+                ensure!(reply.status == 200, "/readiness: {reply:?}");
+                ensure!(reply.body == "ok\n", "/readiness: {reply:?}");
+                Ok(())
+            })
+            .await;
+        ready.with_context(|| format!("log:\n{}", self.log()))
     }
 
     /// Sends `signal` to the process.
