@@ -1,6 +1,7 @@
 //! kube2sky and its etcd: a store that requires TLS client certificates
 //! (`--etcd-certfile`, `--etcd-keyfile`, `--etcd-cafile`), and data loss
-//! told by the marker key alone (the revision only moves forward).
+//! told by the marker key alone (the revision only moves forward), and the
+//! v2 index of hidden directories written again after a wipe.
 
 mod support;
 
@@ -43,4 +44,21 @@ async fn records_come_back_when_only_the_marker_key_is_lost() -> Result<()> {
     etcd.del("/skydns/local/cluster/svc/default/kubernetes/c88f1059")?;
     etcd.del("/kube2sky/cluster.local/marker")?;
     wait_exact(&etcd, "/skydns", &kubernetes_records()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Result<()> {
+    // The index of hidden (`_tcp`, `_udp`) directories exists on v2 only.
+    let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let mut k2s = Kube2sky::start(etcd, &api, &["--reverse=false"])?;
+    k2s.wait_ready().await?;
+    let index = (
+        "/kube2sky/cluster.local/hidden/skydns/local/cluster/svc/default/kubernetes".to_string(),
+        r#"["/skydns/local/cluster/svc/default/kubernetes/_tcp/_https"]"#.to_string(),
+    );
+    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index.clone()]).await?;
+    etcd.restart_empty()?;
+    wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
+    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await
 }

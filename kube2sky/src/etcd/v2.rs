@@ -142,8 +142,15 @@ impl V2 {
             .filter_map(|(k, _)| hidden_part(k, root))
             .collect();
         dirs.extend(self.hidden.below(prefix).cloned());
-        // A hidden directory can only be below a visible one that exists.
-        dirs.retain(|dir| visible.contains(visible_part(dir)));
+        // A hidden directory can only be below a visible one that exists:
+        // the others are gone (e.g. etcd was wiped), and forgotten, so that
+        // writing them again records them in the index again.
+        let (dirs, gone): (BTreeSet<String>, BTreeSet<String>) = dirs
+            .into_iter()
+            .partition(|dir| visible.contains(visible_part(dir)));
+        for dir in &gone {
+            self.hidden.forget(dir);
+        }
         let (client, shutdown) = (&self.client, &self.shutdown);
         let reads = futures::stream::iter(dirs.iter().map(|dir| async move {
             bounded(shutdown, tolerate(client.get(dir, true), ABSENT)).await
