@@ -57,7 +57,12 @@ async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Res
         "/kube2sky/cluster.local/hidden/skydns/local/cluster/svc/default/kubernetes".to_string(),
         r#"["/skydns/local/cluster/svc/default/kubernetes/_tcp/_https"]"#.to_string(),
     );
-    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index.clone()]).await?;
+    wait_exact(
+        etcd,
+        "/kube2sky/cluster.local/hidden/",
+        std::slice::from_ref(&index),
+    )
+    .await?;
     etcd.restart_empty()?;
     wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
     wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await
