@@ -7,7 +7,7 @@
 
 use std::time::Duration;
 
-use crate::gotime::{format_duration, parse_duration};
+use gocompat::duration::{format as format_duration, parse as parse_duration};
 
 /// Default per-run output cap (bytes kept of the combined stdout+stderr).
 pub const DEFAULT_MAX_OUTPUT: usize = 64 * 1024;
@@ -260,15 +260,11 @@ fn positive_duration(value: &str) -> Result<Duration, String> {
 
 /// Go's `strconv.ParseBool`.
 fn parse_bool(value: &str) -> Result<bool, String> {
-    match value {
-        "1" | "t" | "T" | "true" | "TRUE" | "True" => Ok(true),
-        "0" | "f" | "F" | "false" | "FALSE" | "False" => Ok(false),
-        _ => Err("not a boolean (use true or false)".to_owned()),
-    }
+    gocompat::parse_bool(value).ok_or_else(|| "not a boolean (use true or false)".to_owned())
 }
 
 fn parse_port(value: &str) -> Result<u16, String> {
-    let n = crate::goint::parse_int(value)?;
+    let n = gocompat::int::parse(value)?;
     u16::try_from(n).map_err(|_| format!("port out of range 0-65535: {n}"))
 }
 

@@ -14,9 +14,9 @@ use axum::routing::any;
 use axum::Router;
 use tokio::sync::Notify;
 
-use crate::gotime::format_time;
 use crate::metrics::{self, Metrics};
 use crate::probe::{ExecResult, LastResult};
+use gocompat::time::format as format_time;
 
 const TEXT_PLAIN: &str = "text/plain; charset=utf-8";
 const TEXT_HTML: &str = "text/html; charset=utf-8";

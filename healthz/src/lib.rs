@@ -6,8 +6,6 @@
 //! worker and the HTTP server together; see the submodules for each part.
 
 pub mod flags;
-mod goint;
-pub mod gotime;
 pub mod http;
 pub mod metrics;
 pub mod probe;

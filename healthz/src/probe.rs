@@ -20,8 +20,8 @@ use tokio::process::{Child, Command};
 use tokio::sync::watch;
 use tokio::time::MissedTickBehavior;
 
-use crate::gotime::format_duration;
 use crate::metrics::Metrics;
+use gocompat::duration::format as format_duration;
 
 /// How long to wait for a killed command to be reaped.
 const REAP_GRACE: Duration = Duration::from_secs(2);

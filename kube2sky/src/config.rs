@@ -2,14 +2,13 @@
 //! [`Config`] the rest of the crate runs on.
 //!
 //! Go's pflag accepted `--kube_master_url` for `--kube-master-url` and a single
-//! dash for long flags; [`normalize_args`] rewrites such spellings before clap
+//! dash for long flags; [`SPELLING`] rewrites such spellings before clap
 //! sees them. The glog flags (`--v`, `--logtostderr`, `--log-dir`, ...) are
 //! accepted and `--v` is mapped onto a tracing level. Boolean switches take
 //! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
 
 use crate::etcd::EtcdApi;
 use clap::Parser;
-use std::io::Write;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -179,11 +178,11 @@ impl Default for Features {
 }
 
 impl Flags {
-    /// Parses `args` (including the program name) after [`normalize_args`].
+    /// Parses `args` (including the program name) in Go's spellings ([`SPELLING`]).
     pub fn parse_from_go_style<I: IntoIterator<Item = String>>(
         args: I,
     ) -> Result<Self, clap::Error> {
-        Flags::try_parse_from(normalize_args(args))
+        Flags::try_parse_from(SPELLING.to_gnu(args))
     }
 
     /// The tracing filter directive for `--v`: more detail from kube2sky
@@ -281,41 +280,12 @@ impl Flags {
     }
 }
 
-/// Rewrites Go-style flags: `_` → `-` in flag names (with a warning, like
-/// pflag's `WarnWordSepNormalizeFunc`) and `-flag` → `--flag`.
-pub fn normalize_args<I: IntoIterator<Item = String>>(args: I) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut rest_is_positional = false;
-    for (i, arg) in args.into_iter().enumerate() {
-        if i == 0 || rest_is_positional || !arg.starts_with('-') || arg == "-" {
-            out.push(arg);
-            continue;
-        }
-        if arg == "--" {
-            rest_is_positional = true;
-            out.push(arg);
-            continue;
-        }
-        let body = arg.trim_start_matches('-');
-        let (name, value) = match body.split_once('=') {
-            Some((n, v)) => (n, Some(v)),
-            None => (body, None),
-        };
-        let normalized = name.replace('_', "-");
-        if normalized != name {
-            // Not eprintln!: a closed stderr must not panic flag parsing.
-            let _ = writeln!(
-                std::io::stderr(),
-                "WARNING: {name} is deprecated, use {normalized} instead"
-            );
-        }
-        out.push(match value {
-            Some(v) => format!("--{normalized}={v}"),
-            None => format!("--{normalized}"),
-        });
-    }
-    out
-}
+/// How kube2sky's pflag let users spell flags: `-name` for `--name` and
+/// `_` for `-` (with a warning, like `WarnWordSepNormalizeFunc`); `-h` is help.
+pub const SPELLING: gocompat::args::Spelling = gocompat::args::Spelling {
+    short_flags: &['h'],
+    underscores_as_dashes: true,
+};
 
 /// Go's `os.ExpandEnv`: `$VAR` and `${VAR}`, unknown variables become empty.
 pub fn expand_env(s: &str, lookup: impl Fn(&str) -> Option<String>) -> String {
@@ -374,8 +344,8 @@ fn parse_etcd_api(s: &str) -> Result<EtcdApi, String> {
     }
 }
 
-/// Go `time.ParseDuration`; shared with skydns so both read durations alike.
-pub use skydns::config::go_duration as parse_duration;
+/// Go `time.ParseDuration` (non-negative), shared with skydns and exec-healthz.
+pub use gocompat::duration::parse as parse_duration;
 
 #[cfg(test)]
 mod tests;

@@ -162,3 +162,10 @@ fn etcd_tls_flags_reach_the_etcd_options_and_come_in_pairs() {
         "--etcd-certfile and --etcd-keyfile must be given together"
     );
 }
+
+#[test]
+fn dash_h_is_help_as_in_pflag() {
+    // `-h` once became `--h`, an unknown flag.
+    let err = Flags::parse_from_go_style(args(&["-h"])).expect_err("help");
+    assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp);
+}

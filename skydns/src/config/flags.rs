@@ -139,67 +139,25 @@ impl Flags {
     }
 }
 
-/// Rewrites Go-style `-name[=value]` into `--name[=value]`; short flags
-/// (`-h`, `-V`), `--` forms and values are left as they are.
+/// How SkyDNS's Go `flag` package let users spell flags: `-name[=value]`
+/// for long flags; `-h` and `-V` are clap's short help and version.
+pub(super) const SPELLING: gocompat::args::Spelling = gocompat::args::Spelling {
+    short_flags: &['h', 'V'],
+    underscores_as_dashes: false,
+};
+
+/// Rewrites Go-style `-name[=value]` into `--name[=value]` for clap.
 pub fn go_style_args(args: impl IntoIterator<Item = OsString>) -> Vec<OsString> {
-    args.into_iter()
-        .enumerate()
-        .map(|(i, arg)| {
-            let Some(s) = arg.to_str() else { return arg };
-            let long_single_dash = i > 0
-                && s.len() > 2
-                && s.starts_with('-')
-                && !s.starts_with("--")
-                && s.as_bytes()[1].is_ascii_alphabetic();
-            if long_single_dash {
-                OsString::from(format!("-{s}"))
-            } else {
-                arg
-            }
-        })
-        .collect()
+    SPELLING.to_gnu(args)
 }
 
-/// Go's `strconv.ParseBool`.
+/// Go's `strconv.ParseBool`, as a clap value parser.
 pub fn go_bool(s: &str) -> Result<bool, String> {
-    match s {
-        "1" | "t" | "T" | "TRUE" | "true" | "True" => Ok(true),
-        "0" | "f" | "F" | "FALSE" | "false" | "False" => Ok(false),
-        _ => Err(format!("invalid boolean {s:?} (use true or false)")),
-    }
+    gocompat::parse_bool(s).ok_or_else(|| format!("invalid boolean {s:?} (use true or false)"))
 }
 
-/// Go's `time.ParseDuration` for non-negative values: `300ms`, `2s`, `1m30s`, `1.5h`.
+/// Go's `time.ParseDuration` for non-negative values (`300ms`, `2s`,
+/// `1h2m3.5s`), as a clap value parser.
 pub fn go_duration(s: &str) -> Result<Duration, String> {
-    let bad = || format!("invalid duration {s:?} (examples: 500ms, 2s, 1m30s)");
-    if s == "0" {
-        return Ok(Duration::ZERO);
-    }
-    let mut rest = s;
-    let mut total = 0f64;
-    if rest.is_empty() {
-        return Err(bad());
-    }
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let value: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1e-9,
-            "us" | "µs" => 1e-6,
-            "ms" => 1e-3,
-            "s" => 1.0,
-            "m" => 60.0,
-            "h" => 3600.0,
-            _ => return Err(bad()),
-        };
-        total += value * scale;
-        rest = &rest[unit_len..];
-    }
-    Ok(Duration::from_secs_f64(total))
+    gocompat::duration::parse(s)
 }

@@ -132,15 +132,15 @@ fn resolv_conf_nameservers_are_read() {
 }
 
 #[test]
-fn go_durations() {
-    assert_eq!(go_duration("500ms").unwrap(), Duration::from_millis(500));
-    assert_eq!(go_duration("1.5s").unwrap(), Duration::from_millis(1500));
-    assert_eq!(go_duration("1h2m3s").unwrap(), Duration::from_secs(3723));
-    assert_eq!(go_duration("1m30s").unwrap(), Duration::from_secs(90));
-    assert_eq!(go_duration("0").unwrap(), Duration::ZERO);
-    assert!(go_duration("5").is_err());
-    assert!(go_duration("").is_err());
-    assert!(go_duration("5x").is_err());
+fn rtimeout_takes_go_durations_and_names_a_bad_value() {
+    // The parser is gocompat's, tested against Go's own tables there.
+    assert_eq!(
+        flags(&["-rtimeout=1h2m3.5s"]).rtimeout,
+        Duration::from_millis(3_723_500)
+    );
+    let err = parse_args(["skydns", "-rtimeout=99999999999999999h"].map(OsString::from))
+        .expect_err("out of range");
+    assert!(err.to_string().contains("--rtimeout"), "{err}");
 }
 
 #[test]

@@ -1,10 +1,10 @@
-//! Go-compatible integer text: `strconv.ParseInt(s, 0, 64)`, the parser
-//! behind Go's `flag.Int`, so `-port=0x1f90` means what it meant in 1.0.
+//! Go's integer text: `strconv.ParseInt(s, 0, 64)`, the parser behind
+//! Go's `flag.Int`, so `-port=0x1f90` means what it meant in the Go original.
 
 /// Go's `strconv.ParseInt(value, 0, 64)`, which `flag.Int` uses: optional
 /// sign, then decimal, `0x` hex, `0o` or leading-`0` octal, or `0b` binary,
 /// with `_` allowed between digits (and after a base prefix).
-pub(crate) fn parse_int(value: &str) -> Result<i64, String> {
+pub fn parse(value: &str) -> Result<i64, String> {
     let syntax = || "not an integer (parse error)".to_owned();
     let range = || "value out of range".to_owned();
     let (negative, s) = match value.as_bytes().first() {
@@ -94,7 +94,7 @@ mod tests {
             ("-0x10", -16),
             ("-9223372036854775808", i64::MIN),
         ] {
-            assert_eq!(parse_int(text), Ok(want), "{text}");
+            assert_eq!(parse(text), Ok(want), "{text}");
         }
         for bad in [
             "",
@@ -110,7 +110,7 @@ mod tests {
             " 80",
             "9223372036854775808",
         ] {
-            assert!(parse_int(bad).is_err(), "{bad:?}");
+            assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
 }
