@@ -83,8 +83,18 @@ for p in "${ports[@]}"; do
 done
 
 wait_for() { # description, command...
-  local what=$1; shift
-  for _ in $(seq 1 300); do "$@" >/dev/null 2>&1 && return 0; sleep 0.2; done
+  local what=$1 pid; shift
+  for _ in $(seq 1 300); do
+    "$@" >/dev/null 2>&1 && return 0
+    # A process that died (e.g. its port was taken) fails the start now.
+    for pid in "${pids[@]}"; do
+      kill -0 "$pid" 2>/dev/null && continue
+      echo "a process exited while waiting for $what; logs in $work" >&2
+      tail -n 20 "$work"/*.log >&2 || true
+      exit 1
+    done
+    sleep 0.2
+  done
   echo "timed out waiting for $what; logs in $work" >&2
   tail -n 20 "$work"/*.log >&2 || true
   exit 1

@@ -18,7 +18,7 @@ use test_support::dns::{dig, query, Transport};
 use test_support::etcd::Api;
 use test_support::http::get;
 use test_support::kubectl::Kubectl;
-use test_support::ports::free_port;
+use test_support::ports::{free_port, retry_on_conflict};
 use test_support::process::Process;
 use test_support::wait::{eventually, DEADLINE};
 
@@ -55,19 +55,28 @@ async fn wait_status(port: u16, name: &str, status: &str) {
     .unwrap();
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
-    let kubectl = |api: u16| Kubectl::new(&format!("http://127.0.0.1:{api}")).unwrap();
-    let bins = bin_dir();
+/// The ports run.sh is told to use.
+#[derive(Clone, Copy)]
+struct Ports {
+    dns: u16,
+    etcd: u16,
+    api: u16,
+    healthz: u16,
+    readiness: u16,
+}
+
+/// Starts run.sh on free ports and waits for its "==> ready" line. Fails
+/// with run.sh's output when it exits first; the caller starts again on new
+/// ports when that output says a port was taken meanwhile.
+fn start_pipeline(etcd_api: Api, bins: &Path) -> anyhow::Result<(Process, Ports)> {
     let [dns, etcd, peer, api, healthz, readiness] = [(); 6].map(|_| free_port().unwrap());
-    let etcd_api = Api::from_env();
     let mut command = Command::new("bash");
     command
         .arg(repo_root().join("deploy/local/run.sh"))
         .arg(etcd_api.kube2sky_flag())
         .current_dir(repo_root())
         .env("SKIP_BUILD", "1")
-        .env("BIN_DIR", &bins)
+        .env("BIN_DIR", bins)
         .envs(
             [
                 ("DNS_PORT", dns),
@@ -81,18 +90,26 @@ async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
-        .stderr(Stdio::inherit());
+        .stderr(Stdio::piped());
     // Dropped on a failure: SIGTERM, which run.sh traps as it traps Ctrl-C,
     // then SIGKILL to its whole process group.
-    let mut pipeline = Process::spawn("deploy/local/run.sh", command).unwrap();
-    let stdout = pipeline.child().stdout.take().unwrap();
-
+    let mut pipeline = Process::spawn("deploy/local/run.sh", command)?;
     let (tx, rx) = mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let stdout = pipeline.child().stdout.take().unwrap();
+    let stderr = pipeline.child().stderr.take().unwrap();
+    for stream in [
+        Box::new(stdout) as Box<dyn std::io::Read + Send>,
+        Box::new(stderr),
+    ] {
+        let tx = tx.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                eprintln!("run.sh: {line}");
+                let _ = tx.send(line);
+            }
+        });
+    }
+    drop(tx);
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut seen = Vec::new();
     loop {
@@ -100,12 +117,49 @@ async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
         match rx.recv_timeout(left) {
             Ok(line) if line.starts_with("==> ready") => break,
             Ok(line) => seen.push(line),
-            Err(_) => panic!(
-                "the pipeline never became ready; output:\n{}",
-                seen.join("\n")
-            ),
+            // Both streams closed: run.sh exited before it was ready.
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                let status = pipeline.child().wait()?;
+                let output = seen.join("\n");
+                // run.sh's own check says "port N is in use".
+                let taken = if output.contains(" is in use") {
+                    " (address already in use)"
+                } else {
+                    ""
+                };
+                anyhow::bail!("run.sh exited ({status}) before it was ready{taken}:\n{output}")
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                anyhow::bail!(
+                    "the pipeline never became ready; output:\n{}",
+                    seen.join("\n")
+                )
+            }
         }
     }
+    let ports = Ports {
+        dns,
+        etcd,
+        api,
+        healthz,
+        readiness,
+    };
+    Ok((pipeline, ports))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readme_command_one_brings_the_pod_up_and_dns_follows_kubectl() {
+    let kubectl = |api: u16| Kubectl::new(&format!("http://127.0.0.1:{api}")).unwrap();
+    let bins = bin_dir();
+    let etcd_api = Api::from_env();
+    let (mut pipeline, ports) = retry_on_conflict(|| start_pipeline(etcd_api, &bins)).unwrap();
+    let Ports {
+        dns,
+        etcd,
+        api,
+        healthz,
+        readiness,
+    } = ports;
 
     let out = dig(
         dns,

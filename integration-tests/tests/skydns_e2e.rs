@@ -4,7 +4,7 @@
 
 mod skydns_support;
 
-use skydns_support::{wait_for_store_errors, SkyDns, KUBERNETES_A};
+use skydns_support::{SkyDns, KUBERNETES_A};
 use test_support::etcd::{Api, Etcd};
 use test_support::ports::free_port;
 
@@ -228,12 +228,10 @@ async fn a_malformed_value_is_skipped_and_the_rest_still_answers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn answers_continue_while_etcd_is_down_and_changes_flow_when_it_is_back() {
     let mut etcd = seeded_etcd();
-    let mport = free_port().unwrap();
-    let metrics = format!("-metrics-addr=127.0.0.1:{mport}");
-    let dns = SkyDns::start(&etcd, &[&metrics]).await;
+    let dns = SkyDns::start(&etcd, &[]).await;
     etcd.stop();
     // Answers after skydns has seen the store fail, not before it noticed.
-    wait_for_store_errors(mport, 1).await;
+    dns.wait_for_store_errors(1).await;
     for _ in 0..5 {
         dns.assert_kubernetes_resolves().await;
     }

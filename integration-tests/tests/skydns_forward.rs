@@ -7,7 +7,7 @@ mod skydns_support;
 use skydns_support::{black_hole, SkyDns};
 use test_support::dnsmasq::Dnsmasq;
 use test_support::etcd::Etcd;
-use test_support::http::{metric, scrape};
+use test_support::http::metric;
 use test_support::ports::free_port;
 
 const KUBE: (&str, &str) = (
@@ -232,7 +232,6 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
         &format!(r#"{{"host":"127.0.0.1","port":{port}}}"#),
     )
     .unwrap();
-    let mport = free_port().unwrap();
     let dns = resolver(
         &etcd,
         &[
@@ -240,17 +239,12 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
             "-rtimeout=300ms",
             "-nameservers=127.0.0.1:9",
             &format!("-addr=127.0.0.1:{port}"),
-            &format!("-metrics-addr=127.0.0.1:{mport}"),
         ],
     )
     .await;
     let r = dns.dig(&["www.stub.test", "A"]).await;
     assert_eq!(r.answer, ["www.stub.test. 100 IN A 192.0.2.30"]);
-    let scrape = || async move {
-        scrape(&format!("http://127.0.0.1:{mport}/metrics"))
-            .await
-            .unwrap()
-    };
+    let scrape = || dns.scrape();
     let udp = "skydns_dns_request_count_total{type=\"udp\"}";
     let stub = "skydns_dns_request_external_count_total{type=\"stub\"}";
     let before = scrape().await;
@@ -275,20 +269,8 @@ async fn metrics_count_requests_errors_and_external_queries() {
     let up = Dnsmasq::start(&["--address=/www.example.org/192.0.2.10"])
         .await
         .unwrap();
-    let mport = free_port().unwrap();
-    let dns = resolver(
-        &etcd,
-        &[
-            &format!("-nameservers=127.0.0.1:{}", up.port),
-            &format!("-metrics-addr=127.0.0.1:{mport}"),
-        ],
-    )
-    .await;
-    let scrape = || async move {
-        scrape(&format!("http://127.0.0.1:{mport}/metrics"))
-            .await
-            .unwrap()
-    };
+    let dns = resolver(&etcd, &[&format!("-nameservers=127.0.0.1:{}", up.port)]).await;
+    let scrape = || dns.scrape();
     let before = scrape().await;
     dns.dig(&["nosuch.default.svc.cluster.local", "A"]).await;
     dns.dig(&["+tcp", "kubernetes.default.svc.cluster.local", "A"])

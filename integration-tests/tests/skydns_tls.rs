@@ -5,9 +5,8 @@
 
 mod skydns_support;
 
-use skydns_support::{wait_for_store_errors, SkyDns};
+use skydns_support::SkyDns;
 use test_support::etcd::{Api, Etcd};
-use test_support::ports::free_port;
 use test_support::tls::Certificates;
 
 const RECORD: (&str, &str) = (
@@ -39,16 +38,11 @@ async fn skydns_reads_an_etcd_that_requires_client_certificates() {
         format!("-machines={}", etcd.endpoint()),
         format!("-ca-cert={}", certs.ca().display()),
     ];
-    let mport = free_port().unwrap();
-    let no_cert: Vec<String> = no_cert
-        .into_iter()
-        .chain(api)
-        .chain([format!("-metrics-addr=127.0.0.1:{mport}")])
-        .collect();
+    let no_cert: Vec<String> = no_cert.into_iter().chain(api).collect();
     let no_cert: Vec<&str> = no_cert.iter().map(String::as_str).collect();
     let dns = SkyDns::start_unsynced(&no_cert).await;
     // Refused, then refused again on the retry: it never syncs.
-    wait_for_store_errors(mport, 2).await;
+    dns.wait_for_store_errors(2).await;
     for _ in 0..3 {
         let r = dns
             .dig(&["kubernetes.default.svc.cluster.local", "A"])
@@ -80,17 +74,14 @@ async fn skydns_authenticates_to_etcd_with_user_and_password() {
     dns.assert_kubernetes_resolves().await;
     dns.shutdown().await;
 
-    let mport = free_port().unwrap();
-    let metrics = format!("-metrics-addr=127.0.0.1:{mport}");
     let wrong = [
         &[machines.as_str(), "-username=skydns", "-password=wrong"],
         api,
-        &[metrics.as_str()],
     ]
     .concat();
     let dns = SkyDns::start_unsynced(&wrong).await;
     // Refused, then refused again on the retry: it never syncs.
-    wait_for_store_errors(mport, 2).await;
+    dns.wait_for_store_errors(2).await;
     let r = dns
         .dig(&["kubernetes.default.svc.cluster.local", "A"])
         .await;

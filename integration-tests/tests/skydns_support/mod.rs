@@ -1,6 +1,6 @@
-//! Shared by the skydns end-to-end tests: skydns in-process on a free port
-//! (started again on another if the port was taken), ready once it
-//! answers; the rest (etcd, dnsmasq, queries) is `test_support`.
+//! Shared by the skydns end-to-end tests: skydns in-process on free ports
+//! for DNS and metrics (started again on others if one was taken), ready
+//! once it answers; the rest (etcd, dnsmasq, queries) is `test_support`.
 #![allow(dead_code, unreachable_pub)]
 
 use std::ffi::OsString;
@@ -8,7 +8,7 @@ use std::time::Duration;
 pub use test_support::dns::Reply;
 use test_support::dns::{dig_reply, query, Transport};
 use test_support::etcd::Etcd;
-use test_support::ports::on_free_port;
+use test_support::ports::{free_port, on_free_port};
 use test_support::wait::{eventually, DEADLINE};
 use tokio_util::sync::CancellationToken;
 
@@ -17,6 +17,8 @@ pub const KUBERNETES_A: &str = "kubernetes.default.svc.cluster.local. 30 IN A 10
 
 pub struct SkyDns {
     pub port: u16,
+    /// Where `/metrics` is served.
+    pub metrics_port: u16,
     stop: CancellationToken,
     task: Option<tokio::task::JoinHandle<anyhow::Result<()>>>,
 }
@@ -64,16 +66,19 @@ impl SkyDns {
     /// between choosing and binding it means another port and a new start.
     async fn launch(args: &[&str], probe: &str, ready: impl Fn(&Reply) -> bool) -> SkyDns {
         let start = async |port: u16| {
+            let metrics_port = free_port()?;
             let mut argv: Vec<OsString> = vec![
                 OsString::from("skydns"),
                 OsString::from("-domain=cluster.local."),
             ];
             argv.push(format!("-addr=127.0.0.1:{port}").into());
+            argv.push(format!("-metrics-addr=127.0.0.1:{metrics_port}").into());
             argv.extend(args.iter().map(OsString::from));
             let flags = skydns::config::parse_args(argv)?;
             let stop = CancellationToken::new();
             let mut server = SkyDns {
                 port,
+                metrics_port,
                 stop: stop.clone(),
                 task: Some(tokio::spawn(skydns::run(flags, stop))),
             };
@@ -135,6 +140,18 @@ impl SkyDns {
         })
         .await
         .unwrap()
+    }
+
+    /// The text of `/metrics`.
+    pub async fn scrape(&self) -> String {
+        let url = format!("http://127.0.0.1:{}/metrics", self.metrics_port);
+        test_support::http::scrape(&url).await.unwrap()
+    }
+
+    /// Waits until skydns has counted at least `n` failed reads of etcd
+    /// (`skydns_dns_store_error_count`).
+    pub async fn wait_for_store_errors(&self, n: u64) {
+        wait_for_store_errors(self.metrics_port, n).await;
     }
 
     pub async fn shutdown(mut self) {
