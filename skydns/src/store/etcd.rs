@@ -1,5 +1,11 @@
-//! The etcd v3 [`Store`]: a prefix range read, then a watch from the next
-//! revision.
+//! The etcd v3 [`Store`]: a prefix range read in pages at one revision,
+//! then a watch from the next revision.
+//!
+//! gRPC clients refuse messages over a size limit (4 MiB by default), and a
+//! store of ~34,000 records is larger than that. So [`EtcdStore::load`]
+//! reads [`PAGE_KEYS`] keys at a time, each page at the revision of the
+//! first, and halves the page when one page of large values is still over
+//! [`MAX_MESSAGE`]; no response has to hold the whole store.
 //!
 //! Connection settings come from [`EtcdOptions`] (several endpoints, TLS
 //! client certificates, user and password). The client is created lazily and
@@ -9,7 +15,8 @@
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use etcd_client::{
-    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, TlsOptions, WatchOptions,
+    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, KvClient, TlsOptions,
+    WatchOptions,
 };
 use futures::StreamExt;
 use std::path::PathBuf;
@@ -63,6 +70,12 @@ fn tls(options: &EtcdOptions) -> Result<Option<TlsOptions>, StoreError> {
     Ok(Some(tls))
 }
 
+/// Keys per page of a load.
+pub const PAGE_KEYS: i64 = 1_000;
+/// The largest gRPC message read from etcd (a page, a watch response).
+/// etcd's own default request limit is 1.5 MiB, so one value always fits.
+pub const MAX_MESSAGE: usize = 32 * 1024 * 1024;
+
 /// An etcd v3 cluster as a [`Store`].
 pub struct EtcdStore {
     options: EtcdOptions,
@@ -99,22 +112,8 @@ impl EtcdStore {
 impl Store for EtcdStore {
     async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         let result = async {
-            let client = self.client().await?;
-            let resp = client
-                .get(prefix, Some(GetOptions::new().with_prefix()))
-                .await
-                .map_err(unavailable)?;
-            let revision = resp.header().map_or(0, |h| h.revision());
-            let kvs = resp
-                .kvs()
-                .iter()
-                .map(|kv| KeyValue::new(String::from_utf8_lossy(kv.key()), kv.value().to_vec()))
-                .collect();
-            Ok(Loaded {
-                revision,
-                kvs,
-                dirs: None,
-            })
+            let kv = self.client().await?.kv_client();
+            load_pages(kv.max_decoding_message_size(MAX_MESSAGE), prefix, PAGE_KEYS).await
         }
         .await;
         self.forget_on_error(result)
@@ -127,7 +126,8 @@ impl Store for EtcdStore {
                 .with_prefix()
                 .with_start_revision(after + 1)
                 .with_progress_notify();
-            let stream = client
+            let mut watch = client.watch_client().max_decoding_message_size(MAX_MESSAGE);
+            let stream = watch
                 .watch(prefix, Some(options))
                 .await
                 .map_err(unavailable)?;
@@ -146,6 +146,63 @@ impl Store for EtcdStore {
         .await;
         self.forget_on_error(result)
     }
+}
+
+/// Reads every key under `prefix`, `page` keys at a time, all at the
+/// revision of the first page. A page over the message limit is read again
+/// as two halves (down to one key).
+pub async fn load_pages(mut kv: KvClient, prefix: &str, page: i64) -> Result<Loaded, StoreError> {
+    let end = prefix_end(prefix.as_bytes());
+    let mut from = prefix.as_bytes().to_vec();
+    let (mut revision, mut limit, mut kvs) = (0, page, Vec::new());
+    loop {
+        let mut options = GetOptions::new().with_range(end.clone()).with_limit(limit);
+        if revision > 0 {
+            options = options.with_revision(revision);
+        }
+        let resp = match kv.get(from.clone(), Some(options)).await {
+            Err(etcd_client::Error::GRpcStatus(status))
+                if status.code() == tonic::Code::OutOfRange && limit > 1 =>
+            {
+                limit /= 2;
+                continue;
+            }
+            other => other.map_err(unavailable)?,
+        };
+        if revision == 0 {
+            revision = resp.header().map_or(0, |h| h.revision());
+        }
+        kvs.extend(
+            resp.kvs()
+                .iter()
+                .map(|kv| KeyValue::new(String::from_utf8_lossy(kv.key()), kv.value().to_vec())),
+        );
+        match resp.kvs().last() {
+            Some(last) if resp.more() => {
+                from = last.key().to_vec();
+                from.push(0);
+                limit = page;
+            }
+            _ => break,
+        }
+    }
+    Ok(Loaded {
+        revision,
+        kvs,
+        dirs: None,
+    })
+}
+
+/// The end of the range of keys that start with `prefix` (etcd's prefix end).
+fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    vec![0] // every key
 }
 
 /// Turns an etcd watch into batches; compaction and cancellation are errors.
