@@ -95,6 +95,8 @@ pub struct Config {
     pub rcache_ttl: u32,
     /// Forward stub zones.
     pub stubzones: bool,
+    /// Requests that may wait on upstream servers at once (0: no limit).
+    pub max_pending_forwards: usize,
     /// Where to serve metrics, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
     /// Path of the metrics endpoint.
@@ -114,6 +116,7 @@ impl Config {
             rcache: self.rcache,
             rcache_ttl: self.rcache_ttl,
             stubzones: self.stubzones,
+            max_pending_forwards: self.max_pending_forwards,
         }
     }
 }
@@ -246,6 +249,7 @@ impl Settings {
             rcache: usize::try_from(self.rcache.max(0)).unwrap_or(usize::MAX),
             rcache_ttl,
             stubzones: flags.stubzones,
+            max_pending_forwards: flags.max_pending_forwards,
             metrics_addr,
             metrics_path: flags.prometheus_path.clone(),
             zone,

@@ -69,3 +69,72 @@ pub(crate) fn echo_tcp_only() -> (SocketAddr, UdpSocket) {
     });
     (addr, mute)
 }
+
+/// A UDP upstream that answers each query first with a forged reply (the
+/// query's ID, QR set, but the question `evil.attacker.net. A` and an
+/// answer 6.6.6.6), then with garbage carrying the query's ID, and then,
+/// if `honest`, with the echoed query.
+pub(crate) fn forging_udp(honest: bool) -> SocketAddr {
+    use hickory_proto::op::{Message, MessageType, OpCode, Query};
+    use hickory_proto::rr::{rdata::A, Name, RData, Record, RecordType};
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+            let id = u16::from_be_bytes([buf[0], buf[1]]);
+            let evil = Name::from_ascii("evil.attacker.net.").unwrap();
+            let mut forged = Message::new(id, MessageType::Response, OpCode::Query);
+            forged
+                .queries
+                .push(Query::query(evil.clone(), RecordType::A));
+            forged
+                .answers
+                .push(Record::from_rdata(evil, 300, RData::A(A::new(6, 6, 6, 6))));
+            let _ = socket.send_to(&forged.to_vec().unwrap(), peer);
+            let mut garbage = vec![0xffu8; 40];
+            garbage[..2].copy_from_slice(&id.to_be_bytes());
+            let _ = socket.send_to(&garbage, peer);
+            if honest {
+                let mut reply = buf[..len].to_vec();
+                reply[2] |= 0x80;
+                let _ = socket.send_to(&reply, peer);
+            }
+        }
+    });
+    addr
+}
+
+/// A UDP upstream that answers every query with `n` A records for the
+/// asked name (10.0.x.y), however small the asker's buffer.
+pub(crate) fn oversized_udp(n: u16) -> SocketAddr {
+    use hickory_proto::op::Message;
+    use hickory_proto::rr::{rdata::A, RData, Record};
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 4096];
+        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+            let Ok(query) = Message::from_vec(&buf[..len]) else {
+                continue;
+            };
+            let mut reply = query.clone();
+            reply.metadata.message_type = hickory_proto::op::MessageType::Response;
+            let name = query.queries[0].name().clone();
+            reply.answers = (0..n)
+                .map(|i| {
+                    let [hi, lo] = i.to_be_bytes();
+                    Record::from_rdata(name.clone(), 60, RData::A(A::new(10, 0, hi, lo)))
+                })
+                .collect();
+            let _ = socket.send_to(&reply.to_vec().unwrap(), peer);
+        }
+    });
+    addr
+}

@@ -3,12 +3,16 @@
 //! [`Upstreams::relay`] sends a client's request unchanged to the upstream
 //! servers over the client's transport, starting at a chosen server and
 //! failing over to the next one (n+1 attempts in all, each bounded by the
-//! read timeout), and returns the first reply whose ID and question match.
+//! read timeout), and returns the first reply that answers the request: a
+//! response that parses, with the request's ID and question (name compared
+//! case-insensitively, type and class). Anything else (a spoofed answer for
+//! another name, garbage with a guessed ID) is ignored while the exchange
+//! waits for the real one, so it is never relayed or cached.
 //! Identical requests in flight at the same time share one upstream
 //! exchange ([`Coalescer`]). [`Upstreams::lookup`] is SkyDNS's internal
 //! `Lookup`: a fresh UDP query for a CNAME or SRV target outside the domain.
 
-use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::op::{Edns, Message, MessageType, Query, ResponseCode};
 use hickory_proto::rr::{Name, Record, RecordType};
 use std::collections::HashMap;
 use std::io;
@@ -75,13 +79,14 @@ impl Upstreams {
     }
 
     async fn attempts(&self, packet: &[u8], first: usize, tcp: bool) -> Option<Vec<u8>> {
+        let query = Message::from_vec(packet).ok()?;
         let n = self.servers.len();
         for attempt in 0..=n {
             let server = self.servers[(first + attempt) % n];
             let result = if tcp {
-                exchange_tcp(server, packet, self.timeout).await
+                exchange_tcp(server, packet, &query, self.timeout).await
             } else {
-                exchange_udp(server, packet, self.timeout).await
+                exchange_udp(server, packet, &query, self.timeout).await
             };
             match result {
                 Ok(reply) => return Some(reply),
@@ -127,8 +132,18 @@ impl Upstreams {
     }
 }
 
-/// One UDP exchange: waits for a reply with the same ID, up to `timeout`.
-async fn exchange_udp(server: SocketAddr, packet: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
+/// The smallest receive buffer of a UDP exchange; larger when the request
+/// offers a larger EDNS size. (A 64 KiB buffer per waiting exchange was most
+/// of the memory of a pile-up of forwards.)
+const MIN_UDP_BUFFER: usize = 4_096;
+
+/// One UDP exchange: waits for a reply to `query`, up to `timeout`.
+async fn exchange_udp(
+    server: SocketAddr,
+    packet: &[u8],
+    query: &Message,
+    timeout: Duration,
+) -> io::Result<Vec<u8>> {
     let local: SocketAddr = if server.is_ipv4() {
         "0.0.0.0:0"
     } else {
@@ -139,11 +154,15 @@ async fn exchange_udp(server: SocketAddr, packet: &[u8], timeout: Duration) -> i
     let socket = UdpSocket::bind(local).await?;
     socket.connect(server).await?;
     socket.send(packet).await?;
-    let mut buf = vec![0u8; 65535];
+    let offered = query
+        .edns
+        .as_ref()
+        .map_or(0, |e| usize::from(e.max_payload()));
+    let mut buf = vec![0u8; offered.max(MIN_UDP_BUFFER)];
     tokio::time::timeout(timeout, async {
         loop {
             let len = socket.recv(&mut buf).await?;
-            if is_reply_to(&buf[..len], packet) {
+            if is_reply_to(&buf[..len], query) {
                 return Ok(buf[..len].to_vec());
             }
         }
@@ -153,7 +172,12 @@ async fn exchange_udp(server: SocketAddr, packet: &[u8], timeout: Duration) -> i
 }
 
 /// One TCP exchange (length-prefixed), bounded by `timeout` overall.
-async fn exchange_tcp(server: SocketAddr, packet: &[u8], timeout: Duration) -> io::Result<Vec<u8>> {
+async fn exchange_tcp(
+    server: SocketAddr,
+    packet: &[u8],
+    query: &Message,
+    timeout: Duration,
+) -> io::Result<Vec<u8>> {
     tokio::time::timeout(timeout, async {
         let mut stream = TcpStream::connect(server).await?;
         let len = u16::try_from(packet.len()).map_err(io::Error::other)?;
@@ -163,7 +187,7 @@ async fn exchange_tcp(server: SocketAddr, packet: &[u8], timeout: Duration) -> i
         let len = usize::from(stream.read_u16().await?);
         let mut reply = vec![0u8; len];
         stream.read_exact(&mut reply).await?;
-        if !is_reply_to(&reply, packet) {
+        if !is_reply_to(&reply, query) {
             return Err(io::Error::new(
                 io::ErrorKind::InvalidData,
                 "reply does not match the query",
@@ -175,9 +199,14 @@ async fn exchange_tcp(server: SocketAddr, packet: &[u8], timeout: Duration) -> i
     .map_err(|_| io::Error::new(io::ErrorKind::TimedOut, "upstream timed out"))?
 }
 
-/// Same ID and a response: good enough to relay.
-fn is_reply_to(reply: &[u8], query: &[u8]) -> bool {
-    reply.len() >= 12 && reply[..2] == query[..2] && reply[2] & 0x80 != 0
+/// Whether `reply` answers `query`: it parses, is a response, and carries
+/// the query's ID and question (hickory compares names case-insensitively).
+fn is_reply_to(reply: &[u8], query: &Message) -> bool {
+    Message::from_vec(reply).is_ok_and(|r| {
+        r.metadata.message_type == MessageType::Response
+            && r.metadata.id == query.metadata.id
+            && r.queries == query.queries
+    })
 }
 
 /// Where a follower's reply goes.
@@ -240,7 +269,7 @@ impl Drop for Leader<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only};
+    use crate::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only, forging_udp};
     use hickory_proto::rr::RecordType;
     use std::sync::atomic::Ordering;
 
@@ -313,5 +342,22 @@ mod tests {
             upstreams.relay(&q, 0, true).await.is_none(),
             "a TCP client's query must not go over UDP"
         );
+    }
+
+    #[tokio::test]
+    async fn forged_and_garbage_replies_are_ignored_for_the_real_one() {
+        let upstreams = Upstreams::new(vec![forging_udp(true)], Duration::from_secs(2));
+        let q = query(0x5151, "www.Example.org.");
+        let reply = upstreams.relay(&q, 0, false).await.expect("the real reply");
+        let m = Message::from_vec(&reply).unwrap();
+        assert_eq!(m.queries[0].name().to_ascii(), "www.Example.org.");
+        assert!(m.answers.is_empty(), "not the forged 6.6.6.6: {m:?}");
+    }
+
+    #[tokio::test]
+    async fn only_forged_replies_are_a_failure() {
+        let upstreams = Upstreams::new(vec![forging_udp(false)], Duration::from_millis(200));
+        let q = query(0x5252, "www.example.org.");
+        assert_eq!(upstreams.relay(&q, 0, false).await, None);
     }
 }

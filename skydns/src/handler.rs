@@ -29,6 +29,7 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Which transport a request came in on.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,6 +65,10 @@ pub struct Options {
     pub rcache_ttl: u32,
     /// Forward names in stub zones to their servers.
     pub stubzones: bool,
+    /// Requests that may wait on upstream servers at once (0: no limit);
+    /// past it they get SERVFAIL at once, counted as
+    /// `skydns_dns_limit_count{limit="pending_forwards"}`.
+    pub max_pending_forwards: usize,
 }
 
 impl Default for Options {
@@ -78,6 +83,7 @@ impl Default for Options {
             rcache: 0,
             rcache_ttl: 60,
             stubzones: false,
+            max_pending_forwards: 1_000,
         }
     }
 }
@@ -94,6 +100,8 @@ pub enum Outcome {
 pub struct Pending {
     request: Request,
     route: pending::Route,
+    /// Its place among the pending forwards, released when it is done.
+    _slot: Option<OwnedSemaphorePermit>,
 }
 
 /// A decoded request and what the reply depends on.
@@ -124,6 +132,8 @@ struct Inner {
     metrics: Arc<Metrics>,
     /// Reads hidden etcd v2 paths on demand (disabled for v3).
     paths: PathReader,
+    /// Places for requests waiting on upstream servers (`None`: no limit).
+    forward_slots: Option<Arc<Semaphore>>,
 }
 
 impl Handler {
@@ -154,6 +164,8 @@ impl Handler {
                 Duration::from_secs(u64::from(options.rcache_ttl)),
             )
         });
+        let forward_slots = (options.max_pending_forwards > 0)
+            .then(|| Arc::new(Semaphore::new(options.max_pending_forwards)));
         Handler {
             inner: Arc::new(Inner {
                 zone,
@@ -163,6 +175,7 @@ impl Handler {
                 cache,
                 stubs: Mutex::new((i64::MIN, Arc::default())),
                 replies: ReplyCache::default(),
+                forward_slots,
                 metrics,
                 paths,
             }),
@@ -242,8 +255,31 @@ impl Handler {
                 Outcome::Done(bytes)
             }
             Route::Drop => Outcome::Done(None),
-            Route::Pending(route) => Outcome::Pending(Box::new(Pending { request, route })),
+            Route::Pending(route) => self.pending(request, route),
         }
+    }
+
+    /// A request for upstream work, if a place among the pending forwards
+    /// is free; SERVFAIL at once when none is (etcd reads are not limited).
+    fn pending(&self, request: Request, route: pending::Route) -> Outcome {
+        let slot = match (&self.inner.forward_slots, &route) {
+            (_, pending::Route::HiddenPath(_)) | (None, _) => None,
+            (Some(slots), _) => match slots.clone().try_acquire_owned() {
+                Ok(slot) => Some(slot),
+                Err(_) => {
+                    self.inner.metrics.limit("pending_forwards");
+                    let mut reply = base_reply(&request.message);
+                    reply.metadata.authoritative = false;
+                    reply.metadata.response_code = ResponseCode::ServFail;
+                    return Outcome::Done(self.send(&request, reply));
+                }
+            },
+        };
+        Outcome::Pending(Box::new(Pending {
+            request,
+            route,
+            _slot: slot,
+        }))
     }
 
     /// Keeps an encoded reply for the hot path.
@@ -475,3 +511,7 @@ fn unix_now() -> u64 {
 mod tests;
 #[cfg(test)]
 mod tests_claims;
+#[cfg(test)]
+mod tests_limits;
+#[cfg(test)]
+mod tests_sizes;

@@ -32,6 +32,7 @@ pub struct Metrics {
     cache_misses: Counter,
     external: Family<Labels, Counter>,
     store_errors: Counter,
+    limits: Family<Labels, Counter>,
 }
 
 fn duration_histogram() -> Histogram {
@@ -57,6 +58,12 @@ impl Default for Metrics {
         let external: Family<Labels, Counter> = Family::default();
         let dnssec_ok = Counter::default();
         let store_errors = Counter::default();
+        let limits: Family<Labels, Counter> = Family::default();
+        registry.register(
+            "limit_count",
+            "Counter of requests and connections refused because a limit was reached (pending_forwards, tcp_connections).",
+            limits.clone(),
+        );
         registry.register(
             "store_error_count",
             "Counter of failed reads of the store (etcd); answers come from the last snapshot until a reload succeeds.",
@@ -117,6 +124,7 @@ impl Default for Metrics {
             cache_misses: cache_misses.get_or_create_owned(&by("response")),
             external,
             store_errors,
+            limits,
         }
     }
 }
@@ -162,6 +170,11 @@ impl Metrics {
     #[cfg(test)]
     pub fn store_errors(&self) -> u64 {
         self.store_errors.get()
+    }
+
+    /// A request or connection refused at `limit`.
+    pub fn limit(&self, limit: &'static str) {
+        self.limits.get_or_create(&vec![("limit", limit)]).inc();
     }
 
     /// A response-cache miss.

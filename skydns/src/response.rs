@@ -7,6 +7,12 @@
 //! additional section, then over UDP set TC and keep the longest answer
 //! prefix that fits, over TCP send SERVFAIL. All of that lives here, as
 //! functions over `hickory_proto` messages.
+//!
+//! Two limits SkyDNS did not keep: a UDP reply never exceeds the client's
+//! size, even when not one answer fits (then it carries none, with TC), and
+//! no reply is larger than a message can be. hickory stops encoding at
+//! 65,535 bytes and leaves the bytes of the half-written record behind, so
+//! [`encode`] treats a message it could not write whole as too big.
 
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
@@ -61,6 +67,29 @@ pub fn shuffle(answers: &mut [Record]) {
     }
 }
 
+/// The most a UDP reply can carry (65,535 less the IPv4 and UDP headers),
+/// whatever EDNS size the client offers.
+pub const MAX_UDP_PAYLOAD: usize = 65_507;
+
+/// Encodes `message`; `None` when it does not fit in one DNS message
+/// (hickory then writes fewer records than the message holds) or cannot be
+/// encoded at all.
+pub fn encode(message: &Message) -> Option<Vec<u8>> {
+    let bytes = message.to_vec().ok()?;
+    let count = |at: usize| {
+        bytes
+            .get(at..at + 2)
+            .map(|b| usize::from(u16::from_be_bytes([b[0], b[1]])))
+    };
+    let additionals = message.additionals.len()
+        + usize::from(message.edns.is_some())
+        + usize::from(message.signature.is_some());
+    let whole = count(6) == Some(message.answers.len())
+        && count(8) == Some(message.authorities.len())
+        && count(10) == Some(additionals);
+    whole.then_some(bytes)
+}
+
 /// Encodes `reply` so it fits in `limit` bytes, following SkyDNS's `Fit`.
 /// Returns `None` only if hickory cannot encode the message at all.
 pub fn fit(reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
@@ -69,12 +98,19 @@ pub fn fit(reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
 
 /// [`fit`], also telling whether a TCP reply overflowed into SERVFAIL.
 pub fn fit_reporting(mut reply: Message, limit: usize, tcp: bool) -> Option<(Vec<u8>, bool)> {
-    let mut bytes = reply.to_vec().ok()?;
-    if bytes.len() > limit && !reply.additionals.is_empty() {
+    let limit = if tcp {
+        limit
+    } else {
+        limit.min(MAX_UDP_PAYLOAD)
+    };
+    let fits = |bytes: &Option<Vec<u8>>| bytes.as_ref().is_some_and(|b| b.len() < limit);
+    let mut bytes = encode(&reply);
+    // SkyDNS: "greater than" drops the additionals, "less than" sends.
+    if bytes.as_ref().is_none_or(|b| b.len() > limit) && !reply.additionals.is_empty() {
         reply.additionals.clear();
-        bytes = reply.to_vec().ok()?;
+        bytes = encode(&reply);
     }
-    if bytes.len() < limit {
+    if let Some(bytes) = bytes.filter(|b| b.len() < limit) {
         return Some((bytes, false));
     }
     if tcp {
@@ -82,23 +118,30 @@ pub fn fit_reporting(mut reply: Message, limit: usize, tcp: bool) -> Option<(Vec
         failure.metadata.response_code = ResponseCode::ServFail;
         failure.metadata.recursion_desired = reply.metadata.recursion_desired;
         failure.queries = reply.queries;
-        return failure.to_vec().ok().map(|b| (b, true));
+        return encode(&failure).map(|b| (b, true));
     }
     reply.metadata.truncation = true;
     let answers = std::mem::take(&mut reply.answers);
-    // Binary search for the longest prefix that packs below the limit.
-    let (mut lo, mut hi) = (1usize, answers.len().max(1));
+    // Binary search for the longest prefix that packs below the limit; none
+    // at all when not even the first answer fits.
+    let (mut lo, mut hi) = (0usize, answers.len());
     while lo < hi {
         let mid = (lo + hi).div_ceil(2);
         reply.answers = answers[..mid].to_vec();
-        if reply.to_vec().ok()?.len() < limit {
+        if fits(&encode(&reply)) {
             lo = mid;
         } else {
             hi = mid - 1;
         }
     }
     reply.answers = answers.into_iter().take(lo).collect();
-    reply.to_vec().ok().map(|b| (b, false))
+    if let Some(bytes) = encode(&reply).filter(|b| b.len() < limit) {
+        return Some((bytes, false));
+    }
+    // Even the question and the authority section are too big: the bare
+    // header and question with TC, which always fit 512 bytes.
+    reply.authorities.clear();
+    encode(&reply).map(|b| (b, false))
 }
 
 #[cfg(test)]
@@ -213,11 +256,77 @@ mod tests {
     }
 
     #[test]
-    fn fit_keeps_at_least_one_answer() {
+    fn fit_sends_no_answer_rather_than_one_too_big() {
+        // SkyDNS kept one answer even when it overflowed the client's buffer.
         let bytes = fit(reply(3), 20, false).unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.answers.len(), 0);
+        assert!(m.metadata.truncation);
+        assert_eq!(m.queries.len(), 1);
+    }
+
+    fn txt(owner: &str, len: usize) -> Record {
+        let text = vec!["x".repeat(255); len / 256];
+        Record::from_rdata(
+            Name::from_ascii(owner).unwrap(),
+            30,
+            RData::TXT(hickory_proto::rr::rdata::TXT::new(text)),
+        )
+    }
+
+    fn with_answers(answers: Vec<Record>) -> Message {
+        let mut m = reply(0);
+        m.answers = answers;
+        m
+    }
+
+    #[test]
+    fn a_message_over_65535_bytes_is_too_big_not_garbage() {
+        let two = with_answers(vec![txt("x.", 40_000), txt("x.", 40_000)]);
+        assert_eq!(encode(&two), None, "hickory cut it short");
+        let bytes = fit(two.clone(), 65_535, true).unwrap();
+        let m = Message::from_vec(&bytes).unwrap();
+        assert_eq!(m.metadata.response_code, ResponseCode::ServFail);
+        assert_eq!(m.to_vec().unwrap(), bytes, "no bytes after the message");
+
+        // Over UDP with the largest EDNS size: one TXT, TC, nothing after it.
+        let bytes = fit(two, 65_535, false).unwrap();
+        assert!(bytes.len() <= MAX_UDP_PAYLOAD);
         let m = Message::from_vec(&bytes).unwrap();
         assert_eq!(m.answers.len(), 1);
         assert!(m.metadata.truncation);
+        assert_eq!(m.to_vec().unwrap(), bytes);
+    }
+
+    #[test]
+    fn a_record_larger_than_any_message_leaves_only_the_question() {
+        let huge = with_answers(vec![txt("x.", 1_000_000)]);
+        for (limit, tcp) in [(512, false), (65_535, false), (65_535, true)] {
+            let bytes = fit(huge.clone(), limit, tcp).unwrap();
+            assert!(bytes.len() < limit.min(MAX_UDP_PAYLOAD));
+            let m = Message::from_vec(&bytes).unwrap();
+            assert!(m.answers.is_empty());
+            assert_eq!(m.to_vec().unwrap(), bytes, "{limit} {tcp}");
+        }
+    }
+
+    #[test]
+    fn udp_replies_never_exceed_the_datagram_limit() {
+        let many = with_answers(
+            (0..5_000u32)
+                .map(|i| {
+                    let ip = Ipv4Addr::from(0x0a00_0000 + i);
+                    Record::from_rdata(Name::from_ascii("x.").unwrap(), 30, RData::A(A(ip)))
+                })
+                .collect(),
+        );
+        // 5,000 A records need ~80 KB: the client's 65,535 cannot be met.
+        let bytes = fit(many, 65_535, false).unwrap();
+        assert!(bytes.len() < MAX_UDP_PAYLOAD, "{}", bytes.len());
+        let m = Message::from_vec(&bytes).unwrap();
+        assert!(m.metadata.truncation);
+        assert!(m.answers.len() > 3_000, "{}", m.answers.len());
+        assert_eq!(m.to_vec().unwrap(), bytes);
     }
 
     #[test]

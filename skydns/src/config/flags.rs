@@ -100,6 +100,10 @@ pub struct Flags {
     /// Use systemd socket activation (not supported; setting it is an error).
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub systemd: bool,
+    /// Requests that may wait on upstream servers at once; past it they get
+    /// SERVFAIL at once (0: no limit).
+    #[arg(long = "max-pending-forwards", default_value_t = 1_000)]
+    pub max_pending_forwards: usize,
     /// Log every query.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub verbose: bool,

@@ -14,6 +14,7 @@ use super::{base_reply, unix_now, Handler, Pending, Request};
 use crate::answer::{self, Lookups};
 use crate::cache::CacheKey;
 use crate::forward::Upstreams;
+use crate::response::MAX_UDP_PAYLOAD;
 use crate::store::paths::PathRead;
 use crate::stub;
 use hickory_proto::op::{Message, ResponseCode};
@@ -39,7 +40,7 @@ pub(super) enum Route {
 impl Handler {
     /// Completes a pending request; `None` means "send nothing".
     pub async fn resolve(&self, pending: Pending) -> Option<Vec<u8>> {
-        let Pending { request, route } = pending;
+        let Pending { request, route, .. } = pending;
         match route {
             Route::Forward => self.forward(&request).await,
             Route::Stub(servers) => self.stub_forward(&request, servers).await,
@@ -97,8 +98,20 @@ impl Handler {
                 cache.insert(key, reply, Instant::now());
             }
         }
-        self.account(r, &bytes, false);
-        Some(bytes)
+        self.relayed(r, bytes)
+    }
+
+    /// A relayed reply as the client may receive it: over UDP no larger
+    /// than its buffer (fitted, with TC, when the upstream's is larger).
+    fn relayed(&self, r: &Request, bytes: Vec<u8>) -> Option<Vec<u8>> {
+        if r.tcp || bytes.len() <= r.limit.min(MAX_UDP_PAYLOAD) {
+            self.account(r, &bytes, false);
+            return Some(bytes);
+        }
+        match Message::from_vec(&bytes) {
+            Ok(reply) => self.send(r, reply),
+            Err(_) => self.upstream_failure(r),
+        }
     }
 
     async fn stub_forward(&self, r: &Request, servers: Vec<SocketAddr>) -> Option<Vec<u8>> {
@@ -107,10 +120,7 @@ impl Handler {
         let upstreams = Upstreams::new(servers, self.inner.options.read_timeout);
         let first = usize::from(r.message.metadata.id) % upstreams.len();
         match upstreams.relay(&packet, first, r.tcp).await {
-            Some(bytes) => {
-                self.account(r, &bytes, false);
-                Some(bytes)
-            }
+            Some(bytes) => self.relayed(r, bytes),
             None => self.upstream_failure(r),
         }
     }

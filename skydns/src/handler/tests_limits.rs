@@ -1,0 +1,80 @@
+//! Limits on what a flood can hold: requests waiting on upstream servers,
+//! and forwarded replies larger than the asking client allows.
+
+use super::tests::{ask_msg, handler_with, request};
+use super::*;
+use crate::answer::tests::cluster;
+use crate::fake_upstream::oversized_udp;
+
+fn external(n: u16) -> Vec<u8> {
+    let name = Name::from_ascii(format!("host{n}.example.org.")).unwrap();
+    let mut m = request(name, RecordType::A);
+    m.metadata.id = n;
+    m.to_vec().unwrap()
+}
+
+#[test]
+fn past_the_pending_forward_limit_requests_get_servfail_at_once() {
+    // An upstream that never answers: every forward stays pending.
+    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let options = Options {
+        nameservers: vec![silent.local_addr().unwrap()],
+        max_pending_forwards: 2,
+        ..Options::default()
+    };
+    let h = handler_with(Some(cluster()), options);
+    let first = h.handle(&external(1), Transport::Udp);
+    let second = h.handle(&external(2), Transport::Tcp);
+    assert!(matches!(first, Outcome::Pending(_)));
+    assert!(matches!(second, Outcome::Pending(_)));
+    let Outcome::Done(Some(bytes)) = h.handle(&external(3), Transport::Udp) else {
+        panic!("the third request must be answered at once");
+    };
+    let reply = Message::from_vec(&bytes).unwrap();
+    assert_eq!(reply.metadata.id, 3);
+    assert_eq!(reply.metadata.response_code, ResponseCode::ServFail);
+    let metrics = h.inner.metrics.render();
+    assert!(
+        metrics.contains("skydns_dns_limit_count_total{limit=\"pending_forwards\"} 1"),
+        "{metrics}"
+    );
+    // Names in the domain never wait on upstreams: still answered.
+    let local = request(
+        Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap(),
+        RecordType::A,
+    );
+    assert_eq!(ask_msg(&h, &local, Transport::Udp).answers.len(), 1);
+    // A finished (here: abandoned) forward frees its place.
+    drop(first);
+    assert!(matches!(
+        h.handle(&external(4), Transport::Udp),
+        Outcome::Pending(_)
+    ));
+}
+
+#[test]
+fn a_forwarded_reply_larger_than_the_client_allows_is_truncated() {
+    let options = Options {
+        nameservers: vec![oversized_udp(100)],
+        ..Options::default()
+    };
+    let h = handler_with(Some(cluster()), options);
+    // No EDNS: 512 bytes. The upstream sends 100 A records (~1.6 KB).
+    let reply = ask_msg(
+        &h,
+        &Message::from_vec(&external(5)).unwrap(),
+        Transport::Udp,
+    );
+    assert!(reply.metadata.truncation);
+    assert!(reply.to_vec().unwrap().len() <= 512);
+    assert!(!reply.answers.is_empty() && reply.answers.len() < 100);
+    assert_eq!(reply.queries[0].name().to_ascii(), "host5.example.org.");
+    // With EDNS 4096 all of it fits and is relayed as it came.
+    let mut big = Message::from_vec(&external(6)).unwrap();
+    let mut edns = hickory_proto::op::Edns::new();
+    edns.set_max_payload(4096);
+    big.edns = Some(edns);
+    let reply = ask_msg(&h, &big, Transport::Udp);
+    assert!(!reply.metadata.truncation);
+    assert_eq!(reply.answers.len(), 100);
+}
