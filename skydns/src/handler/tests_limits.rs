@@ -78,3 +78,21 @@ fn a_forwarded_reply_larger_than_the_client_allows_is_truncated() {
     assert!(!reply.metadata.truncation);
     assert_eq!(reply.answers.len(), 100);
 }
+
+#[test]
+fn a_reloaded_store_at_the_same_revision_is_not_answered_from_the_old_one() {
+    // etcd wiped and written again up to the same revision number: the
+    // snapshot differs although its revision does not.
+    let (h, shared) = super::tests::handler_sharing(Some(cluster()), Options::default());
+    let name = Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap();
+    let query = request(name, RecordType::A);
+    for t in [Transport::Udp, Transport::Udp, Transport::Tcp] {
+        assert_eq!(ask_msg(&h, &query, t).answers.len(), 1, "warm the caches");
+    }
+    let same_revision = crate::snapshot::Snapshot::new(cluster().revision(), []);
+    shared.store(Some(Arc::new(same_revision)));
+    for t in [Transport::Udp, Transport::Tcp] {
+        let r = ask_msg(&h, &query, t);
+        assert_eq!(r.metadata.response_code, ResponseCode::NXDomain, "{t:?}");
+    }
+}
