@@ -97,6 +97,8 @@ pub struct Config {
     pub stubzones: bool,
     /// Requests that may wait on upstream servers at once (0: no limit).
     pub max_pending_forwards: usize,
+    /// Bounds on TCP clients.
+    pub tcp: crate::server::TcpLimits,
     /// Where to serve metrics, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
     /// Path of the metrics endpoint.
@@ -250,6 +252,7 @@ impl Settings {
             rcache_ttl,
             stubzones: flags.stubzones,
             max_pending_forwards: flags.max_pending_forwards,
+            tcp: tcp_limits(flags)?,
             metrics_addr,
             metrics_path: flags.prometheus_path.clone(),
             zone,
@@ -268,6 +271,26 @@ impl Settings {
             verbose: flags.verbose,
         })
     }
+}
+
+/// The TCP flags; a zero limit or timeout is an error.
+fn tcp_limits(flags: &Flags) -> Result<crate::server::TcpLimits, ConfigError> {
+    let positive = |name: &str, d: Duration| {
+        if d.is_zero() {
+            Err(ConfigError(format!("{name} must be greater than zero")))
+        } else {
+            Ok(d)
+        }
+    };
+    if flags.tcp_max_connections == 0 {
+        return Err(ConfigError("tcp-max-connections must be at least 1".into()));
+    }
+    Ok(crate::server::TcpLimits {
+        max_connections: flags.tcp_max_connections,
+        idle: positive("tcp-idle-timeout", flags.tcp_idle_timeout)?,
+        read: positive("tcp-read-timeout", flags.tcp_read_timeout)?,
+        write: positive("tcp-write-timeout", flags.tcp_write_timeout)?,
+    })
 }
 
 /// `-metrics-addr`, else `0.0.0.0:$PROMETHEUS_PORT`, else none.

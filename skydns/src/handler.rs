@@ -182,6 +182,11 @@ impl Handler {
         }
     }
 
+    /// The metrics this handler counts in.
+    pub fn metrics(&self) -> &Metrics {
+        &self.inner.metrics
+    }
+
     /// Handles one request, completing any upstream work.
     pub async fn handle_async(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
         match self.handle(packet, transport) {

@@ -137,7 +137,7 @@ async fn serve<S: Store>(
         metrics,
         reader,
     );
-    server::serve(listeners, handler, shutdown).await;
+    server::serve(listeners, handler, config.tcp, shutdown).await;
     mirror.await?;
     if let Some(task) = metrics_task {
         task.await??;

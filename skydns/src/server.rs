@@ -4,8 +4,10 @@
 //! them until the shutdown token is cancelled. UDP is read by one task per
 //! core on the same socket, each answering inline (answers come from
 //! memory, so there is nothing to wait for). TCP gets one task per
-//! connection, serving length-prefixed messages until the client closes or
-//! stays idle for [`TCP_IDLE`].
+//! connection, serving length-prefixed messages until the client closes,
+//! stays idle, is slow to send a message or to take its reply
+//! ([`TcpLimits`]). Past the connection limit a new connection is closed at
+//! once, so clients that never read cannot pile up memory.
 
 use crate::handler::{Handler, Outcome, Transport};
 use std::io;
@@ -17,8 +19,29 @@ use tokio::net::{TcpListener, TcpStream, UdpSocket};
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-/// How long a TCP connection may sit idle between queries.
-pub const TCP_IDLE: Duration = Duration::from_secs(10);
+/// Bounds on TCP clients.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TcpLimits {
+    /// Connections served at once; more are closed when accepted.
+    pub max_connections: usize,
+    /// How long a connection may sit idle between queries.
+    pub idle: Duration,
+    /// How long the rest of a message may take once its first byte came.
+    pub read: Duration,
+    /// How long the client may take to accept a reply.
+    pub write: Duration,
+}
+
+impl Default for TcpLimits {
+    fn default() -> Self {
+        TcpLimits {
+            max_connections: 1_000,
+            idle: Duration::from_secs(10),
+            read: Duration::from_secs(2),
+            write: Duration::from_secs(2),
+        }
+    }
+}
 
 /// A bound UDP socket and TCP listener.
 pub struct Listeners {
@@ -44,7 +67,12 @@ impl Listeners {
 }
 
 /// Serves DNS on `listeners` until `shutdown` is cancelled.
-pub async fn serve(listeners: Listeners, handler: Handler, shutdown: CancellationToken) {
+pub async fn serve(
+    listeners: Listeners,
+    handler: Handler,
+    limits: TcpLimits,
+    shutdown: CancellationToken,
+) {
     let mut tasks = JoinSet::new();
     let readers = std::thread::available_parallelism().map_or(2, |n| n.get());
     for _ in 0..readers {
@@ -54,7 +82,7 @@ pub async fn serve(listeners: Listeners, handler: Handler, shutdown: Cancellatio
             shutdown.clone(),
         ));
     }
-    tasks.spawn(serve_tcp(listeners.tcp, handler, shutdown.clone()));
+    tasks.spawn(serve_tcp(listeners.tcp, handler, limits, shutdown.clone()));
     while tasks.join_next().await.is_some() {}
 }
 
@@ -94,14 +122,25 @@ async fn send_udp(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
     }
 }
 
-async fn serve_tcp(listener: TcpListener, handler: Handler, shutdown: CancellationToken) {
+async fn serve_tcp(
+    listener: TcpListener,
+    handler: Handler,
+    limits: TcpLimits,
+    shutdown: CancellationToken,
+) {
     let mut connections = JoinSet::new();
     loop {
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
+                Ok((stream, peer)) if connections.len() >= limits.max_connections => {
+                    handler.metrics().limit("tcp_connections");
+                    tracing::debug!(%peer, "tcp connection limit reached; closing");
+                    drop(stream);
+                }
                 Ok((stream, _)) => {
-                    connections.spawn(serve_connection(stream, handler.clone(), shutdown.clone()));
+                    let connection = serve_connection(stream, handler.clone(), limits, shutdown.clone());
+                    connections.spawn(connection);
                 }
                 Err(error) => {
                     tracing::warn!(%error, "tcp accept failed");
@@ -114,18 +153,27 @@ async fn serve_tcp(listener: TcpListener, handler: Handler, shutdown: Cancellati
     connections.shutdown().await;
 }
 
-async fn serve_connection(mut stream: TcpStream, handler: Handler, shutdown: CancellationToken) {
+async fn serve_connection(
+    mut stream: TcpStream,
+    handler: Handler,
+    limits: TcpLimits,
+    shutdown: CancellationToken,
+) {
     let mut buf = Vec::new();
     loop {
         let len = tokio::select! {
             _ = shutdown.cancelled() => return,
-            len = tokio::time::timeout(TCP_IDLE, stream.read_u16()) => match len {
-                Ok(Ok(len)) => usize::from(len),
+            len = tokio::time::timeout(limits.idle, stream.read_u8()) => match len {
+                Ok(Ok(high)) => high,
                 _ => return,
             },
         };
+        let len = match tokio::time::timeout(limits.read, stream.read_u8()).await {
+            Ok(Ok(low)) => usize::from(u16::from_be_bytes([len, low])),
+            _ => return,
+        };
         buf.resize(len, 0);
-        match tokio::time::timeout(TCP_IDLE, stream.read_exact(&mut buf)).await {
+        match tokio::time::timeout(limits.read, stream.read_exact(&mut buf)).await {
             Ok(Ok(_)) => {}
             _ => return,
         }
@@ -138,8 +186,13 @@ async fn serve_connection(mut stream: TcpStream, handler: Handler, shutdown: Can
         let mut framed = Vec::with_capacity(reply.len() + 2);
         framed.extend_from_slice(&reply_len.to_be_bytes());
         framed.extend_from_slice(&reply);
-        if stream.write_all(&framed).await.is_err() {
-            return;
+        match tokio::time::timeout(limits.write, stream.write_all(&framed)).await {
+            Ok(Ok(())) => {}
+            _ => return,
         }
     }
 }
+
+#[cfg(test)]
+#[path = "server_tests.rs"]
+mod tests;

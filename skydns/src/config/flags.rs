@@ -104,6 +104,18 @@ pub struct Flags {
     /// SERVFAIL at once (0: no limit).
     #[arg(long = "max-pending-forwards", default_value_t = 1_000)]
     pub max_pending_forwards: usize,
+    /// TCP connections served at once; more are closed when accepted.
+    #[arg(long = "tcp-max-connections", default_value_t = 1_000)]
+    pub tcp_max_connections: usize,
+    /// How long a TCP connection may sit idle between queries (Go duration).
+    #[arg(long = "tcp-idle-timeout", value_parser = go_duration, default_value = "10s")]
+    pub tcp_idle_timeout: Duration,
+    /// How long the rest of a TCP message may take once it started.
+    #[arg(long = "tcp-read-timeout", value_parser = go_duration, default_value = "2s")]
+    pub tcp_read_timeout: Duration,
+    /// How long a TCP client may take to accept a reply before it is closed.
+    #[arg(long = "tcp-write-timeout", value_parser = go_duration, default_value = "2s")]
+    pub tcp_write_timeout: Duration,
     /// Log every query.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub verbose: bool,
