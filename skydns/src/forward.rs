@@ -29,6 +29,7 @@ pub struct Upstreams {
     servers: Arc<[SocketAddr]>,
     timeout: Duration,
     coalescer: Coalescer,
+    failures: Arc<FailureLog>,
 }
 
 impl Upstreams {
@@ -38,6 +39,7 @@ impl Upstreams {
             servers: servers.into(),
             timeout,
             coalescer: Coalescer::default(),
+            failures: Arc::default(),
         }
     }
 
@@ -93,7 +95,7 @@ impl Upstreams {
                 Err(error) => tracing::debug!(%server, %error, "upstream exchange failed"),
             }
         }
-        tracing::warn!(servers = ?self.servers, "failure to forward request");
+        self.failures.failed(&self.servers);
         None
     }
 
@@ -207,6 +209,45 @@ fn is_reply_to(reply: &[u8], query: &Message) -> bool {
             && r.metadata.id == query.metadata.id
             && r.queries == query.queries
     })
+}
+
+/// How often failed forwards are logged: a dead upstream under load would
+/// otherwise write one line per query (hundreds of thousands a minute).
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs failed forwards at most once per [`FAILURE_LOG_INTERVAL`], with
+/// how many failed since the last line.
+#[derive(Debug, Default)]
+struct FailureLog {
+    /// When the last line was written, and failures since.
+    state: Mutex<(Option<std::time::Instant>, u64)>,
+}
+
+impl FailureLog {
+    fn failed(&self, servers: &[SocketAddr]) {
+        let now = std::time::Instant::now();
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 += 1;
+        if state
+            .0
+            .is_none_or(|last| now.duration_since(last) >= FAILURE_LOG_INTERVAL)
+        {
+            let failed = std::mem::take(&mut state.1);
+            state.0 = Some(now);
+            drop(state);
+            tracing::warn!(
+                ?servers,
+                failed,
+                "failure to forward request (count since the last such line, at most one per 10s)"
+            );
+        }
+    }
+
+    /// Failures not logged yet.
+    #[cfg(test)]
+    fn pending(&self) -> u64 {
+        self.state.lock().unwrap_or_else(|e| e.into_inner()).1
+    }
 }
 
 /// Where a follower's reply goes.
@@ -359,5 +400,20 @@ mod tests {
         let upstreams = Upstreams::new(vec![forging_udp(false)], Duration::from_millis(200));
         let q = query(0x5252, "www.example.org.");
         assert_eq!(upstreams.relay(&q, 0, false).await, None);
+    }
+
+    #[test]
+    fn failed_forwards_are_logged_once_per_interval_and_counted() {
+        let log = FailureLog::default();
+        let servers = ["127.0.0.1:9".parse().unwrap()];
+        log.failed(&servers); // logged
+        for _ in 0..1_000 {
+            log.failed(&servers);
+        }
+        assert_eq!(
+            log.pending(),
+            1_000,
+            "counted for the next line, not logged"
+        );
     }
 }

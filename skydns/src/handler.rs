@@ -227,9 +227,16 @@ impl Handler {
         if message.metadata.op_code != OpCode::Query {
             return Outcome::Done(error_reply(&message, ResponseCode::NotImp).to_vec().ok());
         }
-        let Some(query) = message.queries.first() else {
+        let [query] = message.queries.as_slice() else {
+            // None, or several: DNS has no meaning for more than one question.
             return Outcome::Done(error_reply(&message, ResponseCode::FormErr).to_vec().ok());
         };
+        if message.edns.as_ref().is_some_and(|e| e.version() > 0) {
+            // RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak.
+            let mut reply = error_reply(&message, ResponseCode::BADVERS);
+            reply.edns = Some(hickory_proto::op::Edns::new());
+            return Outcome::Done(reply.to_vec().ok());
+        }
         let q = Question::new(
             query.name().clone(),
             query.query_type(),
@@ -334,6 +341,13 @@ impl Handler {
         }
         if q.qclass != DNSClass::CH && !in_domain(&q.name, &self.inner.zone.domain) {
             return self.forward_route(reply, q);
+        }
+        if q.qclass != DNSClass::IN && q.qclass != DNSClass::CH {
+            // The records are IN data; HS, NONE, ANY or class 77 has none.
+            // (SkyDNS answered them with IN records and AA.)
+            reply.metadata.response_code = ResponseCode::Refused;
+            reply.metadata.authoritative = false;
+            return Route::Reply(reply);
         }
         let Some(snapshot) = snapshot else {
             // Not synced with etcd yet: "I don't know", not "no such name".
@@ -516,6 +530,8 @@ fn unix_now() -> u64 {
 mod tests;
 #[cfg(test)]
 mod tests_claims;
+#[cfg(test)]
+mod tests_hostile;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]

@@ -93,10 +93,29 @@ fn parse_opt(rest: &[u8]) -> Option<(u16, bool)> {
         return None;
     }
     let rdlen = usize::from(u16::from_be_bytes([rest[9], rest[10]]));
-    if rest.len() != 11 + rdlen {
+    if rest.len() != 11 + rdlen || !plain_options(&rest[11..]) {
         return None;
     }
     Some((u16::from_be_bytes([rest[3], rest[4]]), rest[7] & 0x80 != 0))
+}
+
+/// Whether the OPT data is a sequence of whole options that the full path
+/// would read without error, so a packet the full path answers FORMERR is
+/// never served from the cache. Client subnet (8) and NSID (3), which the
+/// full path parses, take the full path.
+fn plain_options(mut data: &[u8]) -> bool {
+    while !data.is_empty() {
+        let Some(header) = data.get(..4) else {
+            return false;
+        };
+        let code = u16::from_be_bytes([header[0], header[1]]);
+        let len = usize::from(u16::from_be_bytes([header[2], header[3]]));
+        if matches!(code, 3 | 8) || data.len() < 4 + len {
+            return false;
+        }
+        data = &data[4 + len..];
+    }
+    true
 }
 
 struct Entry {
