@@ -50,14 +50,23 @@ pub struct Listeners {
 }
 
 impl Listeners {
-    /// Binds UDP and TCP on `addr`.
+    /// Binds UDP and TCP on `addr`. With port 0 the system picks a UDP
+    /// port, and another one if that port is taken for TCP.
     pub async fn bind(addr: SocketAddr) -> io::Result<Self> {
-        let udp = UdpSocket::bind(addr).await?;
-        let tcp = TcpListener::bind(udp.local_addr()?).await?;
-        Ok(Listeners {
-            udp: Arc::new(udp),
-            tcp,
-        })
+        let mut attempts = if addr.port() == 0 { 20 } else { 1 };
+        loop {
+            let udp = UdpSocket::bind(addr).await?;
+            match TcpListener::bind(udp.local_addr()?).await {
+                Ok(tcp) => {
+                    return Ok(Listeners {
+                        udp: Arc::new(udp),
+                        tcp,
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts > 1 => attempts -= 1,
+                Err(e) => return Err(e),
+            }
+        }
     }
 
     /// The bound address.
