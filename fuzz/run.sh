@@ -31,8 +31,15 @@ lib=/usr/lib/llvm-$llvm/lib/libFuzzer.a
 if [ ! -f "$lib" ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "==> installing libfuzzer-$llvm-dev (libFuzzer for rustc's LLVM $llvm)"
   $sudo apt-get update -qq
+  # rustc's LLVM if packaged, else the newest libFuzzer (its interface to
+  # the instrumentation is stable across LLVM versions).
+  if ! apt-cache show "libfuzzer-$llvm-dev" >/dev/null 2>&1; then
+    llvm=$(apt-cache search --names-only '^libfuzzer-[0-9]+-dev$' | sed 's/^libfuzzer-\([0-9]*\)-dev.*/\1/' | sort -n | tail -n 1)
+    [ -n "$llvm" ] || { echo "no libfuzzer-NN-dev package found" >&2; exit 1; }
+  fi
+  lib=/usr/lib/llvm-$llvm/lib/libFuzzer.a
+  echo "==> installing libfuzzer-$llvm-dev"
   DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "libfuzzer-$llvm-dev"
 fi
 

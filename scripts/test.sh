@@ -3,6 +3,7 @@
 # test of the workspace (unit, component, and end-to-end against a real etcd,
 # dig, nslookup, dnsmasq and kubectl) on the debug profile. The end-to-end
 # suites run twice: on the etcd v2 keys API and on the v3 API (E2E_ETCD_API).
+# Last, a short libFuzzer run of skydns's fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -18,3 +19,6 @@ cargo test --locked --workspace
 E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
   --test skydns_e2e --test skydns_forward --test skydns_tls --test local_pipeline
 E2E_ETCD_API=v3 cargo test --locked -p kube2sky --test e2e --test e2e_fixes --test e2e_review --test e2e_etcd
+# A short coverage-guided run of the fuzz targets under libFuzzer (the long
+# runs and their figures: README, "Fuzzing").
+fuzz/run.sh --runs 20000
