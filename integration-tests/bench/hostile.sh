@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Hostile-input benchmark of skydns: the floods of the hardening issue against
+# the release build, on a real etcd (v3), with an upstream that never answers.
+# Prints one Markdown row per phase (RSS before/peak/after, peak fds, in-domain
+# probes sent/lost, probe p99) and whether the goals are met; see hostile.py.
+#
+#   integration-tests/bench/hostile.sh          # full run, ~3 minutes
+#   integration-tests/bench/hostile.sh --quick  # every phase shortened
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+root=$(pwd)
+
+need=()
+command -v dnsperf >/dev/null || need+=(dnsperf)
+command -v python3 >/dev/null || need+=(python3)
+if [ ${#need[@]} -gt 0 ]; then
+  sudo=""; [ "$(id -u)" -eq 0 ] || sudo=sudo
+  $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
+fi
+scripts/install-deps.sh
+cargo build --release -p skydns
+
+work=$(mktemp -d)
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
+trap cleanup EXIT INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+etcd_port=$(free_port); peer_port=$(free_port); sky_port=$(free_port); hole_port=$(free_port)
+etcd_url="http://127.0.0.1:${etcd_port}"
+
+ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name hostile --data-dir "$work/etcd" \
+  --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+  --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
+  --initial-cluster "hostile=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &
+pids+=($!)
+export ETCDCTL_API=3
+for _ in $(seq 1 100); do etcdctl --endpoints="$etcd_url" get / >/dev/null 2>&1 && break; sleep 0.1; done
+while read -r key value; do
+  [ -n "$key" ] && etcdctl --endpoints="$etcd_url" put "$key" "$value" >/dev/null
+done < deploy/local/sample-records.txt
+# 1,200 A records under one name: a ~52 KB TCP answer for the non-reading clients.
+python3 - "$etcd_url" <<'PY'
+import base64, json, sys, urllib.request
+url = sys.argv[1] + "/v3/kv/put"
+b64 = lambda s: base64.b64encode(s.encode()).decode()
+for i in range(1200):
+    key = f"/skydns/local/cluster/svc/default/many/{i}"
+    body = json.dumps({"key": b64(key), "value": b64(json.dumps({"host": f"10.2.{i >> 8}.{i & 255}"}))})
+    urllib.request.urlopen(urllib.request.Request(url, body.encode(), {"Content-Type": "application/json"})).read()
+PY
+
+# The upstream: a UDP socket that never answers.
+python3 -c "import socket,time; s=socket.socket(socket.AF_INET,socket.SOCK_DGRAM); s.bind(('127.0.0.1',$hole_port)); time.sleep(1e6)" &
+pids+=($!)
+
+RUST_LOG=warn "$root/target/release/skydns" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:${sky_port}" \
+  -domain=cluster.local. -nameservers="127.0.0.1:${hole_port}" >"$work/skydns.log" 2>&1 &
+sky_pid=$!
+pids+=($sky_pid)
+for _ in $(seq 1 100); do
+  dig @127.0.0.1 -p "$sky_port" +short +time=1 +tries=1 many.default.svc.cluster.local A | grep -q . && break
+  sleep 0.1
+done
+
+echo "==> hostile-input phases against skydns (pid $sky_pid), $(date -u +%F)" >&2
+status=0
+python3 integration-tests/bench/hostile.py --port "$sky_port" --pid "$sky_pid" --work "$work" "$@" || status=$?
+echo "skydns log lines: $(wc -l <"$work/skydns.log")" >&2
+exit $status
