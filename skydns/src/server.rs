@@ -1,9 +1,12 @@
 //! The UDP and TCP listeners.
 //!
 //! [`Listeners::bind`] opens both sockets on one address; [`serve`] runs
-//! them until the shutdown token is cancelled. UDP is read by one task per
-//! core on the same socket, each answering inline (answers come from
-//! memory, so there is nothing to wait for). TCP gets one task per
+//! them until the shutdown token is cancelled. UDP is read by one thread
+//! per core on the same socket, each with its own single-threaded runtime,
+//! answering inline (answers come from memory, so there is nothing to wait
+//! for) and running its requests' forwards. They share no scheduler with
+//! TCP, so hundreds of busy TCP connections (clients pipelining queries for
+//! large answers) cannot delay UDP answers: the kernel shares the cores. TCP gets one task per
 //! connection, serving length-prefixed messages until the client closes,
 //! stays idle, is slow to send a message or to take its reply
 //! ([`TcpLimits`]). Past the connection limit a new connection is closed at
@@ -45,7 +48,7 @@ impl Default for TcpLimits {
 
 /// A bound UDP socket and TCP listener.
 pub struct Listeners {
-    udp: Arc<UdpSocket>,
+    udp: std::net::UdpSocket,
     tcp: TcpListener,
 }
 
@@ -55,14 +58,10 @@ impl Listeners {
     pub async fn bind(addr: SocketAddr) -> io::Result<Self> {
         let mut attempts = if addr.port() == 0 { 20 } else { 1 };
         loop {
-            let udp = UdpSocket::bind(addr).await?;
+            let udp = std::net::UdpSocket::bind(addr)?;
+            udp.set_nonblocking(true)?;
             match TcpListener::bind(udp.local_addr()?).await {
-                Ok(tcp) => {
-                    return Ok(Listeners {
-                        udp: Arc::new(udp),
-                        tcp,
-                    })
-                }
+                Ok(tcp) => return Ok(Listeners { udp, tcp }),
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts > 1 => attempts -= 1,
                 Err(e) => return Err(e),
             }
@@ -82,17 +81,43 @@ pub async fn serve(
     limits: TcpLimits,
     shutdown: CancellationToken,
 ) {
-    let mut tasks = JoinSet::new();
     let readers = std::thread::available_parallelism().map_or(2, |n| n.get());
-    for _ in 0..readers {
-        tasks.spawn(serve_udp(
-            listeners.udp.clone(),
-            handler.clone(),
-            shutdown.clone(),
-        ));
+    let mut threads = Vec::new();
+    for i in 0..readers {
+        match udp_thread(i, &listeners.udp, handler.clone(), shutdown.clone()) {
+            Ok(thread) => threads.push(thread),
+            Err(error) => tracing::error!(%error, "cannot start a UDP reader"),
+        }
     }
-    tasks.spawn(serve_tcp(listeners.tcp, handler, limits, shutdown.clone()));
-    while tasks.join_next().await.is_some() {}
+    serve_tcp(listeners.tcp, handler, limits, shutdown).await;
+    for thread in threads {
+        let _ = tokio::task::spawn_blocking(move || thread.join()).await;
+    }
+}
+
+/// Starts UDP reader `i`: a thread with its own runtime reading a clone of
+/// `socket` until `shutdown`.
+fn udp_thread(
+    i: usize,
+    socket: &std::net::UdpSocket,
+    handler: Handler,
+    shutdown: CancellationToken,
+) -> io::Result<std::thread::JoinHandle<()>> {
+    let socket = socket.try_clone()?;
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    std::thread::Builder::new()
+        .name(format!("udp-{i}"))
+        .spawn(move || {
+            runtime.block_on(async move {
+                match UdpSocket::from_std(socket) {
+                    Ok(socket) => serve_udp(Arc::new(socket), handler, shutdown.clone()).await,
+                    Err(error) => tracing::error!(%error, "UDP reader cannot use its socket"),
+                }
+            });
+            // Forwards still waiting are dropped with the runtime.
+        })
 }
 
 async fn serve_udp(socket: Arc<UdpSocket>, handler: Handler, shutdown: CancellationToken) {
