@@ -67,7 +67,7 @@ async fn dig_gets_the_reference_answers() {
     let r = dns
         .dig(&["_https._tcp.kubernetes.default.svc.cluster.local", "SRV"])
         .await;
-    assert_eq!(r.answer, ["_https._tcp.kubernetes.default.svc.cluster.local. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."]);
+    assert_eq!(r.answer, ["_https._tcp.kubernetes.default.svc.cluster.local. 30 IN SRV 10 100 443 kubernetes.default.svc.cluster.local."], "{r:?}");
     assert_eq!(r.additional, [KUBERNETES_A]);
 
     let r = dns

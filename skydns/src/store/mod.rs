@@ -246,10 +246,14 @@ async fn sync_once<S: Store>(
             }
             request = requests.next(), if hides => {
                 let Some((path, done)) = request else { continue };
-                match read_paths.read(store, &current, path, done).await {
-                    Some(next) => current = Arc::new(next),
-                    None => continue,
+                let (outcome, next) = read_paths.read(store, &current, path).await;
+                if let Some(next) = next {
+                    current = Arc::new(next);
+                    shared.store(Some(current.clone()));
                 }
+                // Only now: the asker reads the snapshot as soon as it hears.
+                let _ = done.send(outcome);
+                continue;
             }
             _ = ticker.tick(), if hides && current.read_paths().next().is_some() => {
                 match read_paths.refresh_if_changed(store, &current).await? {

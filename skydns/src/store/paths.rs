@@ -121,19 +121,19 @@ impl ReadPaths {
         }
     }
 
-    /// Reads one requested path into a new snapshot (`None`: unchanged).
+    /// Reads one requested path: the answer for the asker, and the new
+    /// snapshot (`None`: unchanged), which the caller publishes before it
+    /// tells the asker.
     pub(super) async fn read<S: Store>(
         &mut self,
         store: &mut S,
         current: &Snapshot,
         path: String,
-        done: oneshot::Sender<PathRead>,
-    ) -> Option<Snapshot> {
+    ) -> (PathRead, Option<Snapshot>) {
         if current.has_read(&path) {
-            let _ = done.send(PathRead::Read);
-            return None;
+            return (PathRead::Read, None);
         }
-        let (outcome, next) = match store.read_path(&path).await {
+        match store.read_path(&path).await {
             Ok(None) => (PathRead::Absent, None),
             Ok(Some(_)) if current.read_path_count() >= MAX_READ_PATHS => {
                 tracing::warn!(%path, limit = MAX_READ_PATHS, "not reading another hidden path: too many");
@@ -149,9 +149,7 @@ impl ReadPaths {
                 tracing::warn!(%path, %error, "cannot read a hidden path");
                 (PathRead::Failed, None)
             }
-        };
-        let _ = done.send(outcome);
-        next
+        }
     }
 
     /// Reads every remembered path again when the store changed in a way
