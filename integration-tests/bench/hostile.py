@@ -7,7 +7,7 @@ timeout), run twice: a warm-up pass, then the measured pass:
   plain        plain in-domain queries
   idle-tcp     2,000 TCP connections that never send
   slowloris    500 TCP connections sending one byte per second
-  no-read-tcp  500 TCP clients pipelining 300 queries for a ~52 KB answer,
+  no-read-tcp  500 TCP clients pipelining 300 queries for a ~56 KB answer,
                never reading
   dead-1k      1,000 QPS of distinct external names (the upstream never answers)
   dead-8k      8,000 QPS of the same

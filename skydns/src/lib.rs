@@ -38,6 +38,7 @@ pub mod server;
 pub mod snapshot;
 pub mod store;
 pub mod stub;
+pub mod wire;
 
 use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
 use crate::handler::{Handler, SharedSnapshot};

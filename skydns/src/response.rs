@@ -14,6 +14,7 @@
 //! 65,535 bytes and leaves the bytes of the half-written record behind, so
 //! [`encode`] treats a message it could not write whole as too big.
 
+use crate::wire::Encoded;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{RData, Record, RecordType};
 use rand::seq::SliceRandom;
@@ -71,10 +72,16 @@ pub fn shuffle(answers: &mut [Record]) {
 /// whatever EDNS size the client offers.
 pub const MAX_UDP_PAYLOAD: usize = 65_507;
 
-/// Encodes `message`; `None` when it does not fit in one DNS message
-/// (hickory then writes fewer records than the message holds) or cannot be
-/// encoded at all.
+/// Encodes `message` with every name compressed ([`crate::wire`]), or by
+/// hickory for record types that module does not write; `None` when it does
+/// not fit in one DNS message (hickory then writes fewer records than the
+/// message holds) or cannot be encoded at all.
 pub fn encode(message: &Message) -> Option<Vec<u8>> {
+    match crate::wire::encode(message) {
+        Encoded::Bytes(bytes) => return Some(bytes),
+        Encoded::TooBig => return None,
+        Encoded::Unsupported => {}
+    }
     let bytes = message.to_vec().ok()?;
     let count = |at: usize| {
         bytes
@@ -326,7 +333,7 @@ mod tests {
         let m = Message::from_vec(&bytes).unwrap();
         assert!(m.metadata.truncation);
         assert!(m.answers.len() > 3_000, "{}", m.answers.len());
-        assert_eq!(m.to_vec().unwrap(), bytes);
+        assert_eq!(Message::from_vec(&encode(&m).unwrap()).unwrap(), m, "whole");
     }
 
     #[test]
