@@ -41,17 +41,28 @@ pub(crate) fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
 /// A UDP-only upstream: [`echo_udp`] with its port held over TCP by a
 /// listener that never accepts (kept alive by the returned value).
 pub(crate) fn echo_udp_only() -> (SocketAddr, TcpListener) {
-    let (addr, _) = echo_udp(Duration::ZERO);
-    (addr, TcpListener::bind(addr).unwrap())
+    // The UDP port may be taken over TCP by another test: take another
+    // (an unused echo thread ends after 30 s without queries).
+    loop {
+        let (addr, _) = echo_udp(Duration::ZERO);
+        if let Ok(listener) = TcpListener::bind(addr) {
+            return (addr, listener);
+        }
+    }
 }
 
 /// A TCP-only upstream on 127.0.0.1 echoing each length-prefixed query.
 /// Its port is held over UDP by a socket that never answers (kept alive by
 /// the returned value).
 pub(crate) fn echo_tcp_only() -> (SocketAddr, UdpSocket) {
-    let listener = TcpListener::bind("127.0.0.1:0").unwrap();
-    let addr = listener.local_addr().unwrap();
-    let mute = UdpSocket::bind(addr).unwrap();
+    // The TCP port may be taken over UDP by another test: take another.
+    let (listener, addr, mute) = loop {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        if let Ok(mute) = UdpSocket::bind(addr) {
+            break (listener, addr, mute);
+        }
+    };
     std::thread::spawn(move || {
         for mut stream in listener.incoming().flatten() {
             let mut len = [0u8; 2];
