@@ -87,6 +87,14 @@ pub struct Flags {
     /// How often to check etcd for data loss (0s: never).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub etcd_loss_check_interval: Duration,
+    /// Operations per etcd v3 transaction at most (etcd's --max-txn-ops). If etcd
+    /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
+    #[arg(long, default_value_t = crate::reconcile::MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
+    pub etcd_max_txn_ops: usize,
+    /// How long /readiness waits for the first complete write of services and
+    /// endpoints before it opens anyway (0s: open when the watches start, as 1.2).
+    #[arg(long, default_value = "60s", value_parser = parse_duration)]
+    pub initial_sync_timeout: Duration,
     /// glog verbosity: 0 info, 1-3 debug, 4+ trace (`RUST_LOG` overrides).
     #[arg(long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -129,6 +137,10 @@ pub struct Config {
     pub features: Features,
     /// Data-loss check period; `None` disables it.
     pub loss_check: Option<Duration>,
+    /// `--etcd-max-txn-ops`.
+    pub max_txn_ops: usize,
+    /// `--initial-sync-timeout`; zero: ready at once (1.2).
+    pub initial_sync_timeout: Duration,
 }
 
 /// Where the Kubernetes client configuration comes from (reference §3 step 4).
@@ -217,6 +229,8 @@ impl Flags {
             remove_stale,
             endpoints_deletions,
             etcd_loss_check_interval,
+            etcd_max_txn_ops,
+            initial_sync_timeout,
             ..
         } = self;
         let domain = domain.trim().to_ascii_lowercase();
@@ -276,6 +290,8 @@ impl Flags {
                 endpoints_deletions,
             },
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
+            max_txn_ops: etcd_max_txn_ops,
+            initial_sync_timeout,
         })
     }
 }
@@ -341,6 +357,15 @@ fn parse_etcd_api(s: &str) -> Result<EtcdApi, String> {
         "v2" | "2" => Ok(EtcdApi::V2),
         "v3" | "3" => Ok(EtcdApi::V3),
         _ => Err(format!("invalid etcd API {s:?} (use v2 or v3)")),
+    }
+}
+
+/// `--etcd-max-txn-ops`: a whole number of at least 1.
+fn parse_max_txn_ops(s: &str) -> Result<usize, String> {
+    match gocompat::int::parse(s) {
+        Ok(n) if n >= 1 => usize::try_from(n).map_err(|e| e.to_string()),
+        Ok(n) => Err(format!("{n} is not a transaction size (at least 1)")),
+        Err(e) => Err(e.to_string()),
     }
 }
 

@@ -4,7 +4,9 @@
 //! apart, logged). [`Writer::sync`] reconciles [`Scope`]s: read the scope's
 //! actual keys (paged, see `read`), diff against the index's desired
 //! records minus keys holding foreign values, apply each batch as one v3
-//! transaction. Every etcd request has its own timeout. A failed scope is
+//! transaction of at most `--etcd-max-txn-ops` operations that never splits
+//! a service (see [`crate::reconcile::pack`]); an etcd that allows fewer
+//! (`too many operations in txn request`) halves the limit, with a warning. Every etcd request has its own timeout. A failed scope is
 //! retried as a whole every 50 ms; after `--etcd-mutation-timeout` without
 //! an answer from etcd it becomes a [`WriteError::Timeout`] naming the key,
 //! and the process exits (1.2 behaviour, so the kubelet restarts it). On
@@ -86,7 +88,12 @@ pub struct WriterOptions {
     pub reverse: bool,
     /// Start-up connection attempts and the pause between them (1.2: 12 × 5 s).
     pub connect_attempts: (u32, Duration),
+    /// Operations per v3 transaction at most (`--etcd-max-txn-ops`).
+    pub max_txn_ops: usize,
 }
+
+/// What etcd answers to a transaction over its `--max-txn-ops`.
+const TOO_MANY_OPS: &str = "too many operations in txn request";
 
 /// Owns the etcd connection; see the module docs.
 pub struct Writer {
@@ -99,6 +106,9 @@ pub struct Writer {
     /// When a transaction last succeeded; a scope's mutation timeout counts
     /// from here or from the scope's first attempt, whichever is later.
     last_progress: Instant,
+    /// Operations per transaction: `--etcd-max-txn-ops`, halved each time
+    /// etcd refuses a transaction as too large.
+    txn_limit: usize,
     shutdown: CancellationToken,
 }
 
@@ -123,7 +133,9 @@ impl Writer {
                 Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
             }
         };
+        let txn_limit = options.max_txn_ops.max(1);
         let mut writer = Writer {
+            txn_limit,
             options,
             backend,
             names,
@@ -242,8 +254,21 @@ impl Writer {
         for key in skip_foreign(&mut desired, &actual) {
             tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");
         }
+        let names = &self.names;
         let batches = if self.backend.has_transactions() {
-            diff(&desired, &actual.records, self.options.mode)
+            let unit = |op: &Op| match op {
+                Op::Put { key, value } => names.unit_of(key, Some(value)),
+                Op::Delete { key } => {
+                    names.unit_of(key, actual.records.get(key).map(String::as_str))
+                }
+            };
+            diff(
+                &desired,
+                &actual.records,
+                self.options.mode,
+                self.txn_limit,
+                &unit,
+            )
         } else {
             diff_unbounded(&desired, &actual.records, self.options.mode)
         };
@@ -251,9 +276,25 @@ impl Writer {
             if self.shutdown.is_cancelled() {
                 return Err(SHUTTING_DOWN.into());
             }
-            self.apply(batch).await?;
+            if let Err(error) = self.apply(batch).await {
+                self.learn_txn_limit(&error);
+                return Err(error);
+            }
         }
         Ok(())
+    }
+
+    /// Halves the transaction size after etcd refused one as too large.
+    fn learn_txn_limit(&mut self, error: &str) {
+        if error.contains(TOO_MANY_OPS) && self.txn_limit > 1 {
+            let smaller = self.txn_limit / 2;
+            tracing::warn!(
+                "etcd refused a transaction of up to {} operations ({error}); its --max-txn-ops \
+                 is lower than --etcd-max-txn-ops: using {smaller}",
+                self.txn_limit
+            );
+            self.txn_limit = smaller;
+        }
     }
 
     async fn apply(&mut self, batch: Vec<Op>) -> Result<(), String> {

@@ -1,7 +1,8 @@
-//! The HTTP server on `--healthz-port`: `/readiness` (1.2: 200 `ok\n` for
-//! any method, served only once start-up is complete), `/healthz` (liveness
-//! of kube2sky itself: watches delivering, etcd writable) and `/metrics`.
-
+//! The HTTP server on `--healthz-port`: `/readiness` (200 `ok\n` for any
+//! method, as 1.2, but only once the first lists of services and endpoints
+//! are in etcd: 503 before, see [`Metrics::set_ready`]), `/healthz`
+//! (liveness of kube2sky itself: watches delivering, etcd writable) and
+//! `/metrics`.
 //!
 //! Like Go's `:port`, the server listens on `[::]` (dual-stack where the
 //! system allows, so IPv4 clients reach it too) and falls back to
@@ -62,11 +63,25 @@ pub fn serve(
     (task, failed)
 }
 
-/// The router; it is only served after start-up, so readiness is constant.
+/// What `/readiness` says while the first sync is not written.
+pub const NOT_READY: &str =
+    "not ready: the first lists of services and endpoints are not in etcd yet\n";
+
+/// The router of the health port.
 pub fn router(metrics: Arc<Metrics>) -> Router {
     let live = metrics.clone();
+    let ready = metrics.clone();
     Router::new()
-        .route("/readiness", any(|| async { "ok\n" }))
+        .route(
+            "/readiness",
+            any(move || async move {
+                if ready.is_ready() {
+                    (StatusCode::OK, "ok\n")
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, NOT_READY)
+                }
+            }),
+        )
         .route(
             "/healthz",
             get(move || async move {

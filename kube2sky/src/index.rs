@@ -138,6 +138,9 @@ pub struct Index {
     endpoints: BTreeMap<ObjectKey, Endpoints>,
     pods: BTreeMap<ObjectKey, String>,
     pod_ips: BTreeMap<(String, String), usize>,
+    /// Which services hold each IPv4 cluster IP (the PTR goes to the first),
+    /// so a PTR costs O(log n) instead of a scan of every service.
+    cluster_ips: BTreeMap<Ipv4Addr, BTreeSet<ObjectKey>>,
     services_listed: bool,
     endpoints_listed: bool,
 }
@@ -152,6 +155,7 @@ impl Index {
             endpoints: BTreeMap::new(),
             pods: BTreeMap::new(),
             pod_ips: BTreeMap::new(),
+            cluster_ips: BTreeMap::new(),
             services_listed: false,
             endpoints_listed: false,
         }
@@ -197,11 +201,13 @@ impl Index {
             }
             Change::Service(Update::Relisted(all)) => {
                 let old = std::mem::take(&mut self.services);
+                self.cluster_ips.clear();
                 for svc in all {
                     let key = ObjectKey::of(&svc.metadata);
                     if old.get(&key) != Some(&svc) {
                         log_port_problems(&svc);
                     }
+                    self.hold_cluster_ip(&key, &svc);
                     self.services.insert(key, svc);
                 }
                 self.services_listed = true;
@@ -239,17 +245,38 @@ impl Index {
         if self.services.get(&key) != Some(&svc) {
             log_port_problems(&svc);
         }
+        self.hold_cluster_ip(&key, &svc);
         let old_ip = self
             .services
             .insert(key.clone(), svc)
             .as_ref()
             .and_then(cluster_ipv4);
+        if old_ip != new_ip {
+            self.release_cluster_ip(&key, old_ip);
+        }
         self.with_ptrs(Scope::Service(key), [old_ip, new_ip])
     }
 
     fn remove_service(&mut self, key: &ObjectKey) -> Vec<Scope> {
         let old_ip = self.services.remove(key).as_ref().and_then(cluster_ipv4);
+        self.release_cluster_ip(key, old_ip);
         self.with_ptrs(Scope::Service(key.clone()), [old_ip, None])
+    }
+
+    fn hold_cluster_ip(&mut self, key: &ObjectKey, svc: &Service) {
+        if let Some(ip) = cluster_ipv4(svc) {
+            self.cluster_ips.entry(ip).or_default().insert(key.clone());
+        }
+    }
+
+    fn release_cluster_ip(&mut self, key: &ObjectKey, ip: Option<Ipv4Addr>) {
+        let Some(ip) = ip else { return };
+        if let Some(holders) = self.cluster_ips.get_mut(&ip) {
+            holders.remove(key);
+            if holders.is_empty() {
+                self.cluster_ips.remove(&ip);
+            }
+        }
     }
 
     fn with_ptrs(&self, scope: Scope, ips: [Option<Ipv4Addr>; 2]) -> Vec<Scope> {
@@ -281,8 +308,7 @@ impl Index {
         }
         let mut out: Vec<Scope> = self.services.keys().cloned().map(Scope::Service).collect();
         if self.features.reverse {
-            let ips: BTreeSet<Ipv4Addr> = self.services.values().filter_map(cluster_ipv4).collect();
-            out.extend(ips.into_iter().map(Scope::Ptr));
+            out.extend(self.cluster_ips.keys().copied().map(Scope::Ptr));
         }
         out
     }
@@ -316,7 +342,8 @@ impl Index {
     }
 
     fn remember_pod(&mut self, pod: PodInfo) -> Option<(String, String)> {
-        if pod.ip.is_empty() {
+        // No IP yet, or one `validate` reported: no record.
+        if !crate::validate::is_ip(&pod.ip) {
             return None;
         }
         let dir = (pod.key.namespace.clone(), pod.ip.clone());
@@ -350,6 +377,12 @@ impl Index {
             .collect()
     }
 
+    /// Whether services and endpoints have both been listed once: after
+    /// the next write, etcd holds every service's records.
+    pub fn lists_done(&self) -> bool {
+        self.services_listed && self.endpoints_listed
+    }
+
     /// Every known scope, for a full rewrite after etcd lost its data.
     pub fn all_scopes(&self) -> Vec<Scope> {
         let mut out = self.service_scopes();
@@ -374,9 +407,7 @@ impl Index {
             Scope::AllServices => {
                 let mut out: Records = self.services.keys().flat_map(|k| self.service(k)).collect();
                 if self.features.reverse {
-                    let ips: BTreeSet<Ipv4Addr> =
-                        self.services.values().filter_map(cluster_ipv4).collect();
-                    out.extend(ips.into_iter().filter_map(|ip| self.ptr(ip)));
+                    out.extend(self.cluster_ips.keys().filter_map(|ip| self.ptr(*ip)));
                 }
                 out
             }
@@ -405,10 +436,7 @@ impl Index {
         if !self.features.reverse {
             return None;
         }
-        let (key, _) = self
-            .services
-            .iter()
-            .find(|(_, s)| cluster_ipv4(s) == Some(ip))?;
+        let key = self.cluster_ips.get(&ip)?.first()?;
         Some(ptr_record(&self.names, ip, &key.namespace, &key.name))
     }
 }

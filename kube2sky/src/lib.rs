@@ -8,8 +8,10 @@
 //! changed, and hands them to the [`etcd`] writer: read the scope's actual
 //! keys, [`reconcile::diff`] against [`index::Index::desired`] (built by the
 //! pure [`records`] functions), apply the result in one transaction. One
-//! writer means no races between handlers. [`health`] serves `/readiness`,
-//! `/healthz` and `/metrics`.
+//! writer means no races between handlers. [`validate`] keeps objects whose
+//! names cannot be keys out of the index. [`health`] serves `/readiness`
+//! (open once the first lists of services and endpoints are written, or
+//! after `--initial-sync-timeout`), `/healthz` and `/metrics`.
 
 pub mod client;
 pub mod config;
@@ -19,6 +21,7 @@ pub mod index;
 pub mod metrics;
 pub mod reconcile;
 pub mod records;
+pub mod validate;
 pub mod watch;
 
 #[cfg(test)]
@@ -76,6 +79,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         healthz_port,
         features,
         loss_check,
+        max_txn_ops,
+        initial_sync_timeout,
     } = config;
     let metrics = Arc::new(Metrics::default());
     let names = Names::new(&domain);
@@ -91,6 +96,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         mode,
         reverse: features.reverse,
         connect_attempts: ETCD_CONNECT_ATTEMPTS,
+        max_txn_ops,
     };
     let mut writer = tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
@@ -120,15 +126,25 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
             port: healthz_port,
             source,
         })?;
-    let (http, http_failed) = health::serve(listener, metrics, shutdown.clone());
-    tracing::info!(port = healthz_port, "ready");
+    let (http, http_failed) = health::serve(listener, metrics.clone(), shutdown.clone());
+    tracing::info!(
+        port = healthz_port,
+        "serving /readiness, /healthz and /metrics"
+    );
+    let ready_anyway = tokio::spawn(open_readiness_after(initial_sync_timeout, metrics.clone()));
 
+    let loop_ = WriteLoop {
+        writer: &mut writer,
+        index: &mut index,
+        metrics: &metrics,
+        loss_check,
+        shutdown: &shutdown,
+    };
     let result = tokio::select! {
-        result = write_loop(&mut writer, &mut index, rx, loss_check, &shutdown) => {
-            result.map_err(Error::from)
-        }
+        result = loop_.run(rx) => result.map_err(Error::from),
         why = http_failed => Err(Error::Serve(why)),
     };
+    ready_anyway.abort();
     shutdown.cancel();
     watches.abort_all();
     while watches.join_next().await.is_some() {}
@@ -195,27 +211,54 @@ async fn next_work(
     }
 }
 
+/// Opens `/readiness` after `timeout` if the first sync has not (0: at once, as 1.2).
+async fn open_readiness_after(timeout: Duration, metrics: Arc<Metrics>) {
+    tokio::time::sleep(timeout).await;
+    if metrics.set_ready() && !timeout.is_zero() {
+        tracing::warn!(
+            "ready after --initial-sync-timeout={timeout:?} although services and endpoints \
+             are not all written yet"
+        );
+    }
+}
+
 /// The single writer: applies queued changes to the index, reconciles the
 /// touched scopes, and periodically checks etcd for data loss.
-async fn write_loop(
-    writer: &mut Writer,
-    index: &mut Index,
-    mut rx: mpsc::Receiver<Change>,
+struct WriteLoop<'a> {
+    writer: &'a mut Writer,
+    index: &'a mut Index,
+    metrics: &'a Metrics,
     loss_check: Option<Duration>,
-    shutdown: &CancellationToken,
-) -> Result<(), WriteError> {
-    let mut ticker = tokio::time::interval(loss_check.unwrap_or(Duration::from_secs(3600)));
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        match next_work(&mut rx, &mut ticker, loss_check.is_some(), shutdown).await {
-            Work::Stop => return Ok(()),
-            Work::Changes(changes) => {
-                let scopes: Vec<_> = changes.into_iter().flat_map(|c| index.apply(c)).collect();
-                writer.sync(index, scopes).await?;
-            }
-            Work::CheckLoss => {
-                if writer.data_lost().await {
-                    writer.sync(index, index.all_scopes()).await?;
+    shutdown: &'a CancellationToken,
+}
+
+impl WriteLoop<'_> {
+    async fn run(self, mut rx: mpsc::Receiver<Change>) -> Result<(), WriteError> {
+        let WriteLoop {
+            writer,
+            index,
+            metrics,
+            loss_check,
+            shutdown,
+        } = self;
+        let mut ticker = tokio::time::interval(loss_check.unwrap_or(Duration::from_secs(3600)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            match next_work(&mut rx, &mut ticker, loss_check.is_some(), shutdown).await {
+                Work::Stop => return Ok(()),
+                Work::Changes(changes) => {
+                    let scopes: Vec<_> = changes.into_iter().flat_map(|c| index.apply(c)).collect();
+                    writer.sync(index, scopes).await?;
+                    if index.lists_done() && !shutdown.is_cancelled() && metrics.set_ready() {
+                        tracing::info!(
+                            "ready: the first lists of services and endpoints are written"
+                        );
+                    }
+                }
+                Work::CheckLoss => {
+                    if writer.data_lost().await {
+                        writer.sync(index, index.all_scopes()).await?;
+                    }
                 }
             }
         }

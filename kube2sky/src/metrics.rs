@@ -34,7 +34,16 @@ pub struct KindLabel {
     pub kind: Kind,
 }
 
-/// Everything kube2sky counts, plus health state.
+/// The `kind` and `field` labels of `kube2sky_skipped_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct SkippedLabels {
+    /// Which watch received the object.
+    pub kind: Kind,
+    /// Which field could not become records.
+    pub field: crate::validate::Field,
+}
+
+/// Everything kube2sky counts, plus health and readiness state.
 #[derive(Debug)]
 pub struct Metrics {
     registry: Registry,
@@ -48,6 +57,9 @@ pub struct Metrics {
     pub etcd_data_losses: Counter,
     /// Watch errors after which the watcher re-watched or re-listed.
     pub watch_restarts: Family<KindLabel, Counter>,
+    /// Objects or parts of objects that could not become records.
+    pub skipped: Family<SkippedLabels, Counter>,
+    ready: AtomicBool,
     last_sync_age: Gauge<f64, AtomicU64>,
     last_full_sync: Mutex<Option<Instant>>,
     watch_errors: [AtomicU32; 3],
@@ -63,6 +75,8 @@ impl Default for Metrics {
             etcd_errors: Counter::default(),
             etcd_data_losses: Counter::default(),
             watch_restarts: Family::default(),
+            skipped: Family::default(),
+            ready: AtomicBool::new(false),
             last_sync_age: Gauge::default(),
             last_full_sync: Mutex::new(None),
             watch_errors: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
@@ -91,6 +105,11 @@ impl Default for Metrics {
             m.watch_restarts.clone(),
         );
         registry.register(
+            "skipped",
+            "objects (field name or namespace) or parts of objects (other fields) that could not become records",
+            m.skipped.clone(),
+        );
+        registry.register(
             "last_sync_age_seconds",
             "seconds since the last complete reconcile (-1: none yet)",
             m.last_sync_age.clone(),
@@ -100,6 +119,18 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Opens `/readiness`: the first lists of services and endpoints are
+    /// written (or `--initial-sync-timeout` passed). Returns whether it was
+    /// closed before.
+    pub fn set_ready(&self) -> bool {
+        !self.ready.swap(true, Ordering::Relaxed)
+    }
+
+    /// Whether `/readiness` is open.
+    pub fn is_ready(&self) -> bool {
+        self.ready.load(Ordering::Relaxed)
+    }
+
     /// Notes a complete reconcile of everything owned.
     pub fn full_sync_done(&self) {
         if let Ok(mut last) = self.last_full_sync.lock() {

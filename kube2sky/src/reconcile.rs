@@ -6,14 +6,20 @@
 //! deletes after, so unchanged keys are never touched and no reader ever sees
 //! a missing record during an update (k/k#9355). [`Mode::RemoveThenAdd`]
 //! reproduces 1.2: delete everything, then write everything, as two separate
-//! batches. Large batches are split by [`chunk`] to respect etcd's txn limit,
-//! still puts before deletes.
+//! batches. Large batches are cut by [`pack`] to respect etcd's txn limit
+//! (`--max-txn-ops`) without splitting a *unit*: the keys of one service
+//! (its A and SRV records and its PTR) or of one pod IP go in one
+//! transaction, so a crash between two transactions leaves every service
+//! complete or absent. Units that put come before units that only delete.
 
 use crate::records::Records;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 /// etcd's default `--max-txn-ops`.
 pub const MAX_TXN_OPS: usize = 128;
+
+/// Names the unit an op belongs to: ops of one unit share a transaction.
+pub type UnitOf<'a> = &'a dyn Fn(&Op) -> String;
 
 /// One etcd mutation.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -74,12 +80,19 @@ pub enum Mode {
     RemoveThenAdd,
 }
 
-/// The transactions that turn `actual` into `desired`, none over
-/// [`MAX_TXN_OPS`]; empty when nothing differs.
-pub fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+/// The transactions that turn `actual` into `desired`, none over `max_ops`
+/// and none splitting a unit that fits in one (see [`pack`]); empty when
+/// nothing differs.
+pub fn diff(
+    desired: &Records,
+    actual: &Records,
+    mode: Mode,
+    max_ops: usize,
+    unit: UnitOf<'_>,
+) -> Vec<Vec<Op>> {
     batches(desired, actual, mode)
         .into_iter()
-        .flat_map(chunk)
+        .flat_map(|batch| pack(batch, max_ops, unit))
         .collect()
 }
 
@@ -132,12 +145,40 @@ pub fn diff_unbounded(desired: &Records, actual: &Records, mode: Mode) -> Vec<Ve
     }
 }
 
-/// Splits a batch into transactions of at most [`MAX_TXN_OPS`] ops, keeping order.
-pub fn chunk(batch: Vec<Op>) -> Vec<Vec<Op>> {
-    if batch.len() <= MAX_TXN_OPS {
+/// Cuts a batch into transactions of at most `max_ops` ops. A batch that
+/// fits stays whole. Otherwise ops are grouped by `unit` (keeping their
+/// order within a unit, so puts stay before deletes) and whole units are
+/// packed into transactions: units with a put first, in unit order, then
+/// units that only delete. A unit larger than `max_ops` alone (a headless
+/// service with hundreds of endpoints) is the only thing ever split: it
+/// fills the current transaction and the next ones, in order.
+pub fn pack(batch: Vec<Op>, max_ops: usize, unit: UnitOf<'_>) -> Vec<Vec<Op>> {
+    let max_ops = max_ops.max(1);
+    if batch.len() <= max_ops {
         return vec![batch];
     }
-    batch.chunks(MAX_TXN_OPS).map(<[Op]>::to_vec).collect()
+    let mut units: BTreeMap<String, Vec<Op>> = BTreeMap::new();
+    for op in batch {
+        units.entry(unit(&op)).or_default().push(op);
+    }
+    let (putting, deleting): (Vec<_>, Vec<_>) = units
+        .into_values()
+        .partition(|ops| ops.iter().any(|op| matches!(op, Op::Put { .. })));
+    let mut out = Vec::new();
+    let mut current: Vec<Op> = Vec::new();
+    for ops in putting.into_iter().chain(deleting) {
+        if ops.len() <= max_ops && current.len() + ops.len() > max_ops {
+            out.push(std::mem::take(&mut current));
+        }
+        current.extend(ops);
+        while current.len() > max_ops {
+            out.push(current.drain(..max_ops).collect());
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -160,6 +201,21 @@ mod tests {
 
     fn del(k: &str) -> Op {
         Op::Delete { key: k.into() }
+    }
+
+    /// Every key its own unit.
+    fn by_key(op: &Op) -> String {
+        op.key().to_string()
+    }
+
+    /// The unit is the key up to its last `/`.
+    fn by_dir(op: &Op) -> String {
+        let key = op.key();
+        key[..key.rfind('/').unwrap_or(0)].to_string()
+    }
+
+    fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+        super::diff(desired, actual, mode, MAX_TXN_OPS, &by_key)
     }
 
     #[test]
@@ -245,6 +301,57 @@ mod tests {
         let last_put = ops.iter().rposition(|op| matches!(op, Op::Put { .. }));
         let first_delete = ops.iter().position(|op| matches!(op, Op::Delete { .. }));
         assert_eq!((last_put, first_delete), (Some(199), Some(200)));
+    }
+
+    #[test]
+    fn transactions_never_split_a_unit_that_fits() {
+        // 50 services of 3 keys: 150 puts. Cut at 128 by key, service 42
+        // would be split (A written, SRVs not); by unit, a transaction
+        // holds 42 whole services (126 ops) and the next the other 8.
+        let desired: Records = (0..50)
+            .flat_map(|s| (0..3).map(move |k| (format!("svc/s{s:02}/k{k}"), "v".to_string())))
+            .collect();
+        let by_key = super::diff(&desired, &Records::new(), Mode::Reconcile, 128, &by_key);
+        assert_eq!(by_key.iter().map(Vec::len).collect::<Vec<_>>(), [128, 22]);
+        let batches = super::diff(&desired, &Records::new(), Mode::Reconcile, 128, &by_dir);
+        assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), [126, 24]);
+        assert_eq!(batches[1][0].key(), "svc/s42/k0");
+        for batch in &batches {
+            let units: BTreeSet<String> = batch.iter().map(by_dir).collect();
+            for unit in units {
+                let in_batch = batch.iter().filter(|op| by_dir(op) == unit).count();
+                assert_eq!(in_batch, 3, "{unit} split across transactions");
+            }
+        }
+    }
+
+    #[test]
+    fn units_that_put_go_before_units_that_only_delete() {
+        // `a/` only deletes, `b/` puts and deletes: b's transaction first,
+        // its put before its delete.
+        let desired = records(&[("b/new", "1")]);
+        let actual: Records = (0..100)
+            .map(|i| (format!("a/{i:03}"), "v".to_string()))
+            .chain([("b/old".to_string(), "v".to_string())])
+            .collect();
+        let batches = super::diff(&desired, &actual, Mode::Reconcile, 64, &by_dir);
+        assert_eq!(batches[0][..2], [put("b/new", "1"), del("b/old")]);
+        assert_eq!(
+            batches.iter().map(Vec::len).collect::<Vec<_>>(),
+            [64, 38],
+            "units that alone exceed the limit are split in order"
+        );
+        assert_eq!(batches[0][2], del("a/000"));
+    }
+
+    #[test]
+    fn a_smaller_limit_gives_smaller_transactions() {
+        let desired = three_hundred_keys();
+        let batches = super::diff(&desired, &Records::new(), Mode::Reconcile, 64, &by_key);
+        assert_eq!(
+            batches.iter().map(Vec::len).collect::<Vec<_>>(),
+            [64, 64, 64, 64, 44]
+        );
     }
 
     #[test]

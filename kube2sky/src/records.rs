@@ -6,6 +6,7 @@
 //! knows the domain and builds every name and key, including the prefixes of
 //! the subtrees kube2sky owns. No I/O, no clock, no state.
 
+use crate::validate;
 use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints, Service};
 use skydns::path::{fqdn, in_domain, PathPrefix};
 use skydns::record::Record;
@@ -100,6 +101,40 @@ impl Names {
             .then(|| ptr_root.trim_end_matches('/').to_string())
     }
 
+    /// The unit a key belongs to, which the writer never splits across
+    /// transactions: the directory of its service (`.../svc/<ns>/<name>/`)
+    /// or pod IP (`.../pod/<ns>/<ip>/`); for a PTR key the directory of the
+    /// service its `value` names, so a PTR is written with its service.
+    /// Any other key is its own unit.
+    pub fn unit_of(&self, key: &str, value: Option<&str>) -> String {
+        for root in [self.svc_root(), self.pod_root()] {
+            if let Some(rest) = key.strip_prefix(&root) {
+                let mut parts = rest.splitn(3, '/');
+                if let (Some(a), Some(b), Some(_)) = (parts.next(), parts.next(), parts.next()) {
+                    return format!("{root}{a}/{b}/");
+                }
+            }
+        }
+        if key.starts_with(&self.ptr_root()) {
+            let service = value
+                .and_then(|v| Record::from_json(v.as_bytes()).ok())
+                .and_then(|r| {
+                    let suffix = format!(".svc.{}", self.domain);
+                    let (name, namespace) = r.host.strip_suffix(&suffix)?.split_once('.')?;
+                    Some(self.service_dir(namespace, name))
+                });
+            if let Some(dir) = service {
+                return dir;
+            }
+        }
+        key.to_string()
+    }
+
+    /// Whether `key` is a PTR key.
+    pub fn is_ptr_key(&self, key: &str) -> bool {
+        key.starts_with(&self.ptr_root())
+    }
+
     /// Whether a PTR value was written by us: its host is a service name in our domain.
     pub fn owns_ptr_value(&self, value: &str) -> bool {
         Record::from_json(value.as_bytes())
@@ -122,6 +157,9 @@ pub enum ServiceKind<'a> {
     Headless,
     /// `type: ExternalName`.
     ExternalName(&'a str),
+    /// A `clusterIP` that is not an IP address: no records
+    /// ([`crate::validate`] reports it).
+    Unusable,
 }
 
 /// Classifies a Service.
@@ -134,7 +172,8 @@ pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
     }
     match spec.and_then(|s| s.cluster_ip.as_deref()).unwrap_or("") {
         "" | "None" => ServiceKind::Headless,
-        ip => ServiceKind::ClusterIp(ip),
+        ip if validate::is_ip(ip) => ServiceKind::ClusterIp(ip),
+        _ => ServiceKind::Unusable,
     }
 }
 
@@ -146,13 +185,23 @@ pub fn cluster_ipv4(svc: &Service) -> Option<Ipv4Addr> {
     }
 }
 
-/// `_<name>._<proto>` labels of a port, or `None` when name or protocol is empty.
-fn port_labels(name: Option<&str>, protocol: Option<&str>) -> Option<(String, String)> {
+/// `_<name>._<proto>` labels and the number of a port, or `None` when it
+/// gets no SRV record: name or protocol empty (1.2), or a name, protocol
+/// or number [`crate::validate`] rejects.
+fn port_labels(
+    name: Option<&str>,
+    protocol: Option<&str>,
+    number: i32,
+) -> Option<(String, String, u16)> {
     let name = name.filter(|n| !n.is_empty())?;
     let protocol = protocol.filter(|p| !p.is_empty())?;
+    if !validate::is_port_label_pair(name, protocol) || !validate::is_port_number(number) {
+        return None;
+    }
     Some((
         format!("_{name}"),
         format!("_{}", protocol.to_ascii_lowercase()),
+        u16::try_from(number).ok()?,
     ))
 }
 
@@ -208,12 +257,9 @@ pub fn service_records(
                 .and_then(|s| s.ports.as_deref())
                 .unwrap_or_default();
             for port in ports {
-                let Some((pname, proto)) =
-                    port_labels(port.name.as_deref(), port.protocol.as_deref())
+                let Some((pname, proto, number)) =
+                    port_labels(port.name.as_deref(), port.protocol.as_deref(), port.port)
                 else {
-                    continue;
-                };
-                let Ok(number) = u16::try_from(port.port) else {
                     continue;
                 };
                 let json = Record::kube2sky_service(&service, number).to_json();
@@ -228,21 +274,29 @@ pub fn service_records(
                 out = headless_records(names, &service, endpoints);
             }
         }
-        ServiceKind::ExternalName(target) if external_name && !target.is_empty() => {
+        ServiceKind::ExternalName(target)
+            if external_name && validate::is_external_name(&target.to_ascii_lowercase()) =>
+        {
             let (label, json) = address(&fqdn(&target.to_ascii_lowercase()));
             out.insert(names.key(&format!("{label}.{service}")), json);
         }
-        ServiceKind::ExternalName(_) => {}
+        ServiceKind::ExternalName(_) | ServiceKind::Unusable => {}
     }
     out
 }
 
 /// Per-endpoint A and SRV records of a headless service named `service` (§5.2).
 pub fn headless_records(names: &Names, service: &str, endpoints: &Endpoints) -> Records {
-    let hostnames = hostnames_map(endpoints);
+    let (labels, _) = endpoint_labels(endpoints);
     let mut out = Records::new();
-    for subset in endpoints.subsets.as_deref().unwrap_or_default() {
-        subset_records(names, service, subset, &hostnames, &mut out);
+    for (subset, labels) in endpoints
+        .subsets
+        .as_deref()
+        .unwrap_or_default()
+        .iter()
+        .zip(labels)
+    {
+        subset_records(names, service, subset, &labels, &mut out);
     }
     out
 }
@@ -251,26 +305,17 @@ fn subset_records(
     names: &Names,
     service: &str,
     subset: &EndpointSubset,
-    hostnames: &HashMap<String, String>,
+    labels: &[(String, String)],
     out: &mut Records,
 ) {
-    for address_entry in subset.addresses.as_deref().unwrap_or_default() {
-        let ip = address_entry.ip.as_str();
-        let (hash, json) = address(ip);
-        let label = address_entry
-            .hostname
-            .as_deref()
-            .filter(|h| is_dns1123_label(h))
-            .or_else(|| hostnames.get(ip).map(String::as_str))
-            .map_or(hash, str::to_string);
+    for (ip, label) in labels {
+        let (_, json) = address(ip);
         let endpoint = format!("{label}.{service}");
         out.insert(names.key(&endpoint), json);
         for port in subset.ports.as_deref().unwrap_or_default() {
-            let Some((pname, proto)) = port_labels(port.name.as_deref(), port.protocol.as_deref())
+            let Some((pname, proto, number)) =
+                port_labels(port.name.as_deref(), port.protocol.as_deref(), port.port)
             else {
-                continue;
-            };
-            let Ok(number) = u16::try_from(port.port) else {
                 continue;
             };
             let json = Record::kube2sky_service(&endpoint, number).to_json();
@@ -280,6 +325,46 @@ fn subset_records(
             );
         }
     }
+}
+
+/// `(ip, label)` of every ready address that gets records, subset by
+/// subset: the address's hostname if valid, else the annotation's, else
+/// the hash of its record (1.2). Addresses whose IP is not an IP are left
+/// out; so is an address whose label another address (with another IP)
+/// already has, returned second as `(ip, label)`: one name, one record.
+pub type EndpointLabels = (Vec<Vec<(String, String)>>, Vec<(String, String)>);
+
+/// See [`EndpointLabels`].
+pub fn endpoint_labels(endpoints: &Endpoints) -> EndpointLabels {
+    let hostnames = hostnames_map(endpoints);
+    let mut owner: HashMap<String, String> = HashMap::new();
+    let mut taken = Vec::new();
+    let mut subsets = Vec::new();
+    for subset in endpoints.subsets.as_deref().unwrap_or_default() {
+        let mut labels = Vec::new();
+        for entry in subset.addresses.as_deref().unwrap_or_default() {
+            let ip = entry.ip.as_str();
+            if !validate::is_ip(ip) {
+                continue;
+            }
+            let label = entry
+                .hostname
+                .as_deref()
+                .filter(|h| validate::is_dns1123_label(h))
+                .or_else(|| hostnames.get(ip).map(String::as_str))
+                .map_or_else(|| address(ip).0, str::to_string);
+            match owner.get(&label) {
+                Some(first) if first == ip => continue,
+                Some(_) => taken.push((ip.to_string(), label)),
+                None => {
+                    owner.insert(label.clone(), ip.to_string());
+                    labels.push((ip.to_string(), label));
+                }
+            }
+        }
+        subsets.push(labels);
+    }
+    (subsets, taken)
 }
 
 /// IP → hostname from the hostnames-map annotation, valid labels only.
@@ -305,7 +390,7 @@ fn hostnames_map(endpoints: &Endpoints) -> HashMap<String, String> {
     match serde_json::from_str::<HashMap<String, Entry>>(raw) {
         Ok(map) => map
             .into_iter()
-            .filter(|(_, e)| is_dns1123_label(&e.host_name))
+            .filter(|(_, e)| validate::is_dns1123_label(&e.host_name))
             .map(|(ip, e)| (ip, e.host_name))
             .collect(),
         Err(error) => {
@@ -313,17 +398,6 @@ fn hostnames_map(endpoints: &Endpoints) -> HashMap<String, String> {
             HashMap::new()
         }
     }
-}
-
-/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.first().is_some_and(edge)
-        && b.last().is_some_and(edge)
-        && b.iter().all(|c| edge(c) || *c == b'-')
 }
 
 /// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`.

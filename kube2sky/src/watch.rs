@@ -1,6 +1,14 @@
-//! The three Kubernetes watches (all namespaces): kube-rs `watcher` streams
-//! with the default backoff, reduced and sent to the writer as
-//! [`Change`]s.
+//! The three Kubernetes watches (all namespaces): kube-rs `watcher` streams,
+//! reduced and sent to the writer as [`Change`]s.
+//!
+//! Errors are retried with a short backoff ([`backoff`]: 100 ms doubling to
+//! 1 s, plus as much jitter, so at most 2 s; reset by the first event that
+//! arrives), so a watch re-lists
+//! within about two seconds of an API server coming back. A watch whose
+//! resourceVersion is ahead of the server (504 `ResourceVersionTooLarge`:
+//! the server's store was restored from a backup or replaced) starts over
+//! with a fresh list, as client-go's reflector does; kube-rs alone would
+//! retry the same resourceVersion for ever.
 //!
 //! Each watch buffers `InitApply` events between `Init` and `InitDone` and
 //! sends them as one [`Update::Relisted`], so the writer learns the complete
@@ -10,20 +18,22 @@
 //! (k/k#22290), Services and Endpoints to the fields records use.
 
 use crate::index::{Change, ObjectKey, PodInfo, Update};
-use crate::metrics::{Kind, Metrics};
+use crate::metrics::{Kind, Metrics, SkippedLabels};
 use crate::records::HOSTNAMES_ANNOTATION;
+use crate::validate::{self, Problem};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service, ServicePort,
     ServiceSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::runtime::watcher::{self, Event};
+use kube::runtime::watcher::{self, Event, ExponentialBackoff};
 use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
@@ -31,6 +41,39 @@ use tracing::Instrument;
 
 /// List page size: bounds how many full objects exist at once during a list.
 const PAGE_SIZE: u32 = 500;
+/// First and longest pause between two attempts of a failing watch, before
+/// jitter (backon adds up to the pause again: at most 2 s in all).
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(1));
+
+/// The watch backoff: exponential with jitter between [`BACKOFF`]'s bounds,
+/// reset by kube-rs on every successful event.
+fn backoff() -> ExponentialBackoff {
+    backon::ExponentialBuilder::default()
+        .with_min_delay(BACKOFF.0)
+        .with_max_delay(BACKOFF.1)
+        .with_factor(2.0)
+        .with_jitter()
+        .without_max_times()
+        .into()
+}
+
+/// Whether a watch error says the resourceVersion is newer than anything the
+/// server has (client-go's `IsTooLargeResourceVersion`): only a new list helps.
+pub fn is_too_large_resource_version(error: &watcher::Error) -> bool {
+    let status = match error {
+        watcher::Error::WatchError(status) => status.as_ref(),
+        watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status))
+        | watcher::Error::InitialListFailed(kube::Error::Api(status)) => status.as_ref(),
+        _ => return false,
+    };
+    let cause = status.details.as_ref().is_some_and(|d| {
+        d.causes
+            .iter()
+            .any(|c| c.reason == "ResourceVersionTooLarge")
+    });
+    cause || status.message.contains("Too large resource version")
+}
 
 /// Starts the endpoints, services and (if enabled) pods watches, in 1.2's order.
 pub fn spawn_all(
@@ -86,14 +129,78 @@ struct Ctx {
     shutdown: CancellationToken,
 }
 
+/// A reduced object, as [`crate::validate`] checks it.
+trait Checked {
+    fn key(&self) -> ObjectKey;
+    fn problems(&self) -> Vec<Problem>;
+}
+
+impl Checked for Service {
+    fn key(&self) -> ObjectKey {
+        ObjectKey::of(&self.metadata)
+    }
+    fn problems(&self) -> Vec<Problem> {
+        validate::service(self)
+    }
+}
+
+impl Checked for Endpoints {
+    fn key(&self) -> ObjectKey {
+        ObjectKey::of(&self.metadata)
+    }
+    fn problems(&self) -> Vec<Problem> {
+        validate::endpoints(self)
+    }
+}
+
+impl Checked for PodInfo {
+    fn key(&self) -> ObjectKey {
+        self.key.clone()
+    }
+    fn problems(&self) -> Vec<Problem> {
+        validate::pod(self)
+    }
+}
+
+/// Logs and counts what of `obj` cannot become records (one warning per
+/// problem, per version received); `None` when the object as a whole must
+/// stay out of the index (its name or namespace would make a wrong key).
+fn admit<T: Checked>(obj: T, ctx: &Ctx) -> Option<T> {
+    let problems = obj.problems();
+    if problems.is_empty() {
+        return Some(obj);
+    }
+    let key = obj.key();
+    let whole = problems.iter().any(Problem::whole_object);
+    for problem in &problems {
+        let skipped = if whole { "the object" } else { "this part" };
+        tracing::warn!(
+            "{:?} {:?}/{:?}: {problem}; skipping {skipped}",
+            ctx.kind,
+            key.namespace,
+            key.name
+        );
+        let labels = SkippedLabels {
+            kind: ctx.kind,
+            field: problem.field,
+        };
+        ctx.metrics.skipped.get_or_create(&labels).inc();
+    }
+    (!whole).then_some(obj)
+}
+
 async fn run<K, T>(api: Api<K>, reduce: fn(K) -> T, wrap: fn(Update<T>) -> Change, ctx: Ctx)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
     K::DynamicType: Default,
+    T: Checked,
 {
-    let mut stream = watcher::watcher(api, watcher::Config::default().page_size(PAGE_SIZE))
-        .default_backoff()
-        .boxed();
+    let start = || {
+        watcher::watcher(api.clone(), watcher::Config::default().page_size(PAGE_SIZE))
+            .backoff(backoff())
+            .boxed()
+    };
+    let mut stream = start();
     let mut buffer: Vec<T> = Vec::new();
     loop {
         let item = tokio::select! {
@@ -102,6 +209,17 @@ where
         };
         let event = match item {
             None => return,
+            Some(Err(error)) if is_too_large_resource_version(&error) => {
+                tracing::warn!(%error, "the API server is behind this watch's resourceVersion (restored or replaced?); listing again");
+                ctx.metrics.set_watch_ok(ctx.kind, false);
+                // A pause, so a server that keeps answering so cannot spin us.
+                tokio::select! {
+                    _ = ctx.shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(BACKOFF.0) => {}
+                }
+                stream = start();
+                continue;
+            }
             Some(Err(error)) => {
                 tracing::warn!(%error, "watch failed; retrying with backoff");
                 ctx.metrics.set_watch_ok(ctx.kind, false);
@@ -116,12 +234,18 @@ where
                 continue;
             }
             Event::InitApply(obj) => {
-                buffer.push(reduce(obj));
+                buffer.extend(admit(reduce(obj), &ctx));
                 continue;
             }
             Event::InitDone => Update::Relisted(std::mem::take(&mut buffer)),
-            Event::Apply(obj) => Update::Apply(reduce(obj)),
-            Event::Delete(obj) => Update::Delete(reduce(obj)),
+            Event::Apply(obj) => match admit(reduce(obj), &ctx) {
+                Some(obj) => Update::Apply(obj),
+                None => continue,
+            },
+            Event::Delete(obj) => match admit(reduce(obj), &ctx) {
+                Some(obj) => Update::Delete(obj),
+                None => continue,
+            },
         };
         if ctx.tx.send(wrap(update)).await.is_err() {
             return;
@@ -223,6 +347,55 @@ mod tests {
 
     fn from_json<T: DeserializeOwned>(value: serde_json::Value) -> T {
         serde_json::from_value(value).expect("valid object")
+    }
+
+    fn status(code: u16, message: &str, cause: Option<&str>) -> Box<kube::core::Status> {
+        let causes: Vec<serde_json::Value> = cause
+            .into_iter()
+            .map(|c| serde_json::json!({"reason": c}))
+            .collect();
+        from_json(serde_json::json!({
+            "status": "Failure", "code": code, "message": message, "reason": "Timeout",
+            "details": {"causes": causes},
+        }))
+    }
+
+    #[test]
+    fn a_too_large_resource_version_is_told_from_other_errors() {
+        let too_large = status(
+            504,
+            "Timeout: Too large resource version: 20, current: 4",
+            Some("ResourceVersionTooLarge"),
+        );
+        let start = watcher::Error::WatchStartFailed(kube::Error::Api(too_large.clone()));
+        assert!(is_too_large_resource_version(&start));
+        assert!(is_too_large_resource_version(&watcher::Error::WatchError(
+            too_large
+        )));
+        let by_cause = status(504, "something else", Some("ResourceVersionTooLarge"));
+        assert!(is_too_large_resource_version(&watcher::Error::WatchError(
+            by_cause
+        )));
+        let gone = status(410, "too old resource version", None);
+        assert!(!is_too_large_resource_version(&watcher::Error::WatchError(
+            gone
+        )));
+        assert!(!is_too_large_resource_version(
+            &watcher::Error::NoResourceVersion
+        ));
+    }
+
+    #[test]
+    fn the_watch_backoff_starts_short_and_stays_within_two_seconds() {
+        let delays: Vec<Duration> = backoff().take(30).collect();
+        assert_eq!(delays.len(), 30, "the backoff never gives up");
+        assert!(delays[0] <= BACKOFF.0 * 2, "{delays:?}");
+        // backon's jitter adds up to the delay again.
+        assert!(
+            delays.iter().all(|d| *d <= Duration::from_secs(2)),
+            "{delays:?}"
+        );
+        assert!(delays[29] >= BACKOFF.1, "it grows to the cap: {delays:?}");
     }
 
     #[test]

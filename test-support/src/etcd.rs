@@ -77,6 +77,8 @@ pub struct Etcd {
     tls: Option<[PathBuf; 3]>,
     /// etcd's own certificate and key, with `tls`.
     server_tls: Option<[PathBuf; 2]>,
+    /// More etcd flags (e.g. `--max-txn-ops=64`), kept across restarts.
+    flags: Vec<String>,
     process: Option<Process>,
     dir: TempDir,
     data: PathBuf,
@@ -106,14 +108,24 @@ impl Etcd {
     /// signed by `certs`' CA (`--client-cert-auth`); [`Etcd::etcdctl`],
     /// [`Etcd::put`] and the rest present `certs`' client certificate.
     pub fn start_tls(certs: &crate::tls::Certificates) -> Result<Self> {
-        Self::spawn_with(Api::from_env(), true, Some(certs))
+        Self::spawn_with(Api::from_env(), true, Some(certs), &[])
+    }
+
+    /// Starts etcd for a pipeline on `api` with more etcd `flags`.
+    pub fn start_with_flags(api: Api, flags: &[&str]) -> Result<Self> {
+        Self::spawn_with(api, true, None, flags)
     }
 
     fn spawn_new(api: Api, v2: bool) -> Result<Self> {
-        Self::spawn_with(api, v2, None)
+        Self::spawn_with(api, v2, None, &[])
     }
 
-    fn spawn_with(api: Api, v2: bool, certs: Option<&crate::tls::Certificates>) -> Result<Self> {
+    fn spawn_with(
+        api: Api,
+        v2: bool,
+        certs: Option<&crate::tls::Certificates>,
+        flags: &[&str],
+    ) -> Result<Self> {
         crate::tools::require("etcd", "etcd-server")?;
         let dir = tempfile::tempdir().context("creating a temporary etcd directory")?;
         let mut etcd = Etcd {
@@ -121,6 +133,7 @@ impl Etcd {
             v2,
             tls: certs.map(|c| [c.ca(), c.cert("client"), c.key("client")]),
             server_tls: certs.map(|c| [c.cert("server"), c.key("server")]),
+            flags: flags.iter().map(|f| f.to_string()).collect(),
             process: None,
             data: dir.path().join("data-0"),
             dir,
@@ -428,6 +441,7 @@ impl Etcd {
                     "--client-cert-auth".to_string(),
                 ]
             }))
+            .args(&self.flags)
             .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
         self.process = Some(Process::spawn_logged("etcd", command, &self.log_path())?);
         self.wait_ready()

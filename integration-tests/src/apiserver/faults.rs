@@ -1,7 +1,8 @@
 //! Fault injection and request gating: pause/resume, dropped watches, auth.
 //!
 //! [`Faults`] holds the switches tests flip — drop every open watch, pause the
-//! server (requests hang, or fail with 503) and resume it. The same switches
+//! server (requests hang, or fail with 503) and resume it, hold the lists of
+//! one resource (a slow list of a large collection). The same switches
 //! are reachable over HTTP under `/admin/` for scripts, and this module also
 //! owns the middleware that applies them (and the bearer token check) to API
 //! requests.
@@ -39,11 +40,15 @@ pub(crate) struct Faults {
     pause: watch::Sender<PauseMode>,
     drops: watch::Sender<u64>,
     open_watches: watch::Sender<usize>,
+    /// Resources (plural) whose lists (GETs of the collection without
+    /// `watch=true`) wait until released.
+    held_lists: watch::Sender<Vec<String>>,
 }
 
 impl Default for Faults {
     fn default() -> Self {
         Self {
+            held_lists: watch::Sender::new(Vec::new()),
             pause: watch::Sender::new(PauseMode::Running),
             drops: watch::Sender::new(0),
             open_watches: watch::Sender::new(0),
@@ -90,6 +95,26 @@ impl Faults {
         *self.pause.borrow()
     }
 
+    /// Makes lists of `plural` (e.g. `endpoints`) wait until [`Self::release_lists`].
+    pub(crate) fn hold_lists(&self, plural: &str) {
+        self.held_lists
+            .send_modify(|held| held.push(plural.to_string()));
+    }
+
+    /// Lets every held list go on.
+    pub(crate) fn release_lists(&self) {
+        self.held_lists.send_replace(Vec::new());
+    }
+
+    /// Waits while lists of `plural` are held.
+    async fn wait_list_released(&self, plural: &str, shutdown: &CancellationToken) {
+        let mut rx = self.held_lists.subscribe();
+        tokio::select! {
+            _ = rx.wait_for(|held| !held.iter().any(|p| p == plural)) => {}
+            () = shutdown.cancelled() => {}
+        }
+    }
+
     /// Waits while the server is paused in [`PauseMode::Hang`]; returns the
     /// mode in force afterwards, or None if `shutdown` fired first.
     pub(crate) async fn wait_unpaused(&self, shutdown: &CancellationToken) -> Option<PauseMode> {
@@ -120,10 +145,26 @@ pub(crate) async fn gate(State(app): State<Arc<AppState>>, req: Request, next: N
     if req.uri().path().starts_with("/admin/") {
         return next.run(req).await;
     }
+    if let Some(plural) = listed(&req) {
+        app.faults.wait_list_released(&plural, &app.shutdown).await;
+    }
     match app.faults.wait_unpaused(&app.shutdown).await {
         Some(PauseMode::Running) => next.run(req).await,
         _ => ApiError::unavailable().into_response(),
     }
+}
+
+/// The resource (plural) a request lists: the last path segment of a GET
+/// without `watch=true` (`/api/v1/endpoints`, `.../namespaces/x/endpoints`).
+fn listed(req: &Request) -> Option<String> {
+    let is_watch = req
+        .uri()
+        .query()
+        .is_some_and(|q| q.split('&').any(|kv| kv == "watch=true" || kv == "watch=1"));
+    if req.method() != http::Method::GET || is_watch {
+        return None;
+    }
+    req.uri().path().rsplit('/').next().map(str::to_string)
 }
 
 fn authorized(app: &AppState, req: &Request) -> bool {

@@ -251,6 +251,17 @@ impl ApiServerHandle {
         self.state.faults.set_pause(PauseMode::Unavailable);
     }
 
+    /// Makes lists of `plural` (`services`, `endpoints`, `pods`) wait until
+    /// [`Self::release_lists`]; watches and other requests go on.
+    pub fn hold_lists(&self, plural: &str) {
+        self.state.faults.hold_lists(plural);
+    }
+
+    /// Lets held lists go on.
+    pub fn release_lists(&self) {
+        self.state.faults.release_lists();
+    }
+
     /// Serves normally again.
     pub fn resume(&self) {
         self.state.faults.set_pause(PauseMode::Running);

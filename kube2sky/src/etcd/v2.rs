@@ -40,6 +40,21 @@ pub(in crate::etcd) struct V2 {
     hidden: HiddenDirs,
 }
 
+/// `batch` reordered within each run of puts or deletes: PTR puts after
+/// the other puts, PTR deletes before the other deletes.
+fn ptrs_around_their_targets(names: &Names, batch: &[Op]) -> Vec<Op> {
+    let mut out = Vec::with_capacity(batch.len());
+    for run in batch.chunk_by(|a, b| std::mem::discriminant(a) == std::mem::discriminant(b)) {
+        let (ptrs, others): (Vec<&Op>, Vec<&Op>) =
+            run.iter().partition(|op| names.is_ptr_key(op.key()));
+        match run.first() {
+            Some(Op::Put { .. }) => out.extend(others.into_iter().chain(ptrs).cloned()),
+            _ => out.extend(ptrs.into_iter().chain(others).cloned()),
+        }
+    }
+    out
+}
+
 /// A response's `X-Etcd-Index` as a revision.
 fn revision(index: u64) -> i64 {
     i64::try_from(index).unwrap_or(i64::MAX)
@@ -176,9 +191,14 @@ impl V2 {
     /// reconcile is all puts, then all deletes; 1.2's remove-then-add the
     /// reverse), each run [`IN_FLIGHT`] requests at a time and finished
     /// before the next starts; then removes the directories left empty.
+    /// PTR keys get runs of their own: puts after the records they point
+    /// at, deletes before them, so no PTR ever names a service that does
+    /// not resolve (v2 has no transactions to make a service all-or-nothing).
     /// The hidden directories it writes into are recorded first, those it
     /// removes forgotten last.
     pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
+        let batch = ptrs_around_their_targets(&self.names, batch);
+        let batch = batch.as_slice();
         let new_hidden = batch.iter().filter_map(|op| match op {
             Op::Put { key, .. } => hidden_part(key, ""),
             Op::Delete { .. } => None,
@@ -187,11 +207,13 @@ impl V2 {
             .add(&self.client, &self.shutdown, new_hidden)
             .await?;
         let mut deleted: Vec<&str> = Vec::new();
+        let ptr = |op: &Op| self.names.is_ptr_key(op.key());
         for run in batch.chunk_by(|a, b| {
-            matches!(
+            let same_kind = matches!(
                 (a, b),
                 (Op::Put { .. }, Op::Put { .. }) | (Op::Delete { .. }, Op::Delete { .. })
-            )
+            );
+            same_kind && ptr(a) == ptr(b)
         }) {
             seen = seen.max(self.apply_run(run).await?);
             deleted.extend(run.iter().filter_map(|op| match op {
@@ -315,4 +337,32 @@ where
         .buffer_unordered(IN_FLIGHT)
         .try_fold(0, |max, r| async move { Ok(max.max(r)) })
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ptr_puts_go_last_and_ptr_deletes_first() {
+        let names = Names::new("cluster.local");
+        let put = |key: &str| Op::Put {
+            key: key.into(),
+            value: "v".into(),
+        };
+        let del = |key: &str| Op::Delete { key: key.into() };
+        let ptr = "/skydns/arpa/in-addr/10/0/0/1";
+        let a = "/skydns/local/cluster/svc/ns/web/c88f1059";
+        let old = "/skydns/local/cluster/svc/ns/old/c88f1059";
+        let batch = [put(ptr), put(a), del(ptr), del(old)];
+        assert_eq!(
+            ptrs_around_their_targets(&names, &batch),
+            [put(a), put(ptr), del(ptr), del(old)]
+        );
+        let batch = [del(old), del(ptr), put(ptr), put(a)];
+        assert_eq!(
+            ptrs_around_their_targets(&names, &batch),
+            [del(ptr), del(old), put(a), put(ptr)]
+        );
+    }
 }

@@ -347,3 +347,25 @@ fn pod_status_update_with_the_same_ip_touches_nothing() {
         }]
     );
 }
+
+#[test]
+fn a_ptr_follows_its_owners_ip_changes_and_relists() {
+    let mut ix = index(Features::default());
+    let ptr_of = |ix: &Index, ip: &str| {
+        ix.desired(&Scope::Ptr(ip.parse().expect("ip")))
+            .into_values()
+            .next()
+    };
+    ix.apply(Change::Service(Update::Apply(svc("a", "x").ip("10.0.0.7"))));
+    ix.apply(Change::Service(Update::Apply(svc("b", "y").ip("10.0.0.7"))));
+    // x moves away: the PTR of .7 passes to y, .8 is x's.
+    ix.apply(Change::Service(Update::Apply(svc("a", "x").ip("10.0.0.8"))));
+    assert!(ptr_of(&ix, "10.0.0.7").is_some_and(|v| v.contains("y.b.svc")));
+    assert!(ptr_of(&ix, "10.0.0.8").is_some_and(|v| v.contains("x.a.svc")));
+    // A relist without y forgets it: no PTR for .7.
+    ix.apply(Change::Service(Update::Relisted(vec![
+        svc("a", "x").ip("10.0.0.8")
+    ])));
+    assert_eq!(ptr_of(&ix, "10.0.0.7"), None);
+    assert!(ptr_of(&ix, "10.0.0.8").is_some_and(|v| v.contains("x.a.svc")));
+}

@@ -195,16 +195,6 @@ fn owned_roots_and_dirs() {
 }
 
 #[test]
-fn dns1123_labels() {
-    assert!(is_dns1123_label("a"));
-    assert!(is_dns1123_label("web-0"));
-    assert!(!is_dns1123_label("-a"));
-    assert!(!is_dns1123_label("A"));
-    assert!(!is_dns1123_label(&"a".repeat(64)));
-    assert!(!is_dns1123_label(""));
-}
-
-#[test]
 fn port_problems_are_the_ones_1_2_logged() {
     assert_eq!(
         port_problems(&svc("a", "x").ip("10.0.0.1")),
@@ -222,4 +212,24 @@ fn port_problems_are_the_ones_1_2_logged() {
     );
     assert!(port_problems(&svc("a", "h")).is_empty(), "headless: §5.2");
     assert!(port_problems(&svc("a", "e").external("example.org")).is_empty());
+}
+
+#[test]
+fn units_are_service_and_pod_directories_and_ptrs_join_their_service() {
+    let n = names();
+    let web = "/skydns/local/cluster/svc/ns/web/";
+    assert_eq!(n.unit_of(&format!("{web}c88f1059"), None), web);
+    assert_eq!(n.unit_of(&format!("{web}_tcp/_http/c88f1059"), None), web);
+    let pod = "/skydns/local/cluster/pod/ns/1-2-3-4/";
+    assert_eq!(n.unit_of(&format!("{pod}ad70cf0f"), None), pod);
+    let ptr_value = r#"{"host":"web.ns.svc.cluster.local.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+    assert_eq!(
+        n.unit_of("/skydns/arpa/in-addr/10/0/0/1", Some(ptr_value)),
+        web
+    );
+    assert_eq!(
+        n.unit_of("/skydns/arpa/in-addr/10/0/0/1", Some("not json")),
+        "/skydns/arpa/in-addr/10/0/0/1"
+    );
+    assert_eq!(n.unit_of("/kube2sky/x", None), "/kube2sky/x");
 }

@@ -1,0 +1,263 @@
+//! Which parts of an API object may become etcd keys and records.
+//!
+//! A name becomes a path: `/skydns/local/cluster/svc/<ns>/<name>/...`. A
+//! real API server validates names, but kube2sky must never let one object
+//! address another object's keys, whatever the server sends: a Service
+//! named `""` would own the whole namespace directory, `x.foo` would land
+//! under `foo/x/`, a namespace `a.b` would collide with Service `web.a`.
+//! So every field that reaches a key or a record is checked here with
+//! Kubernetes's own rules (`k8s.io/apimachinery/pkg/util/validation`):
+//! namespaces and hostnames are DNS-1123 labels, Service names DNS-1035
+//! labels, port names and protocols DNS-1123 labels, port numbers 1–65535,
+//! ExternalNames DNS-1123 subdomains, IPs parsed as IPs.
+//!
+//! [`service`], [`endpoints`] and [`pod`] list an object's [`Problem`]s;
+//! the watches log each one once per received version and count it
+//! (`kube2sky_skipped_total`). A problem with the object's own name or
+//! namespace ([`Problem::whole_object`]) keeps the object out of the index;
+//! any other problem skips that part only: [`crate::records`] builds
+//! records with the same predicates, so what is reported here is exactly
+//! what is not written.
+
+use crate::index::PodInfo;
+use crate::records::endpoint_labels;
+use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use prometheus_client::encoding::EncodeLabelValue;
+use std::net::IpAddr;
+
+/// The field a problem is about (the `field` label of the metric).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+pub enum Field {
+    /// `metadata.name`.
+    Name,
+    /// `metadata.namespace`.
+    Namespace,
+    /// `spec.clusterIP`.
+    ClusterIp,
+    /// `spec.externalName`.
+    ExternalName,
+    /// A port's name.
+    PortName,
+    /// A port's protocol.
+    PortProtocol,
+    /// A port's number.
+    PortNumber,
+    /// An endpoint address's or pod's IP.
+    Ip,
+    /// An endpoint's hostname (invalid, or taken by another address).
+    Hostname,
+}
+
+/// One part of an object that cannot become records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    /// Which field.
+    pub field: Field,
+    /// Its value, as received.
+    pub value: String,
+    /// Why it cannot be used.
+    pub reason: &'static str,
+}
+
+impl Problem {
+    fn new(field: Field, value: impl Into<String>, reason: &'static str) -> Self {
+        Problem {
+            field,
+            value: value.into(),
+            reason,
+        }
+    }
+
+    /// Whether the object as a whole is skipped (its name or namespace
+    /// cannot be part of a key); otherwise only the part is.
+    pub fn whole_object(&self) -> bool {
+        matches!(self.field, Field::Name | Field::Namespace)
+    }
+}
+
+impl std::fmt::Display for Problem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?} {:?} {}", self.field, self.value, self.reason)
+    }
+}
+
+const NOT_DNS1123_LABEL: &str =
+    "is not a DNS-1123 label (lower-case letters, digits and '-', at most 63)";
+const NOT_DNS1035_LABEL: &str =
+    "is not a DNS-1035 label (a lower-case letter, then letters, digits and '-', at most 63)";
+
+/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters.
+pub fn is_dns1123_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
+    !b.is_empty()
+        && b.len() <= 63
+        && b.first().is_some_and(edge)
+        && b.last().is_some_and(edge)
+        && b.iter().all(|c| edge(c) || *c == b'-')
+}
+
+/// A DNS-1123 label that starts with a letter (Service names).
+pub fn is_dns1035_label(s: &str) -> bool {
+    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
+}
+
+/// DNS-1123 labels joined by dots, at most 253 characters.
+pub fn is_dns1123_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
+}
+
+/// Whether `s` is an IPv4 or IPv6 address, nothing more (no prefix length).
+pub fn is_ip(s: &str) -> bool {
+    s.parse::<IpAddr>().is_ok()
+}
+
+/// Whether an ExternalName can be a record's host: a DNS-1123 subdomain,
+/// compared in lower case, with or without its trailing dot.
+pub fn is_external_name(s: &str) -> bool {
+    is_dns1123_subdomain(s.strip_suffix('.').unwrap_or(s))
+}
+
+/// Whether a port number can be in an SRV record.
+pub fn is_port_number(n: i32) -> bool {
+    (1..=65535).contains(&n)
+}
+
+/// Whether a port can become `_<name>._<proto>` labels: both DNS-1123
+/// labels (the protocol compared in lower case).
+pub fn is_port_label_pair(name: &str, protocol: &str) -> bool {
+    is_dns1123_label(name) && is_dns1123_label(&protocol.to_ascii_lowercase())
+}
+
+fn meta_problems(
+    meta: &ObjectMeta,
+    name_is_valid: fn(&str) -> bool,
+    why: &'static str,
+) -> Vec<Problem> {
+    let mut out = Vec::new();
+    let namespace = meta.namespace.as_deref().unwrap_or("default");
+    if !is_dns1123_label(namespace) {
+        out.push(Problem::new(Field::Namespace, namespace, NOT_DNS1123_LABEL));
+    }
+    let name = meta.name.as_deref().unwrap_or("");
+    if !name_is_valid(name) {
+        out.push(Problem::new(Field::Name, name, why));
+    }
+    out
+}
+
+fn port_problems(out: &mut Vec<Problem>, name: Option<&str>, protocol: Option<&str>, number: i32) {
+    // An unnamed port gets no SRV record (1.2), which is not a problem; a
+    // named one without protocol is 1.2's own complaint (see `records`).
+    let (Some(name), Some(protocol)) = (name.filter(|n| !n.is_empty()), protocol) else {
+        return;
+    };
+    if protocol.is_empty() {
+        return;
+    }
+    if !is_dns1123_label(name) {
+        out.push(Problem::new(Field::PortName, name, NOT_DNS1123_LABEL));
+    } else if !is_dns1123_label(&protocol.to_ascii_lowercase()) {
+        out.push(Problem::new(
+            Field::PortProtocol,
+            protocol,
+            NOT_DNS1123_LABEL,
+        ));
+    } else if !is_port_number(number) {
+        out.push(Problem::new(
+            Field::PortNumber,
+            number.to_string(),
+            "is not a port number (1-65535)",
+        ));
+    }
+}
+
+/// Everything about a Service that cannot become records.
+pub fn service(svc: &Service) -> Vec<Problem> {
+    let mut out = meta_problems(&svc.metadata, is_dns1035_label, NOT_DNS1035_LABEL);
+    let Some(spec) = svc.spec.as_ref() else {
+        return out;
+    };
+    if spec.type_.as_deref() == Some("ExternalName") {
+        let target = spec.external_name.as_deref().unwrap_or("");
+        if !target.is_empty() && !is_external_name(&target.to_ascii_lowercase()) {
+            out.push(Problem::new(
+                Field::ExternalName,
+                target,
+                "is not a DNS-1123 subdomain",
+            ));
+        }
+        return out;
+    }
+    match spec.cluster_ip.as_deref().unwrap_or("") {
+        "" | "None" => {}
+        ip if !is_ip(ip) => {
+            out.push(Problem::new(Field::ClusterIp, ip, "is not an IP address"));
+            return out;
+        }
+        _ => {}
+    }
+    for port in spec.ports.as_deref().unwrap_or_default() {
+        port_problems(
+            &mut out,
+            port.name.as_deref(),
+            port.protocol.as_deref(),
+            port.port,
+        );
+    }
+    out
+}
+
+/// Everything about an Endpoints object that cannot become records.
+pub fn endpoints(ep: &Endpoints) -> Vec<Problem> {
+    let mut out = meta_problems(&ep.metadata, is_dns1035_label, NOT_DNS1035_LABEL);
+    for subset in ep.subsets.as_deref().unwrap_or_default() {
+        for address in subset.addresses.as_deref().unwrap_or_default() {
+            if !is_ip(&address.ip) {
+                out.push(Problem::new(Field::Ip, &address.ip, "is not an IP address"));
+            }
+            if let Some(hostname) = address.hostname.as_deref().filter(|h| !h.is_empty()) {
+                if !is_dns1123_label(hostname) {
+                    out.push(Problem::new(Field::Hostname, hostname, NOT_DNS1123_LABEL));
+                }
+            }
+        }
+        for port in subset.ports.as_deref().unwrap_or_default() {
+            port_problems(
+                &mut out,
+                port.name.as_deref(),
+                port.protocol.as_deref(),
+                port.port,
+            );
+        }
+    }
+    let (_, taken) = endpoint_labels(ep);
+    for (ip, label) in taken {
+        out.push(Problem {
+            field: Field::Hostname,
+            value: format!("{label} ({ip})"),
+            reason: "is already the hostname of another address: this address gets no record",
+        });
+    }
+    out
+}
+
+/// Everything about a pod that cannot become records.
+pub fn pod(pod: &PodInfo) -> Vec<Problem> {
+    let mut out = Vec::new();
+    if !is_dns1123_label(&pod.key.namespace) {
+        out.push(Problem::new(
+            Field::Namespace,
+            &pod.key.namespace,
+            NOT_DNS1123_LABEL,
+        ));
+    }
+    if !pod.ip.is_empty() && !is_ip(&pod.ip) {
+        out.push(Problem::new(Field::Ip, &pod.ip, "is not an IP address"));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,287 @@
+//! kube2sky under faults and hostile input, end to end (the real binary,
+//! a real etcd, the API test server): readiness only once the first lists
+//! are written, a killed sync leaves every service complete or absent, an
+//! API server restored to an older resourceVersion is listed again, an etcd
+//! with a smaller `--max-txn-ops` is written in smaller transactions, and
+//! fields that cannot become records are skipped with a warning.
+
+mod support;
+
+use anyhow::{ensure, Context, Result};
+use integration_tests::apiserver::{ApiServer, ApiServerHandle, Config};
+use std::collections::{BTreeMap, BTreeSet};
+use support::*;
+use test_support::etcd::Api;
+use test_support::http::metric;
+
+/// `n` services `s0000`… in `default`, cluster IPs from 10.0.16.0 on,
+/// each with the named TCP `ports`, as one seed document list.
+fn services(n: usize, ports: &[(&str, u16)]) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let ports: Vec<String> = ports
+                .iter()
+                .map(|(name, port)| format!(r#"{{"name":"{name}","protocol":"TCP","port":{port}}}"#))
+                .collect();
+            let ip = format!("10.0.{}.{}", 16 + i / 250, 1 + i % 250);
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"s{i:04}","namespace":"default"}},
+                   "spec":{{"clusterIP":"{ip}","ports":[{}]}}}}"#,
+                ports.join(",")
+            )
+        })
+        .collect()
+}
+
+/// The API test server on `listen` (port 0: any), with service CIDR
+/// 10.0.0.0/16 and the seed documents.
+async fn apiserver_at(listen: std::net::SocketAddr, seed: &[String]) -> Result<ApiServerHandle> {
+    let mut config = Config {
+        listen,
+        service_cidr: "10.0.0.0/16".parse().map_err(anyhow::Error::msg)?,
+        bookmark_interval: std::time::Duration::from_millis(500),
+        ..Config::default()
+    };
+    for doc in std::iter::once(KUBERNETES).chain(seed.iter().map(String::as_str)) {
+        config = config.with_seed_text(doc)?;
+    }
+    Ok(ApiServer::start(config).await?)
+}
+
+/// Services (`ns/name`) with at least one key under the service root.
+fn services_in(keys: &[String]) -> BTreeSet<String> {
+    keys.iter()
+        .filter_map(|k| k.strip_prefix("/skydns/local/cluster/svc/"))
+        .filter_map(|rest| {
+            let mut parts = rest.split('/');
+            Some(format!("{}/{}", parts.next()?, parts.next()?))
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_waits_for_the_first_lists_of_services_and_endpoints() -> Result<()> {
+    let etcd = Etcd::start()?;
+    let api = apiserver_at("127.0.0.1:0".parse()?, &services(20, &[])).await?;
+    api.hold_lists("endpoints");
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false", "--pods=false"])?;
+    // The services list arrives and every cluster-IP service is written...
+    // 20 A records, and kubernetes's A and SRV.
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/", 22).await?;
+    // ...but endpoints are not listed yet: headless services are unknown.
+    let closed = k2s.http("/readiness").await;
+    ensure!(
+        matches!(&closed, Some((503, body)) if body.starts_with("not ready")),
+        "/readiness must stay closed until endpoints are listed and written: {closed:?}"
+    );
+    api.release_lists();
+    k2s.wait_ready().await?;
+    ensure!(
+        k2s.log()
+            .contains("ready: the first lists of services and endpoints are written"),
+        "{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn readiness_opens_after_the_initial_sync_timeout_without_endpoints() -> Result<()> {
+    let etcd = Etcd::start()?;
+    let api = apiserver_at("127.0.0.1:0".parse()?, &[]).await?;
+    api.hold_lists("endpoints");
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--initial-sync-timeout=1s"])?;
+    k2s.wait_ready().await?;
+    ensure!(
+        k2s.log().contains("ready after --initial-sync-timeout=1s"),
+        "{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_sync_leaves_every_service_complete_or_absent() -> Result<()> {
+    // v3: transactions make a service all-or-nothing (v2 has none).
+    let etcd = Etcd::start_with(Api::V3)?;
+    let total = 3000;
+    let api = apiserver_at(
+        "127.0.0.1:0".parse()?,
+        &services(total, &[("http", 80), ("dns", 53)]),
+    )
+    .await?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    let mut events = client.watch("/skydns/", Some(options)).await?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
+    // Kill at the first write of a seeded service.
+    loop {
+        let resp = events.message().await?.context("watch ended")?;
+        let seeded = |e: &etcd_client::Event| {
+            e.kv()
+                .and_then(|kv| kv.key_str().ok())
+                .is_some_and(|k| k.contains("/default/s"))
+        };
+        if resp.events().iter().any(seeded) {
+            break;
+        }
+    }
+    k2s.kill();
+    let keys: Vec<String> = etcd
+        .get_prefix("/skydns/")?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let mut per_service: BTreeMap<String, usize> = BTreeMap::new();
+    for service in services_in(&keys) {
+        let dir = format!("/skydns/local/cluster/svc/{service}/");
+        per_service.insert(service, keys.iter().filter(|k| k.starts_with(&dir)).count());
+    }
+    let ptrs = keys
+        .iter()
+        .filter(|k| k.starts_with("/skydns/arpa/"))
+        .count();
+    let seeded = per_service
+        .keys()
+        .filter(|s| s.starts_with("default/s"))
+        .count();
+    ensure!(
+        seeded > 0 && seeded < total,
+        "the kill must land during the sync: {seeded} of {total} services written"
+    );
+    // A and two SRVs each; `kubernetes` has one port.
+    let whole = |service: &str| {
+        if service == "default/kubernetes" {
+            2
+        } else {
+            3
+        }
+    };
+    let partial: Vec<_> = per_service
+        .iter()
+        .filter(|(s, n)| **n != whole(s))
+        .collect();
+    ensure!(partial.is_empty(), "services not complete: {partial:?}");
+    ensure!(
+        ptrs == per_service.len(),
+        "one PTR per written service, none for absent ones: {ptrs} PTRs, {} services",
+        per_service.len()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_api_server_restored_to_an_older_resource_version_is_listed_again() -> Result<()> {
+    let etcd = Etcd::start()?;
+    let api = apiserver_at("127.0.0.1:0".parse()?, &services(3, &[])).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false", "--pods=false"])?;
+    k2s.wait_ready().await?;
+    for name in ["late-a", "late-b", "late-c", "late-d"] {
+        kubectl.with_manifest("create", &svc_manifest(name, "", &[]))?;
+    }
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/", 9).await?;
+    let (addr, old_rv) = (api.addr(), api.resource_version());
+    api.shutdown().await;
+    // The "backup": s0000 only, so a much lower resourceVersion.
+    let restored = apiserver_at(addr, &services(1, &[])).await?;
+    ensure!(restored.resource_version() < old_rv, "precondition");
+    eventually(
+        "etcd to follow the restored API server",
+        DEADLINE,
+        async || {
+            let keys = keys_under(&etcd, "/skydns/local/cluster/svc/")?;
+            let left = services_in(&keys);
+            let want = BTreeSet::from(["default/kubernetes".to_string(), "default/s0000".into()]);
+            ensure!(left == want, "{left:?}");
+            Ok(())
+        },
+    )
+    .await?;
+    ensure!(
+        k2s.log().contains("listing again"),
+        "the re-list must be logged:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Result<()> {
+    let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=64"])?;
+    // 40 services × (A + 2 SRV + PTR) = 160 operations in the first sync.
+    let api = apiserver_at(
+        "127.0.0.1:0".parse()?,
+        &services(40, &[("http", 80), ("dns", 53)]),
+    )
+    .await?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
+    k2s.wait_ready().await?;
+    let keys: Vec<String> = etcd
+        .get_prefix("/skydns/")?
+        .into_iter()
+        .map(|(k, _)| k)
+        .collect();
+    let written = services_in(&keys).len();
+    ensure!(
+        written == 41,
+        "every service written: {written}\n{}",
+        k2s.log()
+    );
+    ensure!(
+        k2s.log().contains("using 64"),
+        "the smaller limit must be logged:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn fields_that_cannot_be_records_are_skipped_with_a_warning() -> Result<()> {
+    let etcd = Etcd::start()?;
+    let hostile = [
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},
+            "spec":{"clusterIP":"10.0.0.77","ports":[
+              {"name":"a.b","protocol":"TCP","port":80},
+              {"name":"http","protocol":"TCP","port":81}]}}"#
+            .to_string(),
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"ext","namespace":"default"},
+            "spec":{"type":"ExternalName","externalName":"bad name..com."}}"#
+            .to_string(),
+    ];
+    let api = apiserver_at("127.0.0.1:0".parse()?, &hostile).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let k2s = {
+        let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false", "--pods=false"])?;
+        k2s.wait_ready().await?;
+        k2s
+    };
+    probe_handled(&etcd, &kubectl, "10.0.0.78").await?;
+    // 10.0.0.77's A-record label, FNV-1a computed outside this code.
+    let label = "9f462f1c";
+    let web = keys_under(&etcd, "/skydns/local/cluster/svc/default/web/")?;
+    let mut want = vec![
+        format!("/skydns/local/cluster/svc/default/web/{label}"),
+        format!("/skydns/local/cluster/svc/default/web/_tcp/_http/{label}"),
+    ];
+    want.sort();
+    ensure!(web == want, "only the valid port gets an SRV: {web:?}");
+    let ext = keys_under(&etcd, "/skydns/local/cluster/svc/default/ext/")?;
+    ensure!(
+        ext.is_empty(),
+        "an invalid ExternalName makes no record: {ext:?}"
+    );
+    let log = k2s.log();
+    for warning in [
+        r#"Services "default"/"web": PortName "a.b" is not a DNS-1123 label"#,
+        r#"Services "default"/"ext": ExternalName "bad name..com." is not a DNS-1123 subdomain"#,
+    ] {
+        ensure!(log.contains(warning), "missing warning {warning:?}:\n{log}");
+    }
+    let text = k2s.metrics().await?;
+    for (field, n) in [("PortName", 1.0), ("ExternalName", 1.0)] {
+        let series = format!(r#"kube2sky_skipped_total{{kind="Services",field="{field}"}}"#);
+        ensure!(metric(&text, &series) == Some(n), "{series}:\n{text}");
+    }
+    Ok(())
+}
