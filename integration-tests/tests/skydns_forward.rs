@@ -4,11 +4,12 @@
 
 mod skydns_support;
 
+use anyhow::ensure;
 use skydns_support::{black_hole, SkyDns};
 use test_support::dnsmasq::Dnsmasq;
 use test_support::etcd::Etcd;
 use test_support::http::metric;
-use test_support::ports::free_port;
+use test_support::wait::{eventually, DEADLINE};
 
 const KUBE: (&str, &str) = (
     "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
@@ -225,28 +226,35 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
         &format!(r#"{{"host":"127.0.0.1","port":{}}}"#, up.port),
     )
     .unwrap();
-    let port = free_port().unwrap();
-    // A stub zone pointing back at skydns itself: a loop.
-    etcd.put(
-        "/skydns/local/cluster/dns/stub/test/loop/ns1",
-        &format!(r#"{{"host":"127.0.0.1","port":{port}}}"#),
-    )
-    .unwrap();
     let dns = resolver(
         &etcd,
-        &[
-            "-stubzones",
-            "-rtimeout=300ms",
-            "-nameservers=127.0.0.1:9",
-            &format!("-addr=127.0.0.1:{port}"),
-        ],
+        &["-stubzones", "-rtimeout=300ms", "-nameservers=127.0.0.1:9"],
     )
     .await;
+    // A stub zone pointing back at skydns itself: a loop. Written once
+    // skydns has its port (stub zones follow etcd), so the launcher can
+    // take another port when one is taken between choosing and binding.
+    etcd.put(
+        "/skydns/local/cluster/dns/stub/test/loop/ns1",
+        &format!(r#"{{"host":"127.0.0.1","port":{}}}"#, dns.port),
+    )
+    .unwrap();
     let r = dns.dig(&["www.stub.test", "A"]).await;
     assert_eq!(r.answer, ["www.stub.test. 100 IN A 192.0.2.30"]);
     let scrape = || dns.scrape();
     let udp = "skydns_dns_request_count_total{type=\"udp\"}";
     let stub = "skydns_dns_request_external_count_total{type=\"stub\"}";
+    // Until skydns has read the loop key, www.loop.test goes to the dead
+    // -nameservers (no stub request): wait for the first stub request.
+    eventually("the loop stub zone to be routed", DEADLINE, async || {
+        let before = count(&scrape().await, stub);
+        dns.dig(&["www.loop.test", "A"]).await;
+        let after = count(&scrape().await, stub);
+        ensure!(after > before, "no stub request yet");
+        Ok(())
+    })
+    .await
+    .unwrap();
     let before = scrape().await;
     let r = dns.dig(&["www.loop.test", "A"]).await;
     assert_eq!(

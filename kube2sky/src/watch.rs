@@ -2,13 +2,15 @@
 //! reduced and sent to the writer as [`Change`]s.
 //!
 //! Errors are retried with a short backoff ([`backoff`]: 100 ms doubling to
-//! 1 s, plus as much jitter, so at most 2 s; reset by the first event that
-//! arrives), so a watch re-lists
-//! within about two seconds of an API server coming back. A watch whose
+//! 500 ms, plus as much jitter, so at most 1 s; reset by the first event
+//! that arrives), so a watch re-lists within a second of an API server
+//! coming back. A watch whose
 //! resourceVersion is ahead of the server (504 `ResourceVersionTooLarge`:
 //! the server's store was restored from a backup or replaced) starts over
 //! with a fresh list, as client-go's reflector does; kube-rs alone would
-//! retry the same resourceVersion for ever.
+//! retry the same resourceVersion for ever. A 410 Gone starts over the same
+//! way, at once: kube-rs would first wait out a backoff that grew while the
+//! server was away.
 //!
 //! Each watch buffers `InitApply` events between `Init` and `InitDone` and
 //! sends them as one [`Update::Relisted`], so the writer learns the complete
@@ -42,8 +44,8 @@ use tracing::Instrument;
 /// List page size: bounds how many full objects exist at once during a list.
 const PAGE_SIZE: u32 = 500;
 /// First and longest pause between two attempts of a failing watch, before
-/// jitter (backon adds up to the pause again: at most 2 s in all).
-const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_secs(1));
+/// jitter (backon adds up to the pause again: at most 1 s in all).
+const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::from_millis(500));
 
 /// The watch backoff: exponential with jitter between [`BACKOFF`]'s bounds,
 /// reset by kube-rs on every successful event.
@@ -129,6 +131,27 @@ struct Ctx {
     shutdown: CancellationToken,
 }
 
+/// Counts a failed watch, then pauses [`BACKOFF`]'s first step (so a server
+/// that keeps answering so cannot spin us) before the caller lists again.
+async fn relist_soon(ctx: &Ctx) {
+    ctx.metrics.set_watch_ok(ctx.kind, false);
+    tokio::select! {
+        _ = ctx.shutdown.cancelled() => {}
+        _ = tokio::time::sleep(BACKOFF.0) => {}
+    }
+}
+
+/// Whether a watch error is 410 Gone: its resourceVersion is older than
+/// the server's history, so only a new list helps.
+pub fn is_gone(error: &watcher::Error) -> bool {
+    match error {
+        watcher::Error::WatchError(status) => status.code == 410,
+        watcher::Error::WatchStartFailed(kube::Error::Api(status))
+        | watcher::Error::WatchFailed(kube::Error::Api(status)) => status.code == 410,
+        _ => false,
+    }
+}
+
 /// A reduced object, as [`crate::validate`] checks it.
 trait Checked {
     fn key(&self) -> ObjectKey;
@@ -211,12 +234,16 @@ where
             None => return,
             Some(Err(error)) if is_too_large_resource_version(&error) => {
                 tracing::warn!(%error, "the API server is behind this watch's resourceVersion (restored or replaced?); listing again");
-                ctx.metrics.set_watch_ok(ctx.kind, false);
-                // A pause, so a server that keeps answering so cannot spin us.
-                tokio::select! {
-                    _ = ctx.shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(BACKOFF.0) => {}
-                }
+                relist_soon(&ctx).await;
+                stream = start();
+                continue;
+            }
+            Some(Err(error)) if is_gone(&error) => {
+                // kube-rs would re-list too, but only after its backoff,
+                // which grew while the server was away: the server answers
+                // now, so list at once with a fresh backoff.
+                tracing::warn!(%error, "the API server no longer has this watch's resourceVersion (410 Gone); listing again");
+                relist_soon(&ctx).await;
                 stream = start();
                 continue;
             }
@@ -386,13 +413,13 @@ mod tests {
     }
 
     #[test]
-    fn the_watch_backoff_starts_short_and_stays_within_two_seconds() {
+    fn the_watch_backoff_starts_short_and_stays_within_a_second() {
         let delays: Vec<Duration> = backoff().take(30).collect();
         assert_eq!(delays.len(), 30, "the backoff never gives up");
         assert!(delays[0] <= BACKOFF.0 * 2, "{delays:?}");
         // backon's jitter adds up to the delay again.
         assert!(
-            delays.iter().all(|d| *d <= Duration::from_secs(2)),
+            delays.iter().all(|d| *d <= Duration::from_secs(1)),
             "{delays:?}"
         );
         assert!(delays[29] >= BACKOFF.1, "it grows to the cap: {delays:?}");
