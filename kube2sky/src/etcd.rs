@@ -19,7 +19,7 @@
 use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
-use crate::records::Names;
+use crate::records::{Names, Records};
 use backend::{Backend, MarkerError, SHUTTING_DOWN};
 use skydns::store::etcd::EtcdOptions;
 use std::collections::BTreeSet;
@@ -201,24 +201,31 @@ impl Writer {
         if scopes.contains(&Scope::AllPods) {
             scopes.retain(|s| !matches!(s, Scope::PodDir { .. }));
         }
-        for scope in &scopes {
+        // The small scopes of a round are diffed together, so a service and
+        // its PTR land in one transaction (see `reconcile::pack`); the
+        // whole-subtree scopes are each a diff of their own.
+        let (whole, parts): (Vec<Scope>, Vec<Scope>) = scopes
+            .into_iter()
+            .partition(|s| matches!(s, Scope::AllServices | Scope::AllPods));
+        let rounds = std::iter::once(parts).chain(whole.into_iter().map(|s| vec![s]));
+        for round in rounds.filter(|r| !r.is_empty()) {
             if self.shutdown.is_cancelled() {
                 return Ok(());
             }
-            self.sync_with_retry(index, scope).await?;
-            if *scope == Scope::AllServices && !self.shutdown.is_cancelled() {
+            self.sync_with_retry(index, &round).await?;
+            if round == [Scope::AllServices] && !self.shutdown.is_cancelled() {
                 self.metrics.full_sync_done();
             }
         }
         Ok(())
     }
 
-    /// Retries one scope every 50 ms until it succeeds, shutdown is
+    /// Retries `scopes` every 50 ms until they are written, shutdown is
     /// requested (`Ok`), or etcd made no progress for the mutation timeout.
-    async fn sync_with_retry(&mut self, index: &Index, scope: &Scope) -> Result<(), WriteError> {
+    async fn sync_with_retry(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), WriteError> {
         let start = Instant::now();
         loop {
-            let error = match self.sync_scope(index, scope).await {
+            let error = match self.sync_scopes(index, scopes).await {
                 Ok(()) => {
                     self.metrics.set_etcd_ok(true);
                     return Ok(());
@@ -230,7 +237,17 @@ impl Writer {
             }
             self.metrics.set_etcd_ok(false);
             self.backend.reset();
-            let key = scope.describe(&self.names);
+            let key = match scopes {
+                [one] => one.describe(&self.names),
+                [first, rest @ ..] => {
+                    format!(
+                        "{} (and {} more scopes)",
+                        first.describe(&self.names),
+                        rest.len()
+                    )
+                }
+                [] => String::new(),
+            };
             if start.max(self.last_progress).elapsed() >= self.options.mutation_timeout {
                 return Err(WriteError::Timeout {
                     timeout: self.options.mutation_timeout,
@@ -246,9 +263,15 @@ impl Writer {
         }
     }
 
-    async fn sync_scope(&mut self, index: &Index, scope: &Scope) -> Result<(), String> {
-        let mut desired = index.desired(scope);
-        let reads = scope.reads(&self.names, self.options.reverse);
+    async fn sync_scopes(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), String> {
+        let mut desired = Records::new();
+        for scope in scopes {
+            desired.extend(index.desired(scope));
+        }
+        let reads: Vec<_> = scopes
+            .iter()
+            .flat_map(|s| s.reads(&self.names, self.options.reverse))
+            .collect();
         let (actual, revision) = self.backend.read(&reads, &desired).await?;
         self.saw(revision);
         for key in skip_foreign(&mut desired, &actual) {

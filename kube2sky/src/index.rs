@@ -233,7 +233,12 @@ impl Index {
                     .map(|e| (ObjectKey::of(&e.metadata), e))
                     .collect();
                 self.endpoints_listed = true;
-                self.service_scopes()
+                if self.features.remove_stale && self.services_listed {
+                    vec![Scope::AllServices]
+                } else {
+                    // Only headless services' records come from Endpoints.
+                    self.headless_scopes()
+                }
             }
             Change::Pod(update) => self.apply_pod(update),
         }
@@ -298,6 +303,15 @@ impl Index {
             Some(ServiceKind::Headless) => vec![Scope::Service(key)],
             _ => Vec::new(),
         }
+    }
+
+    /// Every headless service's scope.
+    fn headless_scopes(&self) -> Vec<Scope> {
+        self.services
+            .iter()
+            .filter(|(_, svc)| service_kind(svc) == ServiceKind::Headless)
+            .map(|(key, _)| Scope::Service(key.clone()))
+            .collect()
     }
 
     /// After a relist: everything at once (with stale removal) when both

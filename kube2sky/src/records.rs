@@ -332,6 +332,8 @@ fn subset_records(
 /// the hash of its record (1.2). Addresses whose IP is not an IP are left
 /// out; so is an address whose label another address (with another IP)
 /// already has, returned second as `(ip, label)`: one name, one record.
+/// One IP in several subsets keeps its label in each (1.2 wrote the SRVs
+/// of every subset's ports).
 pub type EndpointLabels = (Vec<Vec<(String, String)>>, Vec<(String, String)>);
 
 /// See [`EndpointLabels`].
@@ -354,7 +356,9 @@ pub fn endpoint_labels(endpoints: &Endpoints) -> EndpointLabels {
                 .or_else(|| hostnames.get(ip).map(String::as_str))
                 .map_or_else(|| address(ip).0, str::to_string);
             match owner.get(&label) {
-                Some(first) if first == ip => continue,
+                // The same address again (another subset, other ports):
+                // its A record is the same key, its SRVs are its own.
+                Some(first) if first == ip => labels.push((ip.to_string(), label)),
                 Some(_) => taken.push((ip.to_string(), label)),
                 None => {
                     owner.insert(label.clone(), ip.to_string());

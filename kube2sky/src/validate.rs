@@ -191,7 +191,8 @@ pub fn service(svc: &Service) -> Vec<Problem> {
         return out;
     }
     match spec.cluster_ip.as_deref().unwrap_or("") {
-        "" | "None" => {}
+        // A headless service's SRV records come from its Endpoints' ports.
+        "" | "None" => return out,
         ip if !is_ip(ip) => {
             out.push(Problem::new(Field::ClusterIp, ip, "is not an IP address"));
             return out;

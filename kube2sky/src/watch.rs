@@ -131,14 +131,29 @@ struct Ctx {
     shutdown: CancellationToken,
 }
 
-/// Counts a failed watch, then pauses [`BACKOFF`]'s first step (so a server
-/// that keeps answering so cannot spin us) before the caller lists again.
-async fn relist_soon(ctx: &Ctx) {
+/// The longest pause before a re-list when the server keeps sending watches
+/// back to list (client-go's reflector backs off to 30 s as well).
+const RELIST_BACKOFF_MAX: Duration = Duration::from_secs(30);
+
+/// Counts a failed watch, then pauses before the caller lists again:
+/// [`BACKOFF`]'s first step after the `restarts`-th re-list in a row without
+/// an event, doubled each time up to [`RELIST_BACKOFF_MAX`], so a server (or
+/// HA pair out of step) that keeps answering so cannot make us list
+/// everything ten times a second.
+async fn relist_soon(ctx: &Ctx, restarts: u32) {
     ctx.metrics.set_watch_ok(ctx.kind, false);
     tokio::select! {
         _ = ctx.shutdown.cancelled() => {}
-        _ = tokio::time::sleep(BACKOFF.0) => {}
+        _ = tokio::time::sleep(relist_pause(restarts)) => {}
     }
+}
+
+/// See [`relist_soon`].
+fn relist_pause(restarts: u32) -> Duration {
+    BACKOFF
+        .0
+        .saturating_mul(1 << restarts.min(16))
+        .min(RELIST_BACKOFF_MAX)
 }
 
 /// Whether a watch error is 410 Gone: its resourceVersion is older than
@@ -212,6 +227,12 @@ fn admit<T: Checked>(obj: T, ctx: &Ctx) -> Option<T> {
     (!whole).then_some(obj)
 }
 
+/// [`admit`] without a report: for deletes, whose problems were reported
+/// when the object was received.
+fn admit_quietly<T: Checked>(obj: T) -> Option<T> {
+    (!obj.problems().iter().any(Problem::whole_object)).then_some(obj)
+}
+
 async fn run<K, T>(api: Api<K>, reduce: fn(K) -> T, wrap: fn(Update<T>) -> Change, ctx: Ctx)
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + 'static,
@@ -225,6 +246,8 @@ where
     };
     let mut stream = start();
     let mut buffer: Vec<T> = Vec::new();
+    // Re-lists started in a row without an event in between.
+    let mut relists = 0;
     loop {
         let item = tokio::select! {
             _ = ctx.shutdown.cancelled() => return,
@@ -234,7 +257,8 @@ where
             None => return,
             Some(Err(error)) if is_too_large_resource_version(&error) => {
                 tracing::warn!(%error, "the API server is behind this watch's resourceVersion (restored or replaced?); listing again");
-                relist_soon(&ctx).await;
+                relist_soon(&ctx, relists).await;
+                relists += 1;
                 stream = start();
                 continue;
             }
@@ -243,7 +267,8 @@ where
                 // which grew while the server was away: the server answers
                 // now, so list at once with a fresh backoff.
                 tracing::warn!(%error, "the API server no longer has this watch's resourceVersion (410 Gone); listing again");
-                relist_soon(&ctx).await;
+                relist_soon(&ctx, relists).await;
+                relists += 1;
                 stream = start();
                 continue;
             }
@@ -255,6 +280,7 @@ where
             Some(Ok(event)) => event,
         };
         ctx.metrics.set_watch_ok(ctx.kind, true);
+        relists = 0;
         let update = match event {
             Event::Init => {
                 buffer.clear();
@@ -269,7 +295,7 @@ where
                 Some(obj) => Update::Apply(obj),
                 None => continue,
             },
-            Event::Delete(obj) => match admit(reduce(obj), &ctx) {
+            Event::Delete(obj) => match admit_quietly(reduce(obj)) {
                 Some(obj) => Update::Delete(obj),
                 None => continue,
             },
@@ -423,6 +449,15 @@ mod tests {
             "{delays:?}"
         );
         assert!(delays[29] >= BACKOFF.1, "it grows to the cap: {delays:?}");
+    }
+
+    #[test]
+    fn repeated_relists_back_off_to_thirty_seconds() {
+        assert_eq!(relist_pause(0), BACKOFF.0);
+        assert_eq!(relist_pause(1), BACKOFF.0 * 2);
+        assert_eq!(relist_pause(5), BACKOFF.0 * 32);
+        assert_eq!(relist_pause(9), RELIST_BACKOFF_MAX);
+        assert_eq!(relist_pause(u32::MAX), RELIST_BACKOFF_MAX);
     }
 
     #[test]

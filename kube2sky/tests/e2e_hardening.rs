@@ -199,7 +199,7 @@ async fn an_api_server_restored_to_an_older_resource_version_is_listed_again() -
     )
     .await?;
     ensure!(
-        k2s.log().contains("listing again"),
+        k2s.log().contains("(restored or replaced?); listing again"),
         "the re-list must be logged:\n{}",
         k2s.log()
     );
@@ -283,5 +283,46 @@ async fn fields_that_cannot_be_records_are_skipped_with_a_warning() -> Result<()
         let series = format!(r#"kube2sky_skipped_total{{kind="Services",field="{field}"}}"#);
         ensure!(metric(&text, &series) == Some(n), "{series}:\n{text}");
     }
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_service_and_its_ptr_go_in_one_transaction() -> Result<()> {
+    // v3: one revision per transaction.
+    let etcd = Etcd::start_with(Api::V3)?;
+    let api = apiserver_at("127.0.0.1:0".parse()?, &[]).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
+    k2s.wait_ready().await?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("w", "10.0.0.40", &[("http", "TCP", 80)]),
+    )?;
+    wait_for_keys(&etcd, "/skydns/arpa/in-addr/10/0/0/40", 1).await?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    let mut events = client.watch("/skydns/", Some(options)).await?;
+    kubectl.run(&["delete", "service", "w"])?;
+    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.41", &[]))?;
+    let mut deletes: Vec<(String, i64)> = Vec::new();
+    let mut probe_seen = false;
+    while !probe_seen {
+        let resp = events.message().await?.context("watch ended")?;
+        for e in resp.events() {
+            let Some(kv) = e.kv() else { continue };
+            let key = kv.key_str()?.to_string();
+            probe_seen |= key.contains("/default/probe/");
+            if e.event_type() == etcd_client::EventType::Delete {
+                deletes.push((key, kv.mod_revision()));
+            }
+        }
+    }
+    let keys: BTreeSet<&str> = deletes.iter().map(|(k, _)| k.as_str()).collect();
+    ensure!(
+        keys.len() == 3 && keys.contains("/skydns/arpa/in-addr/10/0/0/40"),
+        "w's A, SRV and PTR are deleted: {deletes:?}"
+    );
+    let revisions: BTreeSet<i64> = deletes.iter().map(|(_, r)| *r).collect();
+    ensure!(revisions.len() == 1, "in one transaction: {deletes:?}");
     Ok(())
 }

@@ -369,3 +369,22 @@ fn a_ptr_follows_its_owners_ip_changes_and_relists() {
     assert_eq!(ptr_of(&ix, "10.0.0.7"), None);
     assert!(ptr_of(&ix, "10.0.0.8").is_some_and(|v| v.contains("x.a.svc")));
 }
+
+#[test]
+fn an_endpoints_relist_without_stale_removal_touches_headless_services_only() {
+    let mut ix = index(Features {
+        remove_stale: false,
+        ..Features::default()
+    });
+    ix.apply(Change::Service(Update::Relisted(vec![
+        svc("a", "c").ip("10.0.0.5"),
+        svc("a", "h").ip("None"),
+    ])));
+    // A cluster-IP service's records do not depend on Endpoints: syncing it
+    // here would apply a service deletion the services relist has not
+    // delivered yet (and that 1.2 never applied).
+    assert_eq!(
+        ix.apply(Change::Endpoints(Update::Relisted(vec![]))),
+        vec![Scope::Service(key("a", "h"))]
+    );
+}

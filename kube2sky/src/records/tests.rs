@@ -233,3 +233,23 @@ fn units_are_service_and_pod_directories_and_ptrs_join_their_service() {
     );
     assert_eq!(n.unit_of("/kube2sky/x", None), "/kube2sky/x");
 }
+
+#[test]
+fn one_address_in_two_subsets_gets_the_srvs_of_both() {
+    // hostNetwork pods of one node share its IP across subsets.
+    let ep = endpoints(
+        "d",
+        "h",
+        vec![
+            subset(&["10.1.0.5"], &[("http", "TCP", 80)]),
+            subset(&["10.1.0.5"], &[("dns", "UDP", 53)]),
+        ],
+    );
+    let keys: Vec<String> = service_records(&names(), &svc("d", "h"), Some(&ep), true)
+        .into_keys()
+        .collect();
+    assert_eq!(keys.len(), 3, "{keys:#?}");
+    assert!(keys.iter().any(|k| k.contains("/_tcp/_http/")), "{keys:#?}");
+    assert!(keys.iter().any(|k| k.contains("/_udp/_dns/")), "{keys:#?}");
+    assert!(crate::validate::endpoints(&ep).is_empty());
+}
