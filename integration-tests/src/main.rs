@@ -27,6 +27,12 @@ struct Args {
     /// Require `Authorization: Bearer TOKEN` on every request.
     #[arg(long, env = "KUBE_API_TEST_SERVER_TOKEN")]
     token: Option<String>,
+    /// Also serve on this address without the token check, as
+    /// kube-apiserver's insecure port (kubectl sends no token over plain
+    /// HTTP); keep it on loopback. Printed as the second stdout line,
+    /// `insecure port on http://ADDR`.
+    #[arg(long)]
+    insecure_listen: Option<SocketAddr>,
     /// Number of watch events kept for replay.
     #[arg(long, default_value_t = 1000)]
     history: usize,
@@ -49,6 +55,7 @@ async fn main() -> anyhow::Result<()> {
         listen: args.listen,
         service_cidr: args.service_cidr,
         token: args.token,
+        insecure_listen: args.insecure_listen,
         history: args.history,
         bookmark_interval: Duration::from_secs(args.bookmark_interval),
         ..Config::default()
@@ -60,6 +67,9 @@ async fn main() -> anyhow::Result<()> {
     }
     let server = ApiServer::start(config).await?;
     println!("listening on {}", server.url());
+    if let Some(url) = server.insecure_url() {
+        println!("insecure port on {url}");
+    }
     tokio::select! {
         res = tokio::signal::ctrl_c() => res.context("waiting for ctrl-c")?,
         () = terminate() => {}

@@ -169,6 +169,33 @@ async fn kubectl_gets_401_from_token_protected_server() {
     );
 }
 
+/// The insecure port (kube-apiserver's 127.0.0.1:8080 of 1.2) serves
+/// kubectl without a token while the main address still demands one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_insecure_port_serves_kubectl_without_a_token() {
+    let server = start(Config {
+        token: Some("tok".into()),
+        insecure_listen: Some("127.0.0.1:0".parse().unwrap()),
+        ..Config::default()
+    })
+    .await;
+    let insecure = server.insecure_url().expect("an insecure port");
+    assert_ne!(insecure, server.url());
+    let k = Kubectl::new(&insecure).unwrap();
+    k.run(&["create", "service", "clusterip", "web", "--tcp=80"])
+        .unwrap();
+    let svc = k.json(&["get", "service", "web"]).unwrap();
+    assert_eq!(svc["spec"]["ports"][0]["port"], 80, "{svc}");
+    // The main address still answers kubectl (no token over HTTP) with 401.
+    let (ok, err) = outcome(
+        Kubectl::new(&server.url())
+            .unwrap()
+            .output(&["get", "service", "web"])
+            .unwrap(),
+    );
+    assert!(!ok && err.contains("You must be logged in"), "{err}");
+}
+
 fn demo_seed() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("seed/demo.yaml")
 }

@@ -66,6 +66,11 @@ pub struct Config {
     pub service_cidr: Ipv4Cidr,
     /// When set, every API request needs `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// A second address, served without the token check: kube-apiserver's
+    /// "insecure port" (127.0.0.1:8080 in 1.2). kubectl sends no token over
+    /// plain HTTP, so a token-protected server reachable from a container
+    /// gives the host's kubectl this one, on loopback.
+    pub insecure_listen: Option<SocketAddr>,
     /// How many events the watch history keeps. Default 1000.
     pub history: usize,
     /// How often watches with `allowWatchBookmarks` get a BOOKMARK. Default 5s.
@@ -80,6 +85,7 @@ impl Default for Config {
             listen: SocketAddr::from(([127, 0, 0, 1], 0)),
             service_cidr: Ipv4Cidr::default_service_cidr(),
             token: None,
+            insecure_listen: None,
             history: 1000,
             bookmark_interval: Duration::from_secs(5),
             seed: Vec::new(),
@@ -125,7 +131,12 @@ pub(crate) struct AppState {
     pub(crate) shutdown: CancellationToken,
     pub(crate) bookmark_interval: Duration,
     pub(crate) addr: SocketAddr,
+    pub(crate) insecure_addr: Option<SocketAddr>,
 }
+
+/// Marks a request that came in on [`Config::insecure_listen`].
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct InsecurePort;
 
 /// Entry point: see [`ApiServer::start`].
 #[derive(Debug)]
@@ -147,6 +158,15 @@ impl ApiServer {
             addr: config.listen,
             source,
         })?;
+        let insecure = match config.insecure_listen {
+            Some(at) => {
+                let bind = |source| StartError::Bind { addr: at, source };
+                let listener = tokio::net::TcpListener::bind(at).await.map_err(bind)?;
+                let addr = listener.local_addr().map_err(bind)?;
+                Some((listener, addr))
+            }
+            None => None,
+        };
         let state = Arc::new(AppState {
             store,
             faults: Arc::new(faults::Faults::default()),
@@ -154,15 +174,18 @@ impl ApiServer {
             shutdown: CancellationToken::new(),
             bookmark_interval: config.bookmark_interval.max(Duration::from_millis(10)),
             addr,
+            insecure_addr: insecure.as_ref().map(|(_, a)| *a),
         });
-        let app = router(state.clone());
-        let shutdown = state.shutdown.clone();
+        let secure = serve(listener, router(state.clone()), state.shutdown.clone());
+        let insecure = insecure.map(|(listener, addr)| {
+            tracing::info!(%addr, "kube-api-test-server insecure port (no token)");
+            let app = router(state.clone()).layer(axum::Extension(InsecurePort));
+            serve(listener, app, state.shutdown.clone())
+        });
         let task = tokio::spawn(async move {
-            let served = axum::serve(listener, app)
-                .with_graceful_shutdown(async move { shutdown.cancelled().await })
-                .await;
-            if let Err(e) = served {
-                tracing::error!("kube-api-test-server stopped: {e}");
+            match insecure {
+                Some(insecure) => drop(tokio::join!(secure, insecure)),
+                None => secure.await,
             }
         });
         tracing::info!(%addr, "kube-api-test-server listening");
@@ -170,6 +193,16 @@ impl ApiServer {
             state,
             task: Some(task),
         })
+    }
+}
+
+/// Serves `app` on `listener` until `shutdown`.
+async fn serve(listener: tokio::net::TcpListener, app: Router, shutdown: CancellationToken) {
+    let served = axum::serve(listener, app)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await;
+    if let Err(e) = served {
+        tracing::error!("kube-api-test-server stopped: {e}");
     }
 }
 
@@ -209,6 +242,11 @@ impl ApiServerHandle {
     /// The bound socket address.
     pub fn addr(&self) -> SocketAddr {
         self.state.addr
+    }
+
+    /// Base URL of [`Config::insecure_listen`], when set.
+    pub fn insecure_url(&self) -> Option<String> {
+        self.state.insecure_addr.map(|a| format!("http://{a}"))
     }
 
     /// Direct access to the store (create/update/delete without HTTP).
