@@ -6,6 +6,9 @@
 # The build stage runs scripts/build-release.sh, the project's one release
 # build command. On Alpine the native target is musl and the official Rust
 # toolchain links it statically, so the binaries need no libc at run time.
+# Each runtime stage is one line of deploy/images.txt (base, binary, user,
+# ports, entrypoint), which deploy/podman/images.sh builds from too; the
+# deploy_manifests test checks that they agree.
 
 # Keep equal to rust-version in Cargo.toml (checked by
 # integration-tests/tests/deploy_manifests/).

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the tests need, if missing:
-# protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq.
+# protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq,
+# podman.
 set -euo pipefail
 
 need=()
@@ -16,12 +17,26 @@ command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
 command -v openssl  >/dev/null || need+=(openssl)
 
-if [ ${#need[@]} -gt 0 ]; then
+# The podman test (integration-tests/tests/podman_pod) and deploy/podman/:
+# podman with its recommended packages (netavark and aardvark-dns for the
+# bridge network, catatonit for the pod's infra container), runc (see
+# deploy/podman/containers.conf), busybox-static (the images' /bin/sh).
+with_recommends=()
+command -v podman  >/dev/null || with_recommends+=(podman)
+command -v runc    >/dev/null || with_recommends+=(runc)
+[ -x /bin/busybox ]           || with_recommends+=(busybox-static)
+
+if [ ${#need[@]} -gt 0 ] || [ ${#with_recommends[@]} -gt 0 ]; then
   sudo=""
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  echo "==> installing: ${need[*]}"
+  echo "==> installing: ${need[*]} ${with_recommends[*]}"
   $sudo apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+  if [ ${#need[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
+  fi
+  if [ ${#with_recommends[@]} -gt 0 ]; then
+    DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${with_recommends[@]}"
+  fi
 fi
 
 if ! command -v kubectl >/dev/null; then

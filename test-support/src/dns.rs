@@ -10,6 +10,7 @@
 use anyhow::{bail, Context, Result};
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, Record, RecordType};
+use std::net::SocketAddr;
 use std::process::Stdio;
 use std::str::FromStr;
 use std::time::Duration;
@@ -31,8 +32,14 @@ pub struct Reply {
 /// Runs `dig @127.0.0.1 -p PORT +time=5 +tries=1 ARGS...` (a loaded CI
 /// machine can take seconds; a later `+time` in `args` wins).
 pub fn dig(port: u16, args: &[&str]) -> Result<String> {
+    dig_at(SocketAddr::from(([127, 0, 0, 1], port)), args)
+}
+
+/// [`dig`] against any `server` (a container's address, say).
+pub fn dig_at(server: SocketAddr, args: &[&str]) -> Result<String> {
+    let at = format!("@{}", server.ip());
     let out = crate::tools::command("dig", "dnsutils")?
-        .args(["@127.0.0.1", "-p", &port.to_string(), "+time=5", "+tries=1"])
+        .args([&at, "-p", &server.port().to_string(), "+time=5", "+tries=1"])
         .args(args)
         .stdin(Stdio::null())
         .output()
@@ -96,6 +103,17 @@ const QUERY_TIMEOUT: Duration = Duration::from_secs(5);
 /// Asks the server on `127.0.0.1:port` for `name` `qtype` (e.g. `"A"`),
 /// recursion desired, no EDNS (as `dig` without options, minus its EDNS).
 pub async fn query(port: u16, name: &str, qtype: &str, transport: Transport) -> Result<Reply> {
+    let server = SocketAddr::from(([127, 0, 0, 1], port));
+    query_at(server, name, qtype, transport).await
+}
+
+/// [`query`] to any `server`.
+pub async fn query_at(
+    server: SocketAddr,
+    name: &str,
+    qtype: &str,
+    transport: Transport,
+) -> Result<Reply> {
     let fqdn = if name.ends_with('.') {
         name.to_string()
     } else {
@@ -109,13 +127,13 @@ pub async fn query(port: u16, name: &str, qtype: &str, transport: Transport) -> 
     let packet = message.to_vec()?;
     let exchange = async {
         match transport {
-            Transport::Udp => exchange_udp(port, &packet).await,
-            Transport::Tcp => exchange_tcp(port, &packet).await,
+            Transport::Udp => exchange_udp(server, &packet).await,
+            Transport::Tcp => exchange_tcp(server, &packet).await,
         }
     };
     let bytes = tokio::time::timeout(QUERY_TIMEOUT, exchange)
         .await
-        .with_context(|| format!("no reply from 127.0.0.1:{port} within {QUERY_TIMEOUT:?}"))??;
+        .with_context(|| format!("no reply from {server} within {QUERY_TIMEOUT:?}"))??;
     let reply = Message::from_vec(&bytes).context("decoding the reply")?;
     if reply.metadata.id != message.metadata.id {
         bail!(
@@ -127,9 +145,14 @@ pub async fn query(port: u16, name: &str, qtype: &str, transport: Transport) -> 
     Ok(to_reply(&reply))
 }
 
-async fn exchange_udp(port: u16, packet: &[u8]) -> Result<Vec<u8>> {
-    let socket = tokio::net::UdpSocket::bind("127.0.0.1:0").await?;
-    socket.connect(("127.0.0.1", port)).await?;
+async fn exchange_udp(server: SocketAddr, packet: &[u8]) -> Result<Vec<u8>> {
+    let local = match server {
+        SocketAddr::V4(a) if a.ip().is_loopback() => "127.0.0.1:0",
+        SocketAddr::V4(_) => "0.0.0.0:0",
+        SocketAddr::V6(_) => "[::]:0",
+    };
+    let socket = tokio::net::UdpSocket::bind(local).await?;
+    socket.connect(server).await?;
     socket.send(packet).await?;
     let mut buf = vec![0; 65_535];
     let n = socket.recv(&mut buf).await?;
@@ -137,8 +160,8 @@ async fn exchange_udp(port: u16, packet: &[u8]) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-async fn exchange_tcp(port: u16, packet: &[u8]) -> Result<Vec<u8>> {
-    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await?;
+async fn exchange_tcp(server: SocketAddr, packet: &[u8]) -> Result<Vec<u8>> {
+    let mut stream = tokio::net::TcpStream::connect(server).await?;
     let len = u16::try_from(packet.len())?;
     stream.write_all(&len.to_be_bytes()).await?;
     stream.write_all(packet).await?;

@@ -38,17 +38,65 @@ const REPLICAS: &str = "2";
 const ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.5.15-0";
 const IMAGE_TAG: &str = "0.1.0";
 
-/// Our images: (image name, Dockerfile stage, binary, crate that owns it).
-const OUR_IMAGES: [(&str, &str, &str, &str); 3] = [
-    ("kube-dns-rs/skydns", "skydns", "skydns", "skydns"),
-    ("kube-dns-rs/kube2sky", "kube2sky", "kube2sky", "kube2sky"),
-    (
-        "kube-dns-rs/exechealthz",
-        "exechealthz",
-        "exec-healthz",
-        "healthz",
-    ),
+/// The crate that owns each image's binary.
+const CRATE_OF_BINARY: [(&str, &str); 3] = [
+    ("skydns", "skydns"),
+    ("kube2sky", "kube2sky"),
+    ("exec-healthz", "healthz"),
 ];
+
+/// One line of `deploy/images.txt`, the list both the Dockerfile and
+/// `deploy/podman/images.sh` build from.
+#[derive(Debug)]
+struct ImageLine {
+    /// Without the tag.
+    name: String,
+    tag: String,
+    stage: String,
+    binary: String,
+    /// `static` or `busybox`.
+    base: String,
+    user: String,
+    ports: Vec<String>,
+}
+
+/// Our images, from `deploy/images.txt`.
+fn our_images() -> Vec<ImageLine> {
+    let lines: Vec<ImageLine> = read("deploy/images.txt")
+        .lines()
+        .filter(|l| !l.trim().is_empty() && !l.starts_with('#'))
+        .map(|l| {
+            let cols: Vec<&str> = l.split_whitespace().collect();
+            assert_eq!(cols.len(), 6, "deploy/images.txt: six columns: {l:?}");
+            let (name, tag) = cols[0].rsplit_once(':').expect("image name:tag");
+            ImageLine {
+                name: name.into(),
+                tag: tag.into(),
+                stage: cols[1].into(),
+                binary: cols[2].into(),
+                base: cols[3].into(),
+                user: cols[4].into(),
+                ports: cols[5].split(',').map(String::from).collect(),
+            }
+        })
+        .collect();
+    let binaries: BTreeSet<&str> = lines.iter().map(|i| i.binary.as_str()).collect();
+    assert_eq!(
+        binaries,
+        CRATE_OF_BINARY.iter().map(|(b, _)| *b).collect(),
+        "deploy/images.txt lists the three images"
+    );
+    lines
+}
+
+/// The crate whose `[[bin]]` `binary` is.
+fn crate_of(binary: &str) -> &'static str {
+    CRATE_OF_BINARY
+        .iter()
+        .find(|(b, _)| *b == binary)
+        .map(|(_, c)| *c)
+        .unwrap_or_else(|| panic!("no crate for {binary}"))
+}
 
 const FLAVOURS: [&str; 2] = ["legacy", "kubernetes"];
 

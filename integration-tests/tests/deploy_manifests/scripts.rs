@@ -213,7 +213,7 @@ pub(crate) fn release_script_builds_exactly_the_three_binaries() {
             flags.insert(w.to_string());
         }
     }
-    let want: BTreeSet<String> = OUR_IMAGES.iter().map(|i| i.2.to_owned()).collect();
+    let want: BTreeSet<String> = our_images().into_iter().map(|i| i.binary).collect();
     assert_eq!(bins, want, "the binaries of the three images");
     assert_eq!(
         flags,
@@ -229,9 +229,10 @@ pub(crate) fn release_script_builds_exactly_the_three_binaries() {
     // Each is a bin target of the expected workspace crate (CI's
     // `cargo test --workspace` builds every workspace bin).
     let (targets, _) = workspace_bins();
-    for (_, _, bin, package) in OUR_IMAGES {
+    for ImageLine { binary: bin, .. } in our_images() {
+        let package = crate_of(&bin);
         assert_eq!(
-            targets.get(bin).map(String::as_str),
+            targets.get(&bin).map(String::as_str),
             Some(package),
             "{bin} is a [[bin]] of crate {package}"
         );
@@ -273,28 +274,34 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
     );
     assert!(stages["build"].0.starts_with("rust:${RUST_VERSION}"));
 
-    // One runtime stage per image, running its binary as a non-root user.
-    for (image, stage, bin, _) in OUR_IMAGES {
-        let (_, body) = stages
+    // One runtime stage per line of deploy/images.txt: its base, binary,
+    // user, ports and entrypoint (deploy/podman/images.sh builds the same).
+    for line in our_images() {
+        let ImageLine {
+            name,
+            stage,
+            binary: bin,
+            ..
+        } = &line;
+        let (base, body) = stages
             .get(stage)
-            .unwrap_or_else(|| panic!("no Dockerfile stage {stage} for {image}"));
-        assert!(
-            body.contains(&format!("COPY --from=build /out/{bin} /{bin}")),
-            "stage {stage} copies {bin}"
-        );
-        assert!(
-            body.contains(&format!("ENTRYPOINT [\"/{bin}\"]")),
-            "stage {stage} runs {bin}"
-        );
-        assert!(
-            body.iter()
-                .any(|i| i.starts_with("USER ") && !i.starts_with("USER 0")),
-            "stage {stage} runs as non-root"
-        );
+            .unwrap_or_else(|| panic!("no Dockerfile stage {stage} for {name}"));
+        let want_base = match line.base.as_str() {
+            "static" => "gcr.io/distroless/static-debian12",
+            "busybox" => "busybox:1.36.1-musl",
+            other => panic!("deploy/images.txt: unknown base {other} for {name}"),
+        };
+        assert_eq!(base, want_base, "stage {stage}");
+        let runtime: Vec<&String> = body.iter().collect();
+        let want = [
+            format!("COPY --from=build /out/{bin} /{bin}"),
+            format!("USER {}", line.user),
+            format!("EXPOSE {}", line.ports.join(" ")),
+            format!("ENTRYPOINT [\"/{bin}\"]"),
+        ];
+        assert_eq!(runtime, want.iter().collect::<Vec<_>>(), "stage {stage}");
+        assert!(!line.user.starts_with("0:"), "{name} runs as non-root");
     }
-    // exec-healthz's command in the pod is `sh -c "nslookup ..."`.
-    assert!(stages["exechealthz"].0.starts_with("busybox:"));
-
     // Every image the manifests use is built by a stage, and deploy/README.md
     // says how.
     let readme = read("deploy/README.md");
@@ -307,11 +314,14 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
                 continue;
             }
             let (name, tag) = image.rsplit_once(':').expect("tagged image");
-            let (_, stage, _, _) = OUR_IMAGES
+            let images = our_images();
+            let line = images
                 .iter()
-                .find(|i| i.0 == name)
+                .find(|i| i.name == name)
                 .unwrap_or_else(|| panic!("deploy/{flavour}: unknown image {image}"));
             assert_eq!(tag, IMAGE_TAG);
+            assert_eq!(line.tag, IMAGE_TAG, "deploy/images.txt tags {name}");
+            let stage = &line.stage;
             let command = format!("docker build --target {stage} -t {image} .");
             assert!(
                 readme.contains(&command),

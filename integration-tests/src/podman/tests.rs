@@ -1,0 +1,185 @@
+use super::*;
+use k8s_openapi::api::core::v1::Container;
+use std::path::Path;
+
+/// `deploy/render.sh FLAVOUR`'s substitution over the repository's templates.
+fn rendered(flavour: &str) -> String {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../deploy")
+        .join(flavour);
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    files.sort();
+    files
+        .iter()
+        .map(|f| {
+            std::fs::read_to_string(f)
+                .unwrap()
+                .replace("$DNS_DOMAIN", "cluster.local")
+                .replace("$DNS_SERVER_IP", "10.0.0.10")
+                .replace("$DNS_REPLICAS", "3")
+        })
+        .collect::<Vec<_>>()
+        .join("---\n")
+}
+
+fn options(name: Option<&str>) -> PodmanOptions {
+    PodmanOptions {
+        kubeconfig_dir: "/run/kdrs/k".into(),
+        etcd_image: "localhost/kube-dns-rs-podman/etcd:3.4.23".into(),
+        name: name.map(String::from),
+    }
+}
+
+/// The pod template of the manifests as rendered (the real-cluster one).
+fn original_spec(flavour: &str) -> PodSpec {
+    for doc in serde_yaml::Deserializer::from_str(&rendered(flavour)) {
+        let value = serde_yaml::Value::deserialize(doc).unwrap();
+        match value.get("kind").and_then(|k| k.as_str()) {
+            Some("ReplicationController") => {
+                let rc: ReplicationController = serde_yaml::from_value(value).unwrap();
+                return rc.spec.unwrap().template.unwrap().spec.unwrap();
+            }
+            Some("Deployment") => {
+                let d: Deployment = serde_yaml::from_value(value).unwrap();
+                return d.spec.unwrap().template.spec.unwrap();
+            }
+            _ => {}
+        }
+    }
+    panic!("no workload in deploy/{flavour}");
+}
+
+fn container<'a>(spec: &'a PodSpec, name: &str) -> &'a Container {
+    spec.containers.iter().find(|c| c.name == name).unwrap()
+}
+
+/// Everything but the listed changes is what the cluster manifest says.
+fn assert_only_the_listed_changes(original: &PodSpec, podman: &PodSpec, pod: &str) {
+    let names = |s: &PodSpec| {
+        s.containers
+            .iter()
+            .map(|c| c.name.clone())
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(names(podman), ["etcd", "kube2sky", "skydns", "healthz"]);
+    assert_eq!(names(original), names(podman));
+
+    let mut expected = original.clone();
+    for v in expected.volumes.iter_mut().flatten() {
+        v.name = format!("{pod}-{}", v.name);
+    }
+    expected.volumes.get_or_insert_with(Vec::new).push(Volume {
+        name: format!("{pod}-kubeconfig"),
+        host_path: Some(HostPathVolumeSource {
+            path: "/run/kdrs/k".into(),
+            type_: Some("Directory".into()),
+        }),
+        ..Volume::default()
+    });
+    for c in &mut expected.containers {
+        c.ports = None;
+        for m in c.volume_mounts.iter_mut().flatten() {
+            m.name = format!("{pod}-{}", m.name);
+        }
+        match c.name.as_str() {
+            "etcd" => c.image = Some("localhost/kube-dns-rs-podman/etcd:3.4.23".into()),
+            "kube2sky" => {
+                c.args
+                    .get_or_insert_with(Vec::new)
+                    .push("--kubecfg-file=/etc/kube2sky/kubeconfig".into());
+                c.volume_mounts
+                    .get_or_insert_with(Vec::new)
+                    .push(VolumeMount {
+                        name: format!("{pod}-kubeconfig"),
+                        mount_path: "/etc/kube2sky".into(),
+                        read_only: Some(true),
+                        ..VolumeMount::default()
+                    });
+            }
+            _ => {}
+        }
+    }
+    assert_eq!(&expected, podman);
+}
+
+#[test]
+fn the_legacy_replication_controller_becomes_its_pod() {
+    let yaml = podman_workload(&rendered("legacy"), &options(None)).unwrap();
+    let pod: Pod = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(pod.metadata.name.as_deref(), Some("kube-dns-v11"));
+    let labels = pod.metadata.labels.clone().unwrap();
+    assert_eq!(labels["k8s-app"], "kube-dns");
+    assert_eq!(labels["version"], "v11");
+    let spec = pod.spec.unwrap();
+    assert_only_the_listed_changes(&original_spec("legacy"), &spec, "kube-dns-v11");
+    assert_eq!(
+        container(&spec, "kube2sky").args.as_deref().unwrap(),
+        [
+            "--domain=cluster.local",
+            "--kubecfg-file=/etc/kube2sky/kubeconfig"
+        ]
+    );
+    assert!(yaml.starts_with("apiVersion: v1\nkind: Pod\n"), "{yaml}");
+    let skydns = container(&original_spec("legacy"), "skydns")
+        .ports
+        .clone()
+        .unwrap();
+    assert_eq!(skydns.len(), 2, "the manifest lists 53/udp and 53/tcp");
+    assert!(spec.containers.iter().all(|c| c.ports.is_none()), "{yaml}");
+}
+
+#[test]
+fn the_modern_deployment_stays_a_deployment_of_one_pod() {
+    let yaml = podman_workload(&rendered("kubernetes"), &options(Some("kdrs-t1"))).unwrap();
+    let d: Deployment = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(d.metadata.name.as_deref(), Some("kdrs-t1"));
+    let spec = d.spec.unwrap();
+    assert_eq!(spec.replicas, Some(1), "the manifests asked for 3");
+    let pod = spec.template.spec.unwrap();
+    assert_only_the_listed_changes(&original_spec("kubernetes"), &pod, "kdrs-t1");
+    assert_eq!(
+        container(&pod, "etcd").volume_mounts.as_deref().unwrap()[0].name,
+        "kdrs-t1-etcd-storage"
+    );
+    assert!(
+        yaml.starts_with("apiVersion: apps/v1\nkind: Deployment\n"),
+        "{yaml}"
+    );
+}
+
+#[test]
+fn manifests_without_exactly_one_workload_are_refused() {
+    let service = "apiVersion: v1\nkind: Service\nmetadata:\n  name: kube-dns\n";
+    let err = podman_workload(service, &options(None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "no ReplicationController or Deployment in the manifests"
+    );
+    let two = format!("{}---\n{}", rendered("legacy"), rendered("kubernetes"));
+    let err = podman_workload(&two, &options(None)).unwrap_err();
+    assert!(err.to_string().contains("more than one workload"), "{err}");
+    let err = podman_workload("kind: [", &options(None)).unwrap_err();
+    assert!(
+        format!("{err:#}").starts_with("document 1: not YAML"),
+        "{err:#}"
+    );
+}
+
+#[test]
+fn a_workload_without_kube2sky_or_the_etcd_image_is_refused() {
+    let no_kube2sky = rendered("legacy").replace("- name: kube2sky", "- name: k2s");
+    let err = podman_workload(&no_kube2sky, &options(None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kube-dns-v11 has no container named kube2sky"
+    );
+    let other_etcd = rendered("kubernetes").replace(UPSTREAM_ETCD_IMAGE, "quay.io/coreos/etcd:v3");
+    let err = podman_workload(&other_etcd, &options(None)).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "kube-dns has no container with the image registry.k8s.io/etcd:3.5.15-0"
+    );
+}

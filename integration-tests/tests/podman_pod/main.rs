@@ -1,0 +1,312 @@
+//! The kube-dns pod in a real container runtime: `deploy/podman/run.sh`
+//! runs the legacy pod (the 1.2 ReplicationController's template) and the
+//! modern Deployment with `podman kube play`, from the images
+//! `deploy/podman/images.sh` builds out of the binaries under test and the
+//! manifests a cluster applies. For each:
+//! - `kubernetes.default.svc.cluster.local` resolves through the pod's
+//!   port 53 with the real `dig`, over UDP and TCP;
+//! - the 1.2 inspection runs literally in the etcd container;
+//! - a Service created with kubectl answers through the pod;
+//! - a hung skydns turns exec-healthz to 503 and the liveness probe, run as
+//!   the kubelet would (`podman healthcheck run`), restarts the probed
+//!   container, and the pod answers again;
+//! - Ctrl-C (SIGTERM) leaves no pod, container, volume or network behind.
+//!
+//! Needs root (podman's bridge network): as another user each test says
+//! so and returns. `scripts/test.sh` installs podman, runc and busybox-static.
+
+mod support;
+
+use anyhow::{ensure, Context, Result};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use std::collections::BTreeSet;
+use std::time::Duration;
+use support::{build_images, container_pid, missing_privilege, podman, podman_objects, RunningPod};
+use test_support::dns::{dig_at, query_at, Transport};
+use test_support::http::get;
+use test_support::kubectl::Kubectl;
+use test_support::wait::{eventually, DEADLINE};
+
+/// The liveness probes' `initialDelaySeconds` (60, podman's start period,
+/// in which failures do not count) plus `failureThreshold` (5) probes and
+/// podman's 10 s stop timeout for the hung container, with room to spare.
+const RESTARTED_WITHIN: Duration = Duration::from_secs(240);
+
+/// What the kube2sky of the demo seed writes for `kube-system/kube-dns`
+/// (cluster IP 10.0.0.10): the label is FNV-1a of
+/// `{"host":"10.0.0.10","priority":10,"weight":10,"ttl":30,"targetstrip":0}`.
+const KUBE_DNS_KEY: &str = "/skydns/local/cluster/svc/kube-system/kube-dns/21172049";
+
+/// Answers `name` A through the pod with the real `dig` over `transport`.
+fn dig_a(pod: &RunningPod, name: &str, transport: Transport) -> Result<String> {
+    let mut args = vec!["+short", name, "A"];
+    if transport == Transport::Tcp {
+        args.push("+tcp");
+    }
+    Ok(dig_at(pod.dns(), &args)?.trim().to_string())
+}
+
+/// Waits until `name` answers `address` through the pod (polled in-process).
+async fn answers(pod: &RunningPod, name: &str, address: &str) -> Result<()> {
+    eventually(&format!("{name} A {address}"), DEADLINE, async || {
+        let reply = query_at(pod.dns(), name, "A", Transport::Udp).await?;
+        ensure!(
+            reply
+                .answer
+                .iter()
+                .any(|a| a.ends_with(&format!(" A {address}"))),
+            "{reply:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
+/// `GET http://<pod>:8080/healthz`: status and body.
+async fn healthz(pod: &RunningPod) -> Result<(u16, String)> {
+    let r = get(&format!("http://{}:8080/healthz", pod.ip)).await?;
+    Ok((r.status, r.body))
+}
+
+/// Stops (SIGSTOP) skydns's process: it hangs, as a wedged server would.
+fn hang(pid: i32) -> Result<()> {
+    kill(Pid::from_raw(pid), Signal::SIGSTOP).context("SIGSTOP skydns")
+}
+
+/// `container`'s liveness probe passes while the pod is healthy (so a
+/// failing probe later is the hang, not the probe).
+fn probe_passes(container: &str) -> Result<()> {
+    podman(&["healthcheck", "run", container])
+        .map(drop)
+        .with_context(|| format!("{container}'s probe on a healthy pod"))
+}
+
+/// Runs `container`'s liveness probe as the kubelet would, once a second,
+/// until podman has restarted the container; the probe outputs seen.
+async fn probe_until_restarted(container: &str) -> Result<Vec<String>> {
+    let before = container_pid(container)?;
+    let mut outputs = Vec::new();
+    eventually(
+        &format!("{container} restarted by its probe"),
+        RESTARTED_WITHIN,
+        async || {
+            // Exit 1 and "unhealthy" while the probe fails; that is the point.
+            let out = podman(&["healthcheck", "run", container]).unwrap_or_else(|e| e.to_string());
+            outputs.push(out.trim().to_string());
+            let now = container_pid(container)?;
+            ensure!(
+                now != before && now != 0,
+                "pid {now}, was {before}; probe said {out:?}"
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    Ok(outputs)
+}
+
+/// What both pods must do before their liveness checks.
+async fn serves_dns_and_records(pod: &RunningPod, inspection: &[&str]) -> Result<String> {
+    for transport in [Transport::Udp, Transport::Tcp] {
+        let a = dig_a(pod, "kubernetes.default.svc.cluster.local", transport)?;
+        ensure!(a == "10.0.0.1", "{transport:?}: dig +short said {a:?}");
+    }
+    let inspected = podman(inspection)?;
+    ensure!(
+        inspected.contains(KUBE_DNS_KEY),
+        "{inspection:?} printed {inspected:?}"
+    );
+    let (status, body) = healthz(pod).await?;
+    ensure!(status == 200 && body == "ok", "healthz {status} {body:?}");
+    Ok(inspected)
+}
+
+/// A Service created through the API answers through the pod.
+async fn a_new_service_answers(pod: &RunningPod, name: &str) -> Result<()> {
+    let kubectl = Kubectl::new(&pod.api)?;
+    kubectl.run(&["create", "service", "clusterip", name, "--tcp=80"])?;
+    let svc = kubectl.json(&["get", "service", name])?;
+    let ip = svc["spec"]["clusterIP"]
+        .as_str()
+        .context("clusterIP")?
+        .to_string();
+    answers(pod, &format!("{name}.default.svc.cluster.local"), &ip).await?;
+    let a = dig_a(
+        pod,
+        &format!("{name}.default.svc.cluster.local"),
+        Transport::Udp,
+    )?;
+    ensure!(a == ip, "dig said {a:?}, the API {ip}");
+    Ok(())
+}
+
+/// Stops run.sh and checks that no pod, container or volume of its pod is
+/// left, and that the networks are those there were before.
+fn stops_without_leftovers(pod: RunningPod, before: &BTreeSet<String>) -> Result<()> {
+    let name = pod.pod.clone();
+    pod.stop()?;
+    let after = podman_objects()?;
+    let left: Vec<_> = after.iter().filter(|o| o.contains(&name)).collect();
+    ensure!(left.is_empty(), "left behind: {left:?}");
+    let networks = |all: &BTreeSet<String>| {
+        all.iter()
+            .filter(|o| o.starts_with("network "))
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    ensure!(
+        networks(before) == networks(&after),
+        "networks changed: {after:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_pod_runs_in_podman() {
+    if let Some(why) = missing_privilege() {
+        eprintln!("{why}");
+        return;
+    }
+    build_images();
+    let before = podman_objects().unwrap();
+    let name = format!("kdrs-legacy-{}", std::process::id());
+    let pod = RunningPod::start(&["--legacy", "--name", &name], &name).unwrap();
+    assert_eq!(pod.pod, name, "a Pod keeps its name");
+
+    // 1.2's docs: `etcdctl ls` in the etcd container, on the v2 keys API
+    // (etcd v2 hides the `_udp`/`_tcp` SRV directories from listings).
+    let ls = [
+        "exec",
+        &pod.container("etcd"),
+        "etcdctl",
+        "ls",
+        "/skydns/local/cluster/svc/kube-system/kube-dns",
+    ];
+    let listed = serves_dns_and_records(&pod, &ls).await.unwrap();
+    assert_eq!(listed, format!("{KUBE_DNS_KEY}\n"));
+
+    // 1.2 wires the nslookup check to kube2sky's liveness probe: a hung
+    // skydns gets kube2sky restarted, not itself.
+    probe_passes(&pod.container("kube2sky")).unwrap();
+    let skydns = container_pid(&pod.container("skydns")).unwrap();
+    hang(skydns).unwrap();
+    eventually("healthz 503", DEADLINE, async || {
+        let (status, body) = healthz(&pod).await?;
+        ensure!(
+            status == 503 && body.contains("error exit status 1"),
+            "{status} {body:?}"
+        );
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let outputs = probe_until_restarted(&pod.container("kube2sky"))
+        .await
+        .unwrap();
+    assert!(
+        outputs.iter().any(|o| o.contains("unhealthy")),
+        "{outputs:?}"
+    );
+    assert_eq!(
+        container_pid(&pod.container("skydns")).unwrap(),
+        skydns,
+        "skydns untouched"
+    );
+    // A skydns that dies is restarted by the pod's restart policy.
+    kill(Pid::from_raw(skydns), Signal::SIGKILL).unwrap();
+    answers(&pod, "kubernetes.default.svc.cluster.local", "10.0.0.1")
+        .await
+        .unwrap();
+    assert_ne!(container_pid(&pod.container("skydns")).unwrap(), skydns);
+    eventually("healthz 200", DEADLINE, async || {
+        let (status, body) = healthz(&pod).await?;
+        ensure!(status == 200, "{status} {body:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+
+    // The restarted kube2sky follows the API again.
+    a_new_service_answers(&pod, "after-restarts").await.unwrap();
+    stops_without_leftovers(pod, &before).unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_modern_deployment_runs_in_podman() {
+    if let Some(why) = missing_privilege() {
+        eprintln!("{why}");
+        return;
+    }
+    build_images();
+    let before = podman_objects().unwrap();
+    let name = format!("kdrs-modern-{}", std::process::id());
+    let pod = RunningPod::start(&["--name", &name], &name).unwrap();
+    assert_eq!(
+        pod.pod,
+        format!("{name}-pod-0"),
+        "podman's name for a Deployment's pod"
+    );
+
+    // The v3 API: the same records through `etcdctl get --prefix`.
+    let etcd = pod.container("etcd");
+    let get = [
+        "exec",
+        &etcd,
+        "etcdctl",
+        "get",
+        "/skydns/local/cluster/svc/kube-system/kube-dns",
+        "--prefix",
+    ];
+    let got = serves_dns_and_records(&pod, &get).await.unwrap();
+    assert!(
+        got.contains(&format!(
+            "{KUBE_DNS_KEY}\n{{\"host\":\"10.0.0.10\",\"priority\":10,\"weight\":10,\"ttl\":30,\"targetstrip\":0}}\n"
+        )),
+        "{got}"
+    );
+    a_new_service_answers(&pod, "before-restarts")
+        .await
+        .unwrap();
+
+    // Here the nslookup check is skydns's own liveness probe: a hung skydns
+    // is restarted, and the pod answers again.
+    let skydns = container_pid(&pod.container("skydns")).unwrap();
+    let kube2sky = container_pid(&pod.container("kube2sky")).unwrap();
+    probe_passes(&pod.container("skydns")).unwrap();
+    hang(skydns).unwrap();
+    eventually("healthz 503", DEADLINE, async || {
+        let (status, body) = healthz(&pod).await?;
+        ensure!(
+            status == 503 && body.contains("error exit status 1"),
+            "{status} {body:?}"
+        );
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let outputs = probe_until_restarted(&pod.container("skydns"))
+        .await
+        .unwrap();
+    assert!(
+        outputs.iter().any(|o| o.contains("unhealthy")),
+        "{outputs:?}"
+    );
+    answers(&pod, "kubernetes.default.svc.cluster.local", "10.0.0.1")
+        .await
+        .unwrap();
+    eventually("healthz 200", DEADLINE, async || {
+        let (status, body) = healthz(&pod).await?;
+        ensure!(status == 200, "{status} {body:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    assert_eq!(
+        container_pid(&pod.container("kube2sky")).unwrap(),
+        kube2sky,
+        "kube2sky untouched"
+    );
+    a_new_service_answers(&pod, "after-restarts").await.unwrap();
+    stops_without_leftovers(pod, &before).unwrap();
+}
