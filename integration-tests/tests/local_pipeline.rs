@@ -8,9 +8,8 @@
 //! The script runs with `SKIP_BUILD=1` on the binaries next to this test
 //! (`scripts/test.sh` builds them with `cargo build --workspace --bins`).
 
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 use test_support::bins::built_binary;
@@ -87,29 +86,10 @@ fn start_pipeline(etcd_api: Api, bins: &Path) -> anyhow::Result<(Process, Ports)
                 ("READINESS_PORT", readiness),
             ]
             .map(|(k, v)| (k, v.to_string())),
-        )
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
+        );
     // Dropped on a failure: SIGTERM, which run.sh traps as it traps Ctrl-C,
     // then SIGKILL to its whole process group.
-    let mut pipeline = Process::spawn("deploy/local/run.sh", command)?;
-    let (tx, rx) = mpsc::channel();
-    let stdout = pipeline.child().stdout.take().unwrap();
-    let stderr = pipeline.child().stderr.take().unwrap();
-    for stream in [
-        Box::new(stdout) as Box<dyn std::io::Read + Send>,
-        Box::new(stderr),
-    ] {
-        let tx = tx.clone();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                eprintln!("run.sh: {line}");
-                let _ = tx.send(line);
-            }
-        });
-    }
-    drop(tx);
+    let (mut pipeline, rx) = Process::spawn_with_lines("run.sh", command)?;
     let deadline = Instant::now() + Duration::from_secs(120);
     let mut seen = Vec::new();
     loop {

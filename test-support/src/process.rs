@@ -13,9 +13,11 @@ use crate::wait::{eventually, eventually_blocking};
 use anyhow::{bail, Context, Result};
 use nix::sys::signal::{kill, killpg, Signal};
 use nix::unistd::Pid;
+use std::io::{BufRead, BufReader, Read};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 /// How long a stopped process may take to exit after SIGTERM.
@@ -55,6 +57,33 @@ impl Process {
             .stdout(file.try_clone()?)
             .stderr(file);
         Self::spawn(name, command)
+    }
+
+    /// [`Process::spawn`] with stdin closed and every line of stdout and
+    /// stderr echoed to the test's output as `name: line` and sent to the
+    /// returned channel, which disconnects once both pipes are closed.
+    pub fn spawn_with_lines(
+        name: &str,
+        mut command: Command,
+    ) -> Result<(Process, mpsc::Receiver<String>)> {
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut process = Self::spawn(name, command)?;
+        let (tx, rx) = mpsc::channel();
+        let stdout = process.child.stdout.take().expect("piped stdout");
+        let stderr = process.child.stderr.take().expect("piped stderr");
+        for stream in [Box::new(stdout) as Box<dyn Read + Send>, Box::new(stderr)] {
+            let (tx, name) = (tx.clone(), name.to_string());
+            std::thread::spawn(move || {
+                for line in BufReader::new(stream).lines().map_while(Result::ok) {
+                    eprintln!("{name}: {line}");
+                    let _ = tx.send(line);
+                }
+            });
+        }
+        Ok((process, rx))
     }
 
     /// The [`Child`], e.g. to take its pipes.

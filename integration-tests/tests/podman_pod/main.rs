@@ -69,6 +69,17 @@ async fn healthz(pod: &RunningPod) -> Result<(u16, String)> {
     Ok((r.status, r.body))
 }
 
+/// Waits until `/healthz` answers `status` with a body containing `body`
+/// (exec-healthz checks every 2 s).
+async fn healthz_becomes(pod: &RunningPod, status: u16, body: &str) -> Result<()> {
+    eventually(&format!("healthz {status}"), DEADLINE, async || {
+        let (got, text) = healthz(pod).await?;
+        ensure!(got == status && text.contains(body), "{got} {text:?}");
+        Ok(())
+    })
+    .await
+}
+
 /// Stops (SIGSTOP) skydns's process: it hangs, as a wedged server would.
 fn hang(pid: i32) -> Result<()> {
     kill(Pid::from_raw(pid), Signal::SIGSTOP).context("SIGSTOP skydns")
@@ -104,6 +115,23 @@ async fn probe_until_restarted(container: &str) -> Result<Vec<String>> {
     )
     .await?;
     Ok(outputs)
+}
+
+/// Hangs skydns and runs the liveness probe of `probed` (the container
+/// whose probe is the nslookup check) until podman restarts it: the probe
+/// passes before, `/healthz` turns 503, the probe reports unhealthy. Returns
+/// the hung skydns's pid.
+async fn hang_skydns_until_probe_restarts(pod: &RunningPod, probed: &str) -> Result<i32> {
+    probe_passes(&pod.container(probed))?;
+    let skydns = container_pid(&pod.container("skydns"))?;
+    hang(skydns)?;
+    healthz_becomes(pod, 503, "error exit status 1").await?;
+    let outputs = probe_until_restarted(&pod.container(probed)).await?;
+    ensure!(
+        outputs.iter().any(|o| o.contains("unhealthy")),
+        "the probe never said unhealthy: {outputs:?}"
+    );
+    Ok(skydns)
 }
 
 /// What both pods must do before their liveness checks.
@@ -188,26 +216,9 @@ async fn the_legacy_pod_runs_in_podman() {
 
     // 1.2 wires the nslookup check to kube2sky's liveness probe: a hung
     // skydns gets kube2sky restarted, not itself.
-    probe_passes(&pod.container("kube2sky")).unwrap();
-    let skydns = container_pid(&pod.container("skydns")).unwrap();
-    hang(skydns).unwrap();
-    eventually("healthz 503", DEADLINE, async || {
-        let (status, body) = healthz(&pod).await?;
-        ensure!(
-            status == 503 && body.contains("error exit status 1"),
-            "{status} {body:?}"
-        );
-        Ok(())
-    })
-    .await
-    .unwrap();
-    let outputs = probe_until_restarted(&pod.container("kube2sky"))
+    let skydns = hang_skydns_until_probe_restarts(&pod, "kube2sky")
         .await
         .unwrap();
-    assert!(
-        outputs.iter().any(|o| o.contains("unhealthy")),
-        "{outputs:?}"
-    );
     assert_eq!(
         container_pid(&pod.container("skydns")).unwrap(),
         skydns,
@@ -219,13 +230,7 @@ async fn the_legacy_pod_runs_in_podman() {
         .await
         .unwrap();
     assert_ne!(container_pid(&pod.container("skydns")).unwrap(), skydns);
-    eventually("healthz 200", DEADLINE, async || {
-        let (status, body) = healthz(&pod).await?;
-        ensure!(status == 200, "{status} {body:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    healthz_becomes(&pod, 200, "ok").await.unwrap();
 
     // The restarted kube2sky follows the API again.
     a_new_service_answers(&pod, "after-restarts").await.unwrap();
@@ -271,37 +276,14 @@ async fn the_modern_deployment_runs_in_podman() {
 
     // Here the nslookup check is skydns's own liveness probe: a hung skydns
     // is restarted, and the pod answers again.
-    let skydns = container_pid(&pod.container("skydns")).unwrap();
     let kube2sky = container_pid(&pod.container("kube2sky")).unwrap();
-    probe_passes(&pod.container("skydns")).unwrap();
-    hang(skydns).unwrap();
-    eventually("healthz 503", DEADLINE, async || {
-        let (status, body) = healthz(&pod).await?;
-        ensure!(
-            status == 503 && body.contains("error exit status 1"),
-            "{status} {body:?}"
-        );
-        Ok(())
-    })
-    .await
-    .unwrap();
-    let outputs = probe_until_restarted(&pod.container("skydns"))
+    hang_skydns_until_probe_restarts(&pod, "skydns")
         .await
         .unwrap();
-    assert!(
-        outputs.iter().any(|o| o.contains("unhealthy")),
-        "{outputs:?}"
-    );
     answers(&pod, "kubernetes.default.svc.cluster.local", "10.0.0.1")
         .await
         .unwrap();
-    eventually("healthz 200", DEADLINE, async || {
-        let (status, body) = healthz(&pod).await?;
-        ensure!(status == 200, "{status} {body:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    healthz_becomes(&pod, 200, "ok").await.unwrap();
     assert_eq!(
         container_pid(&pod.container("kube2sky")).unwrap(),
         kube2sky,

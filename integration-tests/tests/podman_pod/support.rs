@@ -2,7 +2,6 @@
 
 use anyhow::{bail, ensure, Context, Result};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -140,25 +139,8 @@ impl RunningPod {
             .env("SKIP_BUILD", "1")
             .env("SKIP_IMAGES", "1")
             .env("BIN_DIR", bin_dir())
-            .env_remove("CONTAINERS_CONF")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut run = Process::spawn("deploy/podman/run.sh", command)?;
-        let (tx, rx) = mpsc::channel();
-        for stream in [
-            Box::new(run.child().stdout.take().unwrap()) as Box<dyn std::io::Read + Send>,
-            Box::new(run.child().stderr.take().unwrap()),
-        ] {
-            let tx = tx.clone();
-            std::thread::spawn(move || {
-                for line in BufReader::new(stream).lines().map_while(Result::ok) {
-                    eprintln!("run.sh: {line}");
-                    let _ = tx.send(line);
-                }
-            });
-        }
-        drop(tx);
+            .env_remove("CONTAINERS_CONF");
+        let (run, rx) = Process::spawn_with_lines("run.sh", command)?;
         let ready = wait_for_line(&rx, "==> ready ", READY_WITHIN)?;
         let field = |name: &str| -> Result<String> {
             ready
