@@ -4,7 +4,9 @@
 //! etcd key to parsed [`Record`], tagged with the etcd revision it reflects.
 //! The store task builds a new snapshot for every batch of etcd changes and
 //! swaps it in whole, so a query never waits on etcd and never sees half an
-//! update. [`Snapshot::lookup`] gives the etcd **v2** view the original SkyDNS
+//! update. The maps are persistent (`imbl`'s B-trees): a new snapshot shares
+//! every node the batch did not touch with the one before, so a batch costs
+//! O(changed keys × log N), not a copy of all N records. [`Snapshot::lookup`] gives the etcd **v2** view the original SkyDNS
 //! was written against: a key is a leaf, a key prefix is a directory, a
 //! directory listing returns every leaf below it except those under a *hidden*
 //! segment (one starting with `_`), and a missing name is "key not found".
@@ -17,7 +19,7 @@
 //! path by path on demand; [`Snapshot::has_read`] tells which paths were.
 
 use crate::record::Record;
-use std::collections::{BTreeMap, BTreeSet};
+use imbl::{OrdMap, OrdSet};
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -43,12 +45,12 @@ pub struct Leaf {
 pub struct Snapshot {
     revision: i64,
     generation: i64,
-    entries: BTreeMap<Arc<str>, Arc<Record>>,
+    entries: OrdMap<Arc<str>, Arc<Record>>,
     /// Directory nodes (etcd v2 only; `None` for v3, where directories
     /// are implied by the keys below them).
-    dirs: Option<BTreeSet<Arc<str>>>,
+    dirs: Option<OrdSet<Arc<str>>>,
     /// Hidden paths read one by one from an etcd v2 store.
-    read_paths: Arc<BTreeSet<String>>,
+    read_paths: OrdSet<String>,
 }
 
 /// One change to apply to a snapshot.
@@ -85,7 +87,7 @@ impl Snapshot {
                 .map(|(k, r)| (Arc::from(k), Arc::new(r)))
                 .collect(),
             dirs: None,
-            read_paths: Arc::default(),
+            read_paths: OrdSet::new(),
         }
     }
 
@@ -97,7 +99,7 @@ impl Snapshot {
         dirs: impl IntoIterator<Item = String>,
     ) -> Self {
         let mut snapshot = Snapshot::new(revision, entries);
-        snapshot.dirs = Some(BTreeSet::new());
+        snapshot.dirs = Some(OrdSet::new());
         for dir in dirs {
             snapshot.apply(Change::Dir(dir));
         }
@@ -199,7 +201,7 @@ impl Snapshot {
                 for (key, record) in entries {
                     self.apply(Change::Put(key, record));
                 }
-                Arc::make_mut(&mut self.read_paths).insert(path);
+                self.read_paths.insert(path);
             }
         }
     }
@@ -210,7 +212,7 @@ impl Snapshot {
         let prefix = format!("{}/", dir.trim_end_matches('/'));
         let doomed: Vec<Arc<str>> = self
             .entries
-            .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+            .range::<_, str>((Bound::Included(prefix.as_str()), Bound::Unbounded))
             .take_while(|(k, _)| k.starts_with(&prefix))
             .filter(|(k, _)| select(&k[prefix.len()..]))
             .map(|(k, _)| k.clone())
@@ -220,7 +222,7 @@ impl Snapshot {
         }
         if let Some(dirs) = &mut self.dirs {
             let doomed: Vec<Arc<str>> = dirs
-                .range::<str, _>((Bound::Included(prefix.as_str()), Bound::Unbounded))
+                .range::<_, str>((Bound::Included(prefix.as_str()), Bound::Unbounded))
                 .take_while(|d| d.starts_with(&prefix))
                 .filter(|d| select(&d[prefix.len()..]))
                 .cloned()
@@ -259,7 +261,7 @@ impl Snapshot {
     /// Every leaf whose key starts with `prefix` (a raw string prefix).
     pub fn scan_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = Leaf> + 'a {
         self.entries
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .range::<_, str>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(prefix))
             .map(|(k, r)| Leaf {
                 key: k.clone(),

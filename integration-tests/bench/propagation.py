@@ -1,0 +1,196 @@
+"""skydns's share of propagation at cluster sizes: an etcd v3 holding N
+records (A records of services, as kube2sky writes them), skydns serving
+them; then, SAMPLES times, one new record PUT through etcd's JSON gateway
+and the time until skydns answers it (a DNS query from this process every
+0.5 ms, no process spawned per poll). Also the QPS of one UDP client asking
+for names that exist while 200 records change per second, against the same
+client without churn (the hot path's cache under churn).
+
+Usage: propagation.py BIN_DIR SIZES [SAMPLES]   (SIZES: comma-separated)
+Prints one table row per size.
+"""
+
+import base64
+import json
+import os
+import random
+import shutil
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+BIN = sys.argv[1]
+SIZES = [int(s) for s in sys.argv[2].split(",")]
+SAMPLES = int(sys.argv[3]) if len(sys.argv) > 3 else 100
+WORK = tempfile.mkdtemp(prefix="propagation-")
+ZONE = "/skydns/local/cluster/svc/"
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def b64(s):
+    return base64.b64encode(s.encode()).decode()
+
+
+def ip_of(i):
+    return "10.%d.%d.%d" % (i // 62500 + 1, (i // 250) % 250, i % 250 + 1)
+
+
+def record(ip):
+    return '{"host":"%s","priority":10,"weight":10,"ttl":30,"targetstrip":0}' % ip
+
+
+class Etcd:
+    def __init__(self):
+        self.client, self.peer = free_port(), free_port()
+        self.url = "http://127.0.0.1:%d" % self.client
+        peer = "http://127.0.0.1:%d" % self.peer
+        data = tempfile.mkdtemp(dir=WORK)
+        log = open(os.path.join(WORK, "etcd.log"), "a")
+        self.proc = subprocess.Popen(
+            ["etcd", "--name", "p", "--data-dir", data, "--quota-backend-bytes", str(8 << 30),
+             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
+             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
+             "--initial-cluster", "p=" + peer], stdout=log, stderr=log)
+        deadline = time.time() + 60
+        while True:
+            try:
+                urllib.request.urlopen(self.url + "/version", timeout=1).read()
+                break
+            except OSError:
+                if time.time() > deadline:
+                    raise
+                time.sleep(0.05)
+
+    def txn(self, puts):
+        body = {"success": [{"requestPut": {"key": b64(k), "value": b64(v)}} for k, v in puts]}
+        req = urllib.request.Request(self.url + "/v3/kv/txn", json.dumps(body).encode(),
+                                     {"Content-Type": "application/json"})
+        urllib.request.urlopen(req, timeout=30).read()
+
+    def stop(self):
+        self.proc.kill()
+        self.proc.wait()
+
+
+def query(sock, name, qid):
+    """One A query over a connected UDP socket; the number of answers."""
+    packet = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
+    for label in name.rstrip(".").split("."):
+        packet += bytes([len(label)]) + label.encode()
+    packet += b"\x00\x00\x01\x00\x01"
+    sock.send(packet)
+    while True:
+        reply = sock.recv(4096)
+        if struct.unpack(">H", reply[:2])[0] == qid:
+            return struct.unpack(">H", reply[6:8])[0]
+
+
+def name_of(i):
+    return "s%d.bulk.svc.cluster.local" % i
+
+
+def key_of(i):
+    return ZONE + "bulk/s%d/%x" % (i, i)
+
+
+def percentile(values, p):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * p / 100))]
+
+
+def qps(sock, names, seconds):
+    """Queries answered per second by one client asking `names` in turn."""
+    end = time.time() + seconds
+    n = 0
+    while time.time() < end:
+        query(sock, names[n % len(names)], n & 0xFFFF)
+        n += 1
+    return n / seconds
+
+
+def run(size):
+    etcd = Etcd()
+    for start in range(0, size, 128):
+        etcd.txn([(key_of(i), record(ip_of(i))) for i in range(start, min(size, start + 128))])
+    port = free_port()
+    log = open(os.path.join(WORK, "skydns.log"), "a")
+    skydns = subprocess.Popen(
+        [os.path.join(BIN, "skydns"), "-addr", "127.0.0.1:%d" % port, "-machines", etcd.url,
+         "-etcd3", "-domain", "cluster.local."], stdout=log, stderr=log)
+    rss_kb = 0
+    try:
+        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        sock.settimeout(2)
+        sock.connect(("127.0.0.1", port))
+        deadline = time.time() + 300
+        while True:
+            try:
+                if query(sock, name_of(size - 1), 1) > 0:
+                    break
+            except OSError:
+                pass
+            if time.time() > deadline:
+                raise RuntimeError("skydns never answered")
+            time.sleep(0.05)
+        delays = []
+        for s in range(SAMPLES):
+            i = size + s
+            etcd.txn([(key_of(i), record(ip_of(i)))])
+            t0 = time.perf_counter()
+            while query(sock, name_of(i), 2) == 0:
+                time.sleep(0.0005)
+            delays.append((time.perf_counter() - t0) * 1000)
+        names = [name_of(random.randrange(size)) for _ in range(64)]
+        still = qps(sock, names, 5)
+        stop = threading.Event()
+
+        def churn():
+            j = 0
+            while not stop.is_set():
+                t = time.time()
+                etcd.txn([(key_of(size + SAMPLES + (j + k) % 1000), record(ip_of(j + k)))
+                          for k in range(20)])
+                j += 20
+                time.sleep(max(0, 0.1 - (time.time() - t)))  # 20 keys every 100 ms
+
+        churner = threading.Thread(target=churn)
+        churner.start()
+        churning = qps(sock, names, 5)
+        stop.set()
+        churner.join()
+        with open("/proc/%d/status" % skydns.pid) as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    rss_kb = int(line.split()[1])
+        print("| %d | %.1f ms | %.1f ms | %.1f ms | %.0f | %.0f | %.2f | %.0f MB |" % (
+            size, percentile(delays, 50), percentile(delays, 99), max(delays),
+            still, churning, churning / still, rss_kb / 1024), flush=True)
+    finally:
+        skydns.kill()
+        skydns.wait()
+        etcd.stop()
+
+
+def main():
+    print("| records | propagation p50 | p99 | max | QPS still | QPS, 200 changes/s | ratio | skydns RSS |")
+    print("|---|---|---|---|---|---|---|---|")
+    try:
+        for size in SIZES:
+            run(size)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+main()
