@@ -2,9 +2,10 @@
 records (A records of services, as kube2sky writes them), skydns serving
 them; then, SAMPLES times, one new record PUT through etcd's JSON gateway
 and the time until skydns answers it (a DNS query from this process every
-0.5 ms, no process spawned per poll). Also the QPS of one UDP client asking
-for names that exist while 200 records change per second, against the same
-client without churn (the hot path's cache under churn).
+0.5 ms, no process spawned per poll). Also the QPS of dnsperf asking for
+names that exist while 200 records change per second, against the same
+load without churn (dnsperf, 4 clients, 1,000 names that exist: the hot
+path's cache under churn).
 
 Usage: propagation.py BIN_DIR SIZES [SAMPLES]   (SIZES: comma-separated)
 Prints one table row per size.
@@ -110,14 +111,19 @@ def percentile(values, p):
     return values[min(len(values) - 1, int(len(values) * p / 100))]
 
 
-def qps(sock, names, seconds):
-    """Queries answered per second by one client asking `names` in turn."""
-    end = time.time() + seconds
-    n = 0
-    while time.time() < end:
-        query(sock, names[n % len(names)], n & 0xFFFF)
-        n += 1
-    return n / seconds
+def qps(port, names, seconds):
+    """dnsperf's queries per second asking `names` (4 clients)."""
+    path = os.path.join(WORK, "queries")
+    with open(path, "w") as f:
+        for n in names:
+            f.write("%s A\n" % n)
+    out = subprocess.run(
+        ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", path, "-l", str(seconds),
+         "-c", "4", "-q", "500"], capture_output=True, text=True).stdout
+    for line in out.splitlines():
+        if "Queries per second:" in line:
+            return float(line.split(":")[1])
+    raise RuntimeError("no QPS from dnsperf:\n" + out)
 
 
 def run(size):
@@ -152,8 +158,8 @@ def run(size):
             while query(sock, name_of(i), 2) == 0:
                 time.sleep(0.0005)
             delays.append((time.perf_counter() - t0) * 1000)
-        names = [name_of(random.randrange(size)) for _ in range(64)]
-        still = qps(sock, names, 5)
+        names = [name_of(random.randrange(size)) for _ in range(1000)]
+        still = qps(port, names, 8)
         stop = threading.Event()
 
         def churn():
@@ -167,7 +173,7 @@ def run(size):
 
         churner = threading.Thread(target=churn)
         churner.start()
-        churning = qps(sock, names, 5)
+        churning = qps(port, names, 8)
         stop.set()
         churner.join()
         with open("/proc/%d/status" % skydns.pid) as f:

@@ -16,11 +16,11 @@ mod pending;
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::cache::ResponseCache;
 use crate::forward::Upstreams;
-use crate::hot::{PlainQuery, QuestionKey, ReplyCache};
+use crate::hot::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::metrics::Metrics;
 use crate::path::{in_domain, is_addressable_label};
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
-use crate::snapshot::Snapshot;
+use crate::snapshot::{note_read, record_reads, Snapshot};
 use crate::store::paths::{hidden_part, PathReader};
 use crate::stub::{has_loop_marker, StubZones};
 use arc_swap::ArcSwapOption;
@@ -201,10 +201,15 @@ impl Handler {
         let tcp = transport == Transport::Tcp;
         let plain = QuestionKey::parse(packet, tcp);
         let snapshot = self.inner.snapshot.load_full();
-        let revision = snapshot.as_ref().map_or(-1, |s| s.generation());
+        let generation = snapshot.as_ref().map_or(-1, |s| s.generation());
+        if let Some(s) = &snapshot {
+            self.inner
+                .replies
+                .advance(generation, |since| s.touched_since(since));
+        }
         let hour = unix_now() / 3600;
         if let Some(q) = &plain {
-            if let Some(reply) = self.inner.replies.get(q, revision, hour) {
+            if let Some(reply) = self.inner.replies.get(q, generation, hour) {
                 self.inner.metrics.request(tcp, q.dnssec_ok);
                 self.inner
                     .metrics
@@ -258,11 +263,17 @@ impl Handler {
             dnssec_ok,
             start,
         };
-        match self.route(&request, snapshot) {
+        let (route, paths) = record_reads(|| self.route(&request, snapshot));
+        match route {
             Route::Reply(reply) => {
                 let bytes = self.send(&request, reply);
                 if let (Some(plain), Some(bytes)) = (&plain, &bytes) {
-                    self.remember(plain, &request.q, bytes, revision, hour);
+                    let at = Computed {
+                        generation,
+                        hour,
+                        paths: &paths,
+                    };
+                    self.remember(plain, &request.q, bytes, at);
                 }
                 Outcome::Done(bytes)
             }
@@ -295,15 +306,13 @@ impl Handler {
     }
 
     /// Keeps an encoded reply for the hot path.
-    fn remember(&self, plain: &PlainQuery, q: &Question, bytes: &[u8], revision: i64, hour: u64) {
+    fn remember(&self, plain: &PlainQuery, q: &Question, bytes: &[u8], at: Computed<'_>) {
         if q.qtype == RecordType::ANY {
             return; // the REFUSED reply clears RD, which the hot path copies
         }
         let shufflable =
             self.inner.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
-        self.inner
-            .replies
-            .insert(plain, bytes, revision, hour, shufflable);
+        self.inner.replies.insert(plain, bytes, at, shufflable);
     }
 
     /// Decides the path of a request (reference §5) and answers what memory can.
@@ -412,6 +421,8 @@ impl Handler {
             return None;
         }
         let snapshot = snapshot?;
+        // Every answer depends on the stub zones, read once per snapshot.
+        note_read(&StubZones::dir(&self.inner.zone));
         let zones = {
             let mut cached = self.inner.stubs.lock().unwrap_or_else(|e| e.into_inner());
             if cached.0 != snapshot.generation() {
@@ -532,6 +543,8 @@ mod tests;
 mod tests_claims;
 #[cfg(test)]
 mod tests_hostile;
+#[cfg(test)]
+mod tests_hot;
 #[cfg(test)]
 mod tests_limits;
 #[cfg(test)]

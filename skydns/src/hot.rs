@@ -2,23 +2,24 @@
 //!
 //! Every authoritative reply is a function of the question (exact bytes,
 //! since owners keep the query's case), the client's size limit, the
-//! snapshot revision and, through the SOA serial, the hour. [`ReplyCache`]
+//! records it read and, through the SOA serial, the hour. [`ReplyCache`]
 //! keeps encoded replies under exactly that key, so a repeated question is
 //! answered by copying bytes and patching the ID and RD bit — no decoding,
 //! no lookup, no encoding. [`QuestionKey::parse`] reads just enough of a
 //! plain query (one question, at most an OPT record) to build the key;
 //! anything else takes the full path. Round robin still works on cached
 //! replies: when every answer is an A/AAAA record owned by the question name,
-//! the answer records are re-shuffled as byte ranges on each hit. The cache
-//! is emptied whenever the revision changes and is bounded in size.
+//! the answer records are re-shuffled as byte ranges on each hit. When the
+//! records change, only the replies that read a changed path are dropped
+//! (`replies`); the cache is bounded in size.
 
 use rand::seq::SliceRandom;
-use std::collections::HashMap;
+use replies::{Entry, Replies};
 use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-/// Most cached replies before the cache is emptied and refilled.
-const MAX_ENTRIES: usize = 20_000;
+mod replies;
 
 /// What identifies a reply: the question bytes, the size limit, the transport.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -118,30 +119,50 @@ fn plain_options(mut data: &[u8]) -> bool {
     true
 }
 
-struct Entry {
-    reply: Vec<u8>,
-    hour: u64,
-    /// Byte ranges of the answer records, when they may be shuffled.
-    shuffle: Option<Arc<[Range<usize>]>>,
-}
-
-/// Encoded replies by question, valid for one snapshot revision.
+/// Encoded replies by question, each valid while what it read is unchanged.
 #[derive(Default)]
 pub struct ReplyCache {
-    inner: RwLock<(i64, HashMap<QuestionKey, Entry>)>,
+    inner: RwLock<Replies>,
+    hits: AtomicU64,
 }
 
 impl ReplyCache {
-    /// The cached reply to `q`, ready to send, if valid for `revision`/`hour`.
-    pub fn get(&self, q: &PlainQuery, revision: i64, hour: u64) -> Option<Vec<u8>> {
+    /// Brings the cache to snapshot `generation`: nothing to do when it is
+    /// there, or past it (an older snapshot only misses); otherwise drops the
+    /// replies that read what changed since, as `touched_since(generation
+    /// of the cache)` lists it, or all of them when that is `None`.
+    pub fn advance(
+        &self,
+        generation: i64,
+        touched_since: impl FnOnce(i64) -> Option<Vec<Arc<str>>>,
+    ) {
+        {
+            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
+            if inner.generation >= generation {
+                return;
+            }
+        }
+        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
+        if inner.generation >= generation {
+            return;
+        }
+        match touched_since(inner.generation) {
+            Some(touched) => inner.invalidate(&touched, generation),
+            None => inner.clear(generation),
+        }
+    }
+
+    /// The cached reply to `q`, ready to send, if valid for `generation`/`hour`.
+    pub fn get(&self, q: &PlainQuery, generation: i64, hour: u64) -> Option<Vec<u8>> {
         let (mut out, shuffle) = {
             let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-            if inner.0 != revision {
+            if inner.generation != generation {
                 return None;
             }
-            let entry = inner.1.get(&q.key).filter(|e| e.hour == hour)?;
+            let entry = inner.entries.get(&q.key).filter(|e| e.hour == hour)?;
             (entry.reply.clone(), entry.shuffle.clone())
         };
+        self.hits.fetch_add(1, Ordering::Relaxed);
         out[..2].copy_from_slice(&q.id.to_be_bytes());
         out[2] = (out[2] & !0x01) | u8::from(q.rd);
         if let Some(ranges) = shuffle {
@@ -150,9 +171,16 @@ impl ReplyCache {
         Some(out)
     }
 
-    /// Remembers `reply` (as sent to `q`) for `revision`/`hour`;
-    /// `shufflable` says whether round robin applies to its answers.
-    pub fn insert(&self, q: &PlainQuery, reply: &[u8], revision: i64, hour: u64, shufflable: bool) {
+    /// How many questions were answered from the cache.
+    pub fn hits(&self) -> u64 {
+        self.hits.load(Ordering::Relaxed)
+    }
+
+    /// Remembers `reply` (as sent to `q`), computed from snapshot
+    /// `generation` by reading `paths`, for `hour`; `shufflable` says
+    /// whether round robin applies to its answers. Kept only when the cache
+    /// is at that generation (see [`ReplyCache::advance`]).
+    pub fn insert(&self, q: &PlainQuery, reply: &[u8], at: Computed<'_>, shufflable: bool) {
         let shuffle = if shufflable {
             let truncated = reply.get(2).is_some_and(|b| b & 0x02 != 0);
             let answers = reply
@@ -170,19 +198,27 @@ impl ReplyCache {
             None
         };
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.0 != revision || inner.1.len() >= MAX_ENTRIES {
-            inner.0 = revision;
-            inner.1.clear();
+        if inner.generation != at.generation {
+            return;
         }
-        inner.1.insert(
-            q.key.clone(),
-            Entry {
-                reply: reply.to_vec(),
-                hour,
-                shuffle,
-            },
-        );
+        let entry = Entry {
+            reply: reply.to_vec(),
+            hour: at.hour,
+            shuffle,
+        };
+        inner.insert(q.key.clone(), entry, at.paths);
     }
+}
+
+/// What a reply was computed from.
+#[derive(Clone, Copy, Debug)]
+pub struct Computed<'a> {
+    /// The snapshot's generation.
+    pub generation: i64,
+    /// The hour (the SOA serial changes with it).
+    pub hour: u64,
+    /// The snapshot paths the answer read.
+    pub paths: &'a [Arc<str>],
 }
 
 /// Byte ranges of the answer records when each is an A/AAAA record whose
@@ -272,6 +308,17 @@ mod tests {
         assert!(QuestionKey::parse(&query("a.", None)[..14], false).is_none());
     }
 
+    /// Computed at `generation` (which the cache is brought to) and `hour`,
+    /// reading nothing.
+    fn at(cache: &ReplyCache, generation: i64, hour: u64) -> Computed<'static> {
+        cache.advance(generation, |_| None);
+        Computed {
+            generation,
+            hour,
+            paths: &[],
+        }
+    }
+
     fn reply(n: u8) -> Vec<u8> {
         let mut m = Message::new(0, MessageType::Response, OpCode::Query);
         let name = Name::from_ascii("svc.cluster.local.").unwrap();
@@ -290,7 +337,7 @@ mod tests {
     fn hits_patch_id_and_rd_and_expire_with_the_revision_or_hour() {
         let cache = ReplyCache::default();
         let q = QuestionKey::parse(&query("svc.cluster.local.", None), false).unwrap();
-        cache.insert(&q, &reply(1), 7, 100, false);
+        cache.insert(&q, &reply(1), at(&cache, 7, 100), false);
         let hit = cache.get(&q, 7, 100).unwrap();
         assert_eq!(u16::from_be_bytes([hit[0], hit[1]]), q.id);
         assert_eq!(hit[2] & 1, 1);
@@ -304,7 +351,7 @@ mod tests {
         let q = QuestionKey::parse(&query("svc.cluster.local.", None), false).unwrap();
         let original = reply(6);
         assert_eq!(answer_ranges(&original).map(|r| r.len()), Some(6));
-        cache.insert(&q, &original, 1, 1, true);
+        cache.insert(&q, &original, at(&cache, 1, 1), true);
         let mut orders = std::collections::HashSet::new();
         for _ in 0..50 {
             let hit = cache.get(&q, 1, 1).unwrap();
@@ -324,7 +371,7 @@ mod tests {
         let q = QuestionKey::parse(&query("svc.cluster.local.", None), false).unwrap();
         let mut truncated = reply(6);
         truncated[2] |= 0x02;
-        cache.insert(&q, &truncated, 1, 1, true);
+        cache.insert(&q, &truncated, at(&cache, 1, 1), true);
         assert!(
             cache.get(&q, 1, 1).is_none(),
             "a truncated prefix would freeze"
@@ -341,9 +388,9 @@ mod tests {
                 )),
             ),
         );
-        cache.insert(&q, &m.to_vec().unwrap(), 1, 1, true);
+        cache.insert(&q, &m.to_vec().unwrap(), at(&cache, 1, 1), true);
         assert!(cache.get(&q, 1, 1).is_none(), "a CNAME among the addresses");
-        cache.insert(&q, &reply(1), 1, 1, true);
+        cache.insert(&q, &reply(1), at(&cache, 1, 1), true);
         assert!(cache.get(&q, 1, 1).is_some(), "a single record is fine");
     }
 }

@@ -20,6 +20,7 @@
 
 use crate::record::Record;
 use imbl::{OrdMap, OrdSet};
+use std::cell::RefCell;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
@@ -29,6 +30,51 @@ static GENERATION: AtomicI64 = AtomicI64::new(0);
 
 fn next_generation() -> i64 {
     GENERATION.fetch_add(1, Ordering::Relaxed) + 1
+}
+
+thread_local! {
+    /// The paths read from snapshots on this thread while [`record_reads`]
+    /// runs (`None` otherwise).
+    static READS: RefCell<Option<Vec<Arc<str>>>> = const { RefCell::new(None) };
+}
+
+/// Runs `f` and returns the paths it read from any snapshot: the keys
+/// ([`Snapshot::get`]), directories ([`Snapshot::lookup`], and
+/// [`Snapshot::has_read`]) and raw prefixes ([`Snapshot::scan_prefix`]) it
+/// looked at, in any order, possibly repeated. An answer computed by `f`
+/// stays right while no key at, below or above one of these paths changes,
+/// which is what the hot path's cache of replies relies on. `f` must not
+/// await (the record is per thread).
+pub fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Arc<str>>) {
+    let outer = READS.with(|r| r.borrow_mut().replace(Vec::new()));
+    let value = f();
+    let reads = READS.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer));
+    (value, reads.unwrap_or_default())
+}
+
+/// Notes `path` as read by the answer [`record_reads`] is recording, for
+/// what an answer depends on without reading it right now (e.g. the stub
+/// zones, kept per snapshot).
+pub(crate) fn note_read(path: &str) {
+    READS.with(|r| {
+        if let Some(reads) = r.borrow_mut().as_mut() {
+            reads.push(Arc::from(path));
+        }
+    });
+}
+
+/// How many batches back [`Snapshot::touched_since`] can see.
+const HISTORY_DEPTH: usize = 32;
+
+/// The keys and directories one batch of changes touched, and the batches
+/// before it: how a snapshot came from earlier ones.
+#[derive(Debug)]
+struct History {
+    /// The generation the batch was applied to.
+    from: i64,
+    touched: Vec<Arc<str>>,
+    before: Option<Arc<History>>,
+    depth: usize,
 }
 
 /// One record and the etcd key it was read from.
@@ -51,6 +97,8 @@ pub struct Snapshot {
     dirs: Option<OrdSet<Arc<str>>>,
     /// Hidden paths read one by one from an etcd v2 store.
     read_paths: OrdSet<String>,
+    /// How this snapshot came from earlier ones; `None` after a load.
+    history: Option<Arc<History>>,
 }
 
 /// One change to apply to a snapshot.
@@ -76,6 +124,19 @@ pub enum Change {
     },
 }
 
+impl Change {
+    /// The key or directory the change is about.
+    fn path(&self) -> &str {
+        match self {
+            Change::Put(path, _)
+            | Change::Delete(path)
+            | Change::Dir(path)
+            | Change::DeleteDir(path)
+            | Change::ReadPath { path, .. } => path,
+        }
+    }
+}
+
 impl Snapshot {
     /// A snapshot holding `entries` at `revision`.
     pub fn new(revision: i64, entries: impl IntoIterator<Item = (String, Record)>) -> Self {
@@ -88,6 +149,7 @@ impl Snapshot {
                 .collect(),
             dirs: None,
             read_paths: OrdSet::new(),
+            history: None,
         }
     }
 
@@ -123,6 +185,7 @@ impl Snapshot {
 
     /// Whether this hidden path was read from the v2 store on its own.
     pub fn has_read(&self, path: &str) -> bool {
+        note_read(path);
         self.read_paths.contains(path)
     }
 
@@ -149,6 +212,18 @@ impl Snapshot {
     /// A new snapshot with `changes` applied, at `revision`.
     pub fn with_changes(&self, revision: i64, changes: impl IntoIterator<Item = Change>) -> Self {
         let mut next = self.clone();
+        // The chain is cut when it gets too long to be worth walking (and
+        // starts again from this step).
+        let before = self
+            .history
+            .clone()
+            .filter(|h| h.depth + 1 < HISTORY_DEPTH);
+        next.history = Some(Arc::new(History {
+            from: self.generation,
+            touched: Vec::new(),
+            depth: before.as_ref().map_or(0, |h| h.depth + 1),
+            before,
+        }));
         next.apply_changes(revision, changes);
         next
     }
@@ -157,9 +232,35 @@ impl Snapshot {
     pub fn apply_changes(&mut self, revision: i64, changes: impl IntoIterator<Item = Change>) {
         self.revision = revision;
         self.generation = next_generation();
+        let mut touched = Vec::new();
         for change in changes {
+            touched.push(Arc::from(change.path()));
             self.apply(change);
         }
+        // The batch joins this snapshot's own step; a history shared with
+        // another snapshot cannot say what this one did: forgotten.
+        match self.history.as_mut().map(Arc::get_mut) {
+            Some(Some(history)) => history.touched.extend(touched),
+            Some(None) => self.history = None,
+            None => {}
+        }
+    }
+
+    /// Every key or directory touched since the snapshot of generation
+    /// `since`, when this one was made from it by at most
+    /// [`HISTORY_DEPTH`] batches; `None` when that is not known (a reload,
+    /// or too far back).
+    pub fn touched_since(&self, since: i64) -> Option<Vec<Arc<str>>> {
+        let mut touched = Vec::new();
+        let mut step = self.history.as_ref();
+        while let Some(history) = step {
+            touched.extend(history.touched.iter().cloned());
+            if history.from == since {
+                return Some(touched);
+            }
+            step = history.before.as_ref();
+        }
+        None
     }
 
     fn apply(&mut self, change: Change) {
@@ -252,6 +353,7 @@ impl Snapshot {
 
     /// The record stored exactly at `key`, if any.
     pub fn get(&self, key: &str) -> Option<Leaf> {
+        note_read(key);
         self.entries.get_key_value(key).map(|(k, r)| Leaf {
             key: k.clone(),
             record: r.clone(),
@@ -260,6 +362,7 @@ impl Snapshot {
 
     /// Every leaf whose key starts with `prefix` (a raw string prefix).
     pub fn scan_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = Leaf> + 'a {
+        note_read(prefix);
         self.entries
             .range::<_, str>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(prefix))
@@ -324,190 +427,6 @@ fn matches_wildcard(pattern: &[&str], key: &str) -> bool {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn snap(keys: &[&str]) -> Snapshot {
-        Snapshot::new(
-            1,
-            keys.iter()
-                .map(|k| (k.to_string(), Record::kube2sky_address("10.0.0.1"))),
-        )
-    }
-
-    fn keys(leaves: Option<Vec<Leaf>>) -> Option<Vec<String>> {
-        leaves.map(|l| l.iter().map(|l| l.key.to_string()).collect())
-    }
-
-    const K: &str = "/skydns/local/cluster/svc/default/kubernetes";
-
-    fn kube() -> Snapshot {
-        snap(&[
-            "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
-            "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
-            "/skydns/local/cluster/svc/default/kubernetesx/1",
-        ])
-    }
-
-    #[test]
-    fn directory_listing_hides_underscore_segments() {
-        assert_eq!(
-            keys(kube().lookup(K, None, false)),
-            Some(vec![format!("{K}/c88f1059")])
-        );
-    }
-
-    #[test]
-    fn hidden_directory_can_be_addressed_directly() {
-        assert_eq!(
-            keys(kube().lookup(&format!("{K}/_tcp/_https"), None, false)),
-            Some(vec![format!("{K}/_tcp/_https/c88f1059")])
-        );
-    }
-
-    #[test]
-    fn directory_with_only_hidden_children_exists_but_is_empty() {
-        assert_eq!(
-            keys(kube().lookup(&format!("{K}/_tcp"), None, false)),
-            Some(vec![])
-        );
-    }
-
-    #[test]
-    fn missing_path_is_not_found_and_prefixes_respect_segments() {
-        assert_eq!(
-            keys(kube().lookup(&format!("{K}/nosuch"), None, false)),
-            None
-        );
-        assert_eq!(
-            keys(kube().lookup("/skydns/local/cluster/svc/default/kube", None, false)),
-            None
-        );
-    }
-
-    #[test]
-    fn exact_lookup_of_a_directory_is_empty() {
-        assert_eq!(keys(kube().lookup(K, None, true)), Some(vec![]));
-    }
-
-    #[test]
-    fn leaf_lookup_returns_the_leaf() {
-        let leaf = format!("{K}/c88f1059");
-        assert_eq!(keys(kube().lookup(&leaf, None, true)), Some(vec![leaf]));
-    }
-
-    #[test]
-    fn wildcard_filter_matches_segment_by_segment() {
-        let s = snap(&[
-            "/skydns/local/cluster/svc/a/x/1",
-            "/skydns/local/cluster/svc/b/x/2",
-            "/skydns/local/cluster/svc/b/y/3",
-            "/skydns/local/cluster/svc/c/4",
-        ]);
-        let got = keys(s.lookup(
-            "/skydns/local/cluster/svc",
-            Some("/skydns/local/cluster/svc/*/x"),
-            false,
-        ));
-        assert_eq!(
-            got,
-            Some(vec![
-                "/skydns/local/cluster/svc/a/x/1".to_string(),
-                "/skydns/local/cluster/svc/b/x/2".to_string()
-            ])
-        );
-    }
-
-    #[test]
-    fn changes_produce_a_new_snapshot_and_leave_the_old_one_alone() {
-        let old = kube();
-        let new = old.with_changes(
-            7,
-            [
-                Change::Delete(format!("{K}/c88f1059")),
-                Change::Put("/skydns/x".into(), Record::default()),
-            ],
-        );
-        assert_eq!(new.revision(), 7);
-        assert!(new.get(&format!("{K}/c88f1059")).is_none());
-        assert!(old.get(&format!("{K}/c88f1059")).is_some());
-        assert!(new.get("/skydns/x").is_some());
-    }
-}
-
+mod tests;
 #[cfg(test)]
-mod v2_tests {
-    use super::*;
-
-    const SVC: &str = "/skydns/local/cluster/svc/default/web";
-
-    fn v2(keys: &[&str], dirs: &[&str]) -> Snapshot {
-        Snapshot::with_dirs(
-            1,
-            keys.iter()
-                .map(|k| (k.to_string(), Record::kube2sky_address("10.0.0.1"))),
-            dirs.iter().map(|d| d.to_string()),
-        )
-    }
-
-    fn found(s: &Snapshot, path: &str) -> Option<usize> {
-        s.lookup(path, None, false).map(|l| l.len())
-    }
-
-    #[test]
-    fn an_emptied_directory_still_exists_until_it_is_deleted() {
-        let s = v2(&[&format!("{SVC}/1")], &[]);
-        let emptied = s.with_changes(2, [Change::Delete(format!("{SVC}/1"))]);
-        assert_eq!(found(&emptied, SVC), Some(0), "empty dir: NODATA");
-        assert_eq!(
-            found(&emptied, "/skydns/local/cluster/svc/default"),
-            Some(0)
-        );
-        let gone = emptied.with_changes(3, [Change::DeleteDir(SVC.into())]);
-        assert_eq!(found(&gone, SVC), None, "deleted dir: NXDOMAIN");
-        assert_eq!(found(&gone, "/skydns/local/cluster/svc/default"), Some(0));
-    }
-
-    #[test]
-    fn v3_snapshots_have_no_directory_nodes() {
-        let s = Snapshot::new(
-            1,
-            [(format!("{SVC}/1"), Record::kube2sky_address("10.0.0.1"))],
-        );
-        let emptied = s.with_changes(2, [Change::Delete(format!("{SVC}/1"))]);
-        assert_eq!(found(&emptied, SVC), None);
-    }
-
-    #[test]
-    fn loaded_empty_directories_exist_and_names_below_keys_do_not() {
-        let s = v2(&[&format!("{SVC}/1")], &["/skydns/local/cluster/pod/ns"]);
-        assert_eq!(found(&s, "/skydns/local/cluster/pod/ns"), Some(0));
-        assert_eq!(found(&s, "/skydns/local/cluster/pod"), Some(0));
-        assert_eq!(found(&s, &format!("{SVC}/1/below")), None, "error 104");
-    }
-
-    #[test]
-    fn a_read_path_replaces_only_what_is_visible_from_it() {
-        let hidden = format!("{SVC}/_tcp/_http");
-        let nested = format!("{hidden}/x/_deeper/k");
-        let s = v2(
-            &[&format!("{SVC}/1"), &format!("{hidden}/old"), &nested],
-            &[],
-        );
-        let record = Record::kube2sky_address("10.0.0.2");
-        let read = s.with_changes(
-            1,
-            [Change::ReadPath {
-                path: hidden.clone(),
-                entries: vec![(format!("{hidden}/new"), record)],
-                dirs: vec![hidden.clone()],
-            }],
-        );
-        assert!(read.has_read(&hidden));
-        assert!(read.get(&format!("{hidden}/old")).is_none());
-        assert!(read.get(&format!("{hidden}/new")).is_some());
-        assert!(read.get(&nested).is_some(), "hidden below the path is kept");
-        assert!(read.get(&format!("{SVC}/1")).is_some());
-        assert_ne!(read.generation(), s.generation());
-    }
-}
+mod v2_tests;

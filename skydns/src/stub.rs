@@ -28,10 +28,18 @@ pub struct StubZones {
 
 impl StubZones {
     /// The stub zones configured in `snapshot` for `domain`.
+    /// The etcd directory of the stub zones' servers (`.../dns/stub/`).
+    pub fn dir(zone: &crate::answer::Zone) -> String {
+        format!(
+            "{}/",
+            zone.prefix.path(&format!("stub.dns.{}", zone.domain))
+        )
+    }
+
     pub fn from_snapshot(snapshot: &Snapshot, zone: &crate::answer::Zone) -> Self {
         let stub_root = format!("stub.dns.{}", zone.domain);
         let local = format!("local.dns.{}", zone.domain);
-        let dir = format!("{}/", zone.prefix.path(&stub_root));
+        let dir = Self::dir(zone);
         let strip = labels(&stub_root).count();
         let mut zones: BTreeMap<String, Vec<SocketAddr>> = BTreeMap::new();
         for leaf in snapshot.scan_prefix(&dir) {
