@@ -100,21 +100,17 @@ impl History {
         self.events.iter().filter(move |e| e.rv > rv)
     }
 
-    /// Rewinds `objects` (the current state of one kind) to how it was at
-    /// `rv` by undoing newer events. The caller checks [`History::covers`].
-    pub(crate) fn rewind(&self, kind: ResourceKind, objects: &mut BTreeMap<Key, Value>, rv: u64) {
+    /// What `kind` objects changed after `rv` were at `rv`: their value
+    /// then, or `None` where they did not exist. The caller checks
+    /// [`History::covers`].
+    pub(crate) fn undone_since(&self, kind: ResourceKind, rv: u64) -> BTreeMap<Key, Option<Value>> {
+        let mut before = BTreeMap::new();
+        // Newest first: the oldest event's `prev` is the state at `rv`.
         for event in self.events.iter().rev().take_while(|e| e.rv > rv) {
-            if event.key.kind != kind {
-                continue;
-            }
-            match &event.prev {
-                Some(prev) => {
-                    objects.insert(event.key.clone(), prev.clone());
-                }
-                None => {
-                    objects.remove(&event.key);
-                }
+            if event.key.kind == kind {
+                before.insert(event.key.clone(), event.prev.clone());
             }
         }
+        before
     }
 }

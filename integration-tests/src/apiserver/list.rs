@@ -191,48 +191,51 @@ pub(crate) fn read_page(
     };
     let (at, after) = read_point(store, q)?;
     let continuing = after.is_some();
-    let (objects, rv) = store.list(kind, namespace, at).map_err(|e| {
-        if continuing && e.code == 410 {
-            ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
-        } else {
-            e
-        }
-    })?;
-    let matching: Vec<(Key, Value)> = objects
-        .into_iter()
-        .filter(|(k, _)| {
-            after
-                .as_ref()
-                .is_none_or(|(ns, name)| (&k.namespace, &k.name) > (ns, name))
+    // One pass over the objects from the resume point: the page's objects
+    // are copied, the rest only counted.
+    let (mut items, mut last, mut more) = (Vec::new(), None, 0usize);
+    let after = after
+        .as_ref()
+        .map(|(ns, name)| (ns.as_str(), name.as_str()));
+    let rv = store
+        .visit(kind, namespace, at, after, |key, value| {
+            if !selector.matches(value) {
+                return true;
+            }
+            if limit == 0 || items.len() < limit {
+                items.push(value.clone());
+                last = Some(key.clone());
+            } else if selector.is_empty() {
+                more += 1; // remainingItemCount needs them all
+            } else {
+                more += 1;
+                return false; // that there is more is enough
+            }
+            true
         })
-        .filter(|(_, v)| selector.matches(v))
-        .collect();
+        .map_err(|e| {
+            if continuing && e.code == 410 {
+                ApiError::expired("The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter.")
+            } else {
+                e
+            }
+        })?;
     let mut metadata = json!({ "resourceVersion": rv.to_string() });
-    let take = if limit == 0 {
-        matching.len()
-    } else {
-        limit.min(matching.len())
-    };
-    if take < matching.len() {
-        if let Some((last, _)) = matching.get(take.wrapping_sub(1)) {
+    if more > 0 {
+        if let Some(last) = &last {
             metadata["continue"] = json!(encode_continue(rv, last));
             // etcd3's store counts the rest only when no selector filters it.
             if selector.is_empty() {
-                metadata["remainingItemCount"] = json!(matching.len() - take);
+                metadata["remainingItemCount"] = json!(more);
             }
         }
     }
-    let items = matching
-        .into_iter()
-        .take(take)
-        .map(|(_, mut v)| {
-            if let Some(m) = v.as_object_mut() {
-                m.remove("apiVersion");
-                m.remove("kind");
-            }
-            v
-        })
-        .collect();
+    for v in &mut items {
+        if let Some(m) = v.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+    }
     Ok(Page { metadata, items })
 }
 

@@ -9,6 +9,7 @@
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
+use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
@@ -261,15 +262,29 @@ impl Store {
         namespace: Option<&str>,
         at: Option<u64>,
     ) -> Result<(Vec<(Key, Value)>, u64), ApiError> {
+        let mut out = Vec::new();
+        let rv = self.visit(kind, namespace, at, None, |k, v| {
+            out.push((k.clone(), v.clone()));
+            true
+        })?;
+        Ok((out, rv))
+    }
+
+    /// Calls `visit` with the objects of `kind` (optionally in one
+    /// namespace) in key order, as of `at` (None: now), from the first key
+    /// after `after` (`(namespace, name)`), until it returns false; returns
+    /// the version they reflect. Nothing is copied, so a page of a large
+    /// list costs its own objects, not all of them.
+    pub fn visit(
+        &self,
+        kind: ResourceKind,
+        namespace: Option<&str>,
+        at: Option<u64>,
+        after: Option<(&str, &str)>,
+        mut visit: impl FnMut(&Key, &Value) -> bool,
+    ) -> Result<u64, ApiError> {
         let inner = self.lock();
-        let in_scope = |k: &Key| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns);
-        let mut objects: BTreeMap<Key, Value> = inner
-            .objects
-            .iter()
-            .filter(|(k, _)| k.kind == kind)
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let rv = match at {
+        let (rv, undone) = match at {
             Some(at) if at > inner.rv => {
                 return Err(ApiError::too_large_resource_version(at, inner.rv));
             }
@@ -280,15 +295,41 @@ impl Store {
                         inner.history.compacted_rv()
                     )));
                 }
-                inner.history.rewind(kind, &mut objects, at);
-                at
+                (at, inner.history.undone_since(kind, at))
             }
-            _ => inner.rv,
+            _ => (inner.rv, BTreeMap::new()),
         };
-        Ok((
-            objects.into_iter().filter(|(k, _)| in_scope(k)).collect(),
-            rv,
-        ))
+        let start = match after {
+            Some((ns, name)) => Bound::Excluded(Key {
+                kind,
+                namespace: ns.to_string(),
+                name: name.to_string(),
+            }),
+            None => Bound::Included(Key {
+                kind,
+                namespace: String::new(),
+                name: String::new(),
+            }),
+        };
+        let range = (start, Bound::Unbounded);
+        let now = inner
+            .objects
+            .range(range.clone())
+            .map(|(k, v)| (k, Some(v)));
+        let then = undone.range(range).map(|(k, v)| (k, v.as_ref()));
+        for (key, value) in merge_preferring_right(now, then) {
+            if key.kind != kind {
+                break;
+            }
+            let Some(value) = value else { continue };
+            if namespace.is_some_and(|ns| key.namespace != ns) {
+                continue;
+            }
+            if !visit(key, value) {
+                break;
+            }
+        }
+        Ok(rv)
     }
 
     /// Starts a watch of `kind`. With `from = Some(rv)`, replays newer events
@@ -373,4 +414,25 @@ pub(crate) fn now_timestamp() -> k8s_openapi::jiff::Timestamp {
         .map_or(0, |d| d.as_secs());
     k8s_openapi::jiff::Timestamp::from_second(i64::try_from(secs).unwrap_or(i64::MAX))
         .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
+}
+
+/// Two key-sorted sequences as one, key-sorted; where both hold a key, the
+/// right one's item.
+fn merge_preferring_right<'a, K: Ord + 'a, V: 'a>(
+    left: impl Iterator<Item = (&'a K, V)>,
+    right: impl Iterator<Item = (&'a K, V)>,
+) -> impl Iterator<Item = (&'a K, V)> {
+    let (mut left, mut right) = (left.peekable(), right.peekable());
+    std::iter::from_fn(move || match (left.peek(), right.peek()) {
+        (Some((l, _)), Some((r, _))) => match l.cmp(r) {
+            std::cmp::Ordering::Less => left.next(),
+            std::cmp::Ordering::Greater => right.next(),
+            std::cmp::Ordering::Equal => {
+                left.next();
+                right.next()
+            }
+        },
+        (Some(_), None) => left.next(),
+        (None, _) => right.next(),
+    })
 }
