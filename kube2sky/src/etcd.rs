@@ -295,14 +295,12 @@ impl Writer {
         } else {
             diff_unbounded(&desired, &actual.records, self.options.mode)
         };
-        for batch in batches {
-            if self.shutdown.is_cancelled() {
-                return Err(SHUTTING_DOWN.into());
-            }
-            if let Err(error) = self.apply(batch).await {
-                self.learn_txn_limit(&error);
-                return Err(error);
-            }
+        if self.shutdown.is_cancelled() {
+            return Err(SHUTTING_DOWN.into());
+        }
+        if let Err(error) = self.apply(&batches).await {
+            self.learn_txn_limit(&error);
+            return Err(error);
         }
         Ok(())
     }
@@ -320,26 +318,38 @@ impl Writer {
         }
     }
 
-    async fn apply(&mut self, batch: Vec<Op>) -> Result<(), String> {
-        let (mut puts, mut deletes) = (0u64, 0u64);
-        for op in &batch {
-            match op {
-                Op::Put { key, value } => {
-                    tracing::debug!("Setting DNS record: {key} -> {value:?}");
-                    puts += 1;
-                }
-                Op::Delete { key } => {
-                    tracing::debug!("Removing {key} from DNS");
-                    deletes += 1;
+    /// Applies `batches`, counting what each wrote as it is done.
+    async fn apply(&mut self, batches: &[Vec<Op>]) -> Result<(), String> {
+        let mut counts = Vec::with_capacity(batches.len());
+        for batch in batches {
+            let (mut puts, mut deletes) = (0u64, 0u64);
+            for op in batch {
+                match op {
+                    Op::Put { key, value } => {
+                        tracing::debug!("Setting DNS record: {key} -> {value:?}");
+                        puts += 1;
+                    }
+                    Op::Delete { key } => {
+                        tracing::debug!("Removing {key} from DNS");
+                        deletes += 1;
+                    }
                 }
             }
+            counts.push((puts, deletes));
         }
-        let revision = self.backend.apply(&batch).await?;
-        self.saw(revision);
-        self.last_progress = Instant::now();
-        self.metrics.records_written.inc_by(puts);
-        self.metrics.records_deleted.inc_by(deletes);
-        Ok(())
+        let (metrics, last_revision, last_progress) = (
+            &self.metrics,
+            &mut self.last_revision,
+            &mut self.last_progress,
+        );
+        self.backend
+            .apply_all(batches, |i, revision| {
+                *last_revision = (*last_revision).max(revision);
+                *last_progress = Instant::now();
+                metrics.records_written.inc_by(counts[i].0);
+                metrics.records_deleted.inc_by(counts[i].1);
+            })
+            .await
     }
 
     /// Whether etcd lost our data since the last check (marker gone or

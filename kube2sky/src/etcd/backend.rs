@@ -79,11 +79,22 @@ impl Backend {
         }
     }
 
-    /// Applies `batch` (puts before deletes, as ordered); returns the revision.
-    pub(super) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
+    /// Applies `batches` in order (v3: several transactions in flight),
+    /// calling `applied(i, revision)` as each is done; stops at the first
+    /// error.
+    pub(super) async fn apply_all(
+        &mut self,
+        batches: &[Vec<Op>],
+        mut applied: impl FnMut(usize, i64),
+    ) -> Result<(), String> {
         match self {
-            Backend::V3(b) => b.apply(batch).await,
-            Backend::V2(b) => b.apply(batch).await,
+            Backend::V3(b) => b.apply_all(batches, applied).await,
+            Backend::V2(b) => {
+                for (i, batch) in batches.iter().enumerate() {
+                    applied(i, b.apply(batch).await?);
+                }
+                Ok(())
+            }
         }
     }
 

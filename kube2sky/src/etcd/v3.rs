@@ -1,19 +1,38 @@
 //! Writing through the etcd v3 API. Each batch is one transaction (at most
-//! 128 operations, etcd's `--max-txn-ops`). Prefixes are read in pages of
+//! 128 operations, etcd's `--max-txn-ops`), up to [`TXNS_IN_FLIGHT`] at once. Prefixes are read in pages of
 //! [`PAGE_SIZE`] keys, all at the revision of the first page, so no single
 //! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
 //! owns. Each request runs under the per-request deadline.
 
 use super::backend::{bounded, file_key, MarkerError};
+use super::SHUTTING_DOWN;
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
 use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp};
+use futures::StreamExt;
 use skydns::store::etcd::{connect, EtcdOptions};
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
 const PAGE_SIZE: i64 = 500;
+
+/// Transactions in flight at once in a sync of many batches: etcd commits
+/// each through raft and a disk sync, and batches what arrives meanwhile,
+/// so one at a time leaves it idle between round trips.
+const TXNS_IN_FLIGHT: usize = 8;
+
+/// One batch as a transaction.
+fn txn_of(batch: &[Op]) -> Txn {
+    let ops: Vec<TxnOp> = batch
+        .iter()
+        .map(|op| match op {
+            Op::Put { key, value } => TxnOp::put(key.as_str(), value.as_str(), None),
+            Op::Delete { key } => TxnOp::delete(key.as_str(), None),
+        })
+        .collect();
+    Txn::new().and_then(ops)
+}
 
 /// The v3 backend: a lazily (re)connected gRPC client.
 pub(in crate::etcd) struct V3 {
@@ -67,17 +86,35 @@ impl V3 {
         Ok((!resp.kvs().is_empty(), revision(resp.header())))
     }
 
-    pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
-        let ops: Vec<TxnOp> = batch
-            .iter()
-            .map(|op| match op {
-                Op::Put { key, value } => TxnOp::put(key.as_str(), value.as_str(), None),
-                Op::Delete { key } => TxnOp::delete(key.as_str(), None),
+    /// Applies `batches` as transactions, [`TXNS_IN_FLIGHT`] at a time,
+    /// calling `applied(i, revision)` for each in order; stops at the first
+    /// error (the caller reads again and retries). The batches touch
+    /// disjoint keys (a diff has one operation per key), so the order in
+    /// which etcd applies them does not change the result.
+    pub(in crate::etcd) async fn apply_all(
+        &mut self,
+        batches: &[Vec<Op>],
+        mut applied: impl FnMut(usize, i64),
+    ) -> Result<(), String> {
+        let client = self.client().await?;
+        let shutdown = &self.shutdown;
+        let mut results = futures::stream::iter(batches.iter().enumerate())
+            .map(|(i, batch)| {
+                let mut client = client.clone();
+                async move {
+                    if shutdown.is_cancelled() {
+                        return Err(SHUTTING_DOWN.to_string());
+                    }
+                    let resp = bounded(shutdown, client.txn(txn_of(batch))).await?;
+                    Ok((i, revision(resp.header())))
+                }
             })
-            .collect();
-        let mut client = self.client().await?;
-        let resp = bounded(&self.shutdown, client.txn(Txn::new().and_then(ops))).await?;
-        Ok(revision(resp.header()))
+            .buffered(TXNS_IN_FLIGHT);
+        while let Some(result) = results.next().await {
+            let (i, revision) = result?;
+            applied(i, revision);
+        }
+        Ok(())
     }
 
     /// The actual records of `reads`; foreign PTR values are set apart.
