@@ -214,10 +214,7 @@ impl Snapshot {
         let mut next = self.clone();
         // The chain is cut when it gets too long to be worth walking (and
         // starts again from this step).
-        let before = self
-            .history
-            .clone()
-            .filter(|h| h.depth + 1 < HISTORY_DEPTH);
+        let before = self.history.clone().filter(|h| h.depth + 1 < HISTORY_DEPTH);
         next.history = Some(Arc::new(History {
             from: self.generation,
             touched: Vec::new(),
