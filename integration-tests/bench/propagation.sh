@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Benchmark: skydns's share of propagation, and its hot path under churn, at
 # cluster sizes. A real etcd v3 holding N service records; a record PUT ->
-# skydns answers it (p50/p99/max of SAMPLES); QPS of one UDP client with and
-# without 200 record changes per second; skydns RSS. See propagation.py.
+# skydns answers it (p50/p99/max of SAMPLES); dnsperf QPS still, with 200
+# writes/s outside the zone and 200 changes/s in it; skydns RSS. See propagation.py.
 #
 #   integration-tests/bench/propagation.sh [SIZES] [SAMPLES]
 #   (default SIZES 10000,100000; SAMPLES 100; release build)
