@@ -40,7 +40,7 @@ while [ $# -gt 0 ]; do
     --kubeconfig=*) kubeconfig=${1#*=}; shift ;;
     --name) name=$2; shift 2 ;;
     --name=*) name=${1#*=}; shift ;;
-    -h|--help) sed -n '2,26p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) echo "run.sh: unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
