@@ -26,19 +26,13 @@ import threading
 import time
 import urllib.request
 
+from benchlib import free_port
+
 BIN = sys.argv[1]
 SIZES = [int(s) for s in sys.argv[2].split(",")]
 SAMPLES = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 WORK = tempfile.mkdtemp(prefix="propagation-")
 ZONE = "/skydns/local/cluster/svc/"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def b64(s):

@@ -26,19 +26,13 @@ import tempfile
 import time
 import urllib.request
 
+from benchlib import free_port
+
 BIN = sys.argv[1]
 SERVICES = int(sys.argv[2]) if len(sys.argv) > 2 else 10000
 LIMIT = 60.0
 WORK = tempfile.mkdtemp(prefix="reliability-")
 ROOT = "/skydns/local/cluster/svc/"
-
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def fnv(data):
