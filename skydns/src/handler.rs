@@ -128,6 +128,8 @@ struct Inner {
     upstreams: Upstreams,
     cache: Option<ResponseCache>,
     stubs: Mutex<(i64, Arc<StubZones>)>,
+    /// [`StubZones::dir`]: every answer depends on it when stub zones are on.
+    stub_dir: String,
     replies: ReplyCache,
     metrics: Arc<Metrics>,
     /// Reads hidden etcd v2 paths on demand (disabled for v3).
@@ -166,6 +168,7 @@ impl Handler {
         });
         let forward_slots = (options.max_pending_forwards > 0)
             .then(|| Arc::new(Semaphore::new(options.max_pending_forwards)));
+        let stub_dir = StubZones::dir(&zone);
         Handler {
             inner: Arc::new(Inner {
                 zone,
@@ -174,6 +177,7 @@ impl Handler {
                 upstreams,
                 cache,
                 stubs: Mutex::new((i64::MIN, Arc::default())),
+                stub_dir,
                 replies: ReplyCache::default(),
                 forward_slots,
                 metrics,
@@ -422,7 +426,7 @@ impl Handler {
         }
         let snapshot = snapshot?;
         // Every answer depends on the stub zones, read once per snapshot.
-        note_read(&StubZones::dir(&self.inner.zone));
+        note_read(&self.inner.stub_dir);
         let zones = {
             let mut cached = self.inner.stubs.lock().unwrap_or_else(|e| e.into_inner());
             if cached.0 != snapshot.generation() {

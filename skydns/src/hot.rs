@@ -16,7 +16,7 @@
 use rand::seq::SliceRandom;
 use replies::{Entry, Replies};
 use std::ops::Range;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 mod replies;
@@ -123,6 +123,9 @@ fn plain_options(mut data: &[u8]) -> bool {
 #[derive(Default)]
 pub struct ReplyCache {
     inner: RwLock<Replies>,
+    /// `inner`'s generation, readable without the lock: on the hot path
+    /// the snapshot has almost always not moved.
+    generation: AtomicI64,
     hits: AtomicU64,
 }
 
@@ -136,11 +139,8 @@ impl ReplyCache {
         generation: i64,
         touched_since: impl FnOnce(i64) -> Option<Vec<Arc<str>>>,
     ) {
-        {
-            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-            if inner.generation >= generation {
-                return;
-            }
+        if self.generation.load(Ordering::Acquire) >= generation {
+            return;
         }
         let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
         if inner.generation >= generation {
@@ -150,6 +150,7 @@ impl ReplyCache {
             Some(touched) => inner.invalidate(&touched, generation),
             None => inner.clear(generation),
         }
+        self.generation.store(generation, Ordering::Release);
     }
 
     /// The cached reply to `q`, ready to send, if valid for `generation`/`hour`.

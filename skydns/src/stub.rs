@@ -27,7 +27,6 @@ pub struct StubZones {
 }
 
 impl StubZones {
-    /// The stub zones configured in `snapshot` for `domain`.
     /// The etcd directory of the stub zones' servers (`.../dns/stub/`).
     pub fn dir(zone: &crate::answer::Zone) -> String {
         format!(
@@ -36,6 +35,7 @@ impl StubZones {
         )
     }
 
+    /// The stub zones configured in `snapshot` for `domain`.
     pub fn from_snapshot(snapshot: &Snapshot, zone: &crate::answer::Zone) -> Self {
         let stub_root = format!("stub.dns.{}", zone.domain);
         let local = format!("local.dns.{}", zone.domain);

@@ -254,22 +254,6 @@ impl Store {
         ))
     }
 
-    /// Objects of `kind` (optionally in one namespace), sorted by key, as of
-    /// `at` (None: now). Returns them with the version they reflect.
-    pub fn list(
-        &self,
-        kind: ResourceKind,
-        namespace: Option<&str>,
-        at: Option<u64>,
-    ) -> Result<(Vec<(Key, Value)>, u64), ApiError> {
-        let mut out = Vec::new();
-        let rv = self.visit(kind, namespace, at, None, |k, v| {
-            out.push((k.clone(), v.clone()));
-            true
-        })?;
-        Ok((out, rv))
-    }
-
     /// Calls `visit` with the objects of `kind` (optionally in one
     /// namespace) in key order, as of `at` (None: now), from the first key
     /// after `after` (`(namespace, name)`), until it returns false; returns

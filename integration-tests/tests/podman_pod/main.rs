@@ -190,16 +190,27 @@ fn stops_without_leftovers(pod: RunningPod, before: &BTreeSet<String>) -> Result
     Ok(())
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_legacy_pod_runs_in_podman() {
+/// Builds the images and starts run.sh with `args` and a pod name of its
+/// own: what podman held before, the name, the pod. `None` (and why,
+/// printed) when not root.
+fn start_pod(flavour: &str, args: &[&str]) -> Option<(BTreeSet<String>, String, RunningPod)> {
     if let Some(why) = missing_privilege() {
         eprintln!("{why}");
-        return;
+        return None;
     }
     build_images();
     let before = podman_objects().unwrap();
-    let name = format!("kdrs-legacy-{}", std::process::id());
-    let pod = RunningPod::start(&["--legacy", "--name", &name], &name).unwrap();
+    let name = format!("kdrs-{flavour}-{}", std::process::id());
+    let args: Vec<&str> = args.iter().copied().chain(["--name", &name]).collect();
+    let pod = RunningPod::start(&args, &name).unwrap();
+    Some((before, name, pod))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_legacy_pod_runs_in_podman() {
+    let Some((before, name, pod)) = start_pod("legacy", &["--legacy"]) else {
+        return;
+    };
     assert_eq!(pod.pod, name, "a Pod keeps its name");
 
     // 1.2's docs: `etcdctl ls` in the etcd container, on the v2 keys API
@@ -239,14 +250,9 @@ async fn the_legacy_pod_runs_in_podman() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_modern_deployment_runs_in_podman() {
-    if let Some(why) = missing_privilege() {
-        eprintln!("{why}");
+    let Some((before, name, pod)) = start_pod("modern", &[]) else {
         return;
-    }
-    build_images();
-    let before = podman_objects().unwrap();
-    let name = format!("kdrs-modern-{}", std::process::id());
-    let pod = RunningPod::start(&["--name", &name], &name).unwrap();
+    };
     assert_eq!(
         pod.pod,
         format!("{name}-pod-0"),

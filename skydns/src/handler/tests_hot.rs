@@ -27,6 +27,28 @@ fn ask(h: &Handler, name: &str, qtype: RecordType) -> (Vec<String>, ResponseCode
     )
 }
 
+/// Whether a reply must come from the cache.
+#[derive(Debug, PartialEq)]
+enum Cached {
+    Yes,
+    No,
+}
+
+/// `name` A answers exactly `ip`, NOERROR, from the cache or not.
+#[track_caller]
+fn answers(h: &Handler, name: &str, ip: &str, cached: Cached) {
+    let (answers, rcode, hit) = ask(h, name, RecordType::A);
+    assert_eq!(
+        (answers, rcode, hit),
+        (
+            vec![ip.to_string()],
+            ResponseCode::NoError,
+            cached == Cached::Yes
+        ),
+        "{name}"
+    );
+}
+
 fn put(key: &str, ip: &str) -> Change {
     Change::Put(format!("{BASE}/{key}"), Record::kube2sky_address(ip))
 }
@@ -53,34 +75,19 @@ fn a_change_drops_only_the_replies_that_read_it() {
     let first =
         Arc::new(served.with_changes(2, [put("kube-system/kube-dns/21172049", "10.0.0.11")]));
     shared.store(Some(first.clone()));
-    assert_eq!(
-        ask(&h, dns, RecordType::A),
-        (vec!["10.0.0.11".into()], ResponseCode::NoError, false)
-    );
-    assert_eq!(
-        ask(&h, kubernetes, RecordType::A),
-        (vec!["10.0.0.1".into()], ResponseCode::NoError, true)
-    );
+    answers(&h, dns, "10.0.0.11", Cached::No);
+    answers(&h, kubernetes, "10.0.0.1", Cached::Yes);
 
     // Two batches before the next question: both are seen.
     let second = first.with_changes(3, [put("default/other/1", "10.0.0.20")]);
     let third = Arc::new(second.with_changes(4, [put("default/kubernetes/c88f1059", "10.0.0.2")]));
     shared.store(Some(third.clone()));
-    assert_eq!(
-        ask(&h, kubernetes, RecordType::A),
-        (vec!["10.0.0.2".into()], ResponseCode::NoError, false)
-    );
-    assert_eq!(
-        ask(&h, dns, RecordType::A),
-        (vec!["10.0.0.11".into()], ResponseCode::NoError, true)
-    );
+    answers(&h, kubernetes, "10.0.0.2", Cached::No);
+    answers(&h, dns, "10.0.0.11", Cached::Yes);
 
     // A reload (no history) drops everything.
     shared.store(Some(Arc::new(cluster())));
-    assert_eq!(
-        ask(&h, dns, RecordType::A),
-        (vec!["10.0.0.10".into()], ResponseCode::NoError, false)
-    );
+    answers(&h, dns, "10.0.0.10", Cached::No);
 }
 
 #[test]
@@ -97,10 +104,7 @@ fn negative_and_listing_replies_follow_keys_below_them() {
     let served = shared.load_full().unwrap();
     let added = served.with_changes(2, [put("default/new/ab", "10.0.0.30")]);
     shared.store(Some(Arc::new(added)));
-    assert_eq!(
-        ask(&h, new, RecordType::A),
-        (vec!["10.0.0.30".into()], ResponseCode::NoError, false)
-    );
+    answers(&h, new, "10.0.0.30", Cached::No);
     let (after, _, cached) = ask(&h, listing, RecordType::A);
     assert!(!cached, "the listing of default/ read below it");
     assert_eq!(after.len(), before.len() + 1, "{after:?}");
