@@ -3,6 +3,8 @@
 
 /// etcd's "Key not found".
 pub const KEY_NOT_FOUND: u32 = 100;
+/// etcd's "Key already exists" (a create of a key that exists).
+pub const KEY_EXISTS: u32 = 105;
 /// etcd's "Not a directory" (a path below a key).
 pub const NOT_A_DIRECTORY: u32 = 104;
 /// etcd's "Directory not empty" (a non-recursive directory delete).

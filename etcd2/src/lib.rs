@@ -29,7 +29,9 @@
 mod error;
 mod node;
 
-pub use error::{Error, DIRECTORY_NOT_EMPTY, EVENT_INDEX_CLEARED, KEY_NOT_FOUND, NOT_A_DIRECTORY};
+pub use error::{
+    Error, DIRECTORY_NOT_EMPTY, EVENT_INDEX_CLEARED, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY,
+};
 pub use node::{Leaf, Node, Response};
 
 use reqwest::{Method, RequestBuilder, StatusCode, Url};
@@ -189,6 +191,19 @@ impl Client {
     pub async fn set(&self, key: &str, value: &str) -> Result<Response, Error> {
         self.keys(Method::PUT, key, "", Some(value), REQUEST_TIMEOUT)
             .await
+    }
+
+    /// Writes `value` at `key` only if `key` does not exist
+    /// ([`KEY_EXISTS`] otherwise, carrying etcd's index).
+    pub async fn create(&self, key: &str, value: &str) -> Result<Response, Error> {
+        self.keys(
+            Method::PUT,
+            key,
+            "prevExist=false",
+            Some(value),
+            REQUEST_TIMEOUT,
+        )
+        .await
     }
 
     /// Deletes `key`: a key, or with `recursive` a directory and everything

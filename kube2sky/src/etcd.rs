@@ -212,10 +212,29 @@ impl Writer {
             if self.shutdown.is_cancelled() {
                 return Ok(());
             }
+            let (written, deleted, start) = (
+                self.metrics.records_written.get(),
+                self.metrics.records_deleted.get(),
+                Instant::now(),
+            );
             self.sync_with_retry(index, &round).await?;
-            if round == [Scope::AllServices] && !self.shutdown.is_cancelled() {
+            if self.shutdown.is_cancelled() {
+                return Ok(());
+            }
+            let what = match round.as_slice() {
+                [Scope::AllServices] => "services",
+                [Scope::AllPods] => "pods",
+                _ => continue,
+            };
+            if what == "services" {
                 self.metrics.full_sync_done();
             }
+            tracing::info!(
+                "full sync of {what} done in {:.3} s: {} keys written, {} deleted",
+                start.elapsed().as_secs_f64(),
+                self.metrics.records_written.get() - written,
+                self.metrics.records_deleted.get() - deleted,
+            );
         }
         Ok(())
     }

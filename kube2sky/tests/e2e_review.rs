@@ -1,6 +1,6 @@
 //! End-to-end tests for the review fixes: paged reads of more than 4 MiB of
 //! owned keys, prompt SIGTERM while etcd is down, foreign PTR records left
-//! alone, and the dual-stack health port.
+//! alone, a restart that writes nothing, and the dual-stack health port.
 
 mod support;
 
@@ -107,6 +107,37 @@ async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
     probe_handled(&etcd, &kubectl, "10.0.0.78").await?;
     wait_exact(&etcd, "/skydns/local/cluster/svc/default/f/", &[]).await?;
     ensure!(under(&etcd, ptr)? == foreign, "the foreign PTR was deleted");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_over_a_store_that_is_right_writes_nothing() -> Result<()> {
+    let (etcd, api, kubectl, mut k2s) = cluster(&[]).await?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("r", "10.0.0.81", &[("http", "TCP", 80)]),
+    )?;
+    create_pod(&api, "default", "p", "1.2.3.5")?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/r/", 2).await?; // A and SRV
+    wait_for_keys(&etcd, POD_ROOT, 1).await?;
+    let before = etcd.revision()?;
+
+    k2s.kill();
+    let k2s = Kube2sky::start(&etcd, &api, &[])?;
+    // Both whole-subtree reconciles have run when these are logged.
+    k2s.wait_for_log("full sync of services done").await?;
+    k2s.wait_for_log("full sync of pods done").await?;
+    let after = etcd.revision()?;
+    ensure!(
+        after == before,
+        "the restart wrote to etcd (revision {before} -> {after}); log:\n{}",
+        k2s.log()
+    );
+    ensure!(
+        k2s.log().contains("0 keys written, 0 deleted"),
+        "log:\n{}",
+        k2s.log()
+    );
     Ok(())
 }
 

@@ -316,6 +316,22 @@ impl Etcd {
         Ok(curl)
     }
 
+    /// The store's current version through the pipeline's API: the v3
+    /// revision, or the v2 index. It moves on every write.
+    pub fn revision(&self) -> Result<u64> {
+        match self.api {
+            Api::V2 => self.v2_index(),
+            Api::V3 => {
+                let out = self.etcdctl(&["get", "/", "--limit=1", "-w", "json"])?;
+                let json: serde_json::Value = serde_json::from_slice(&out.stdout)
+                    .with_context(|| format!("etcdctl get -w json: {out:?}"))?;
+                json["header"]["revision"]
+                    .as_u64()
+                    .with_context(|| format!("no header.revision in {json}"))
+            }
+        }
+    }
+
     /// etcd's current index through the v2 keys API (`X-Etcd-Index`).
     pub fn v2_index(&self) -> Result<u64> {
         let out = self

@@ -18,7 +18,7 @@ use super::backend::{bounded, file_key, MarkerError};
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::{Names, Records};
-use etcd2::{Client, DIRECTORY_NOT_EMPTY, KEY_NOT_FOUND, NOT_A_DIRECTORY};
+use etcd2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 use futures::{StreamExt, TryStreamExt};
 use hidden::{visible_part, HiddenDirs};
 use skydns::store::paths::hidden_part;
@@ -72,12 +72,19 @@ impl V2 {
 
     pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
         // Keep etcd's error (not its text) to tell a missing API apart.
-        let set = async { Ok::<_, String>(self.client.set(marker, "kube2sky").await) };
-        match bounded(&self.shutdown, set)
+        // Created only when absent, so a restart over a store that is
+        // already right changes nothing (etcd's index stays put).
+        let create = async { Ok::<_, String>(self.client.create(marker, "kube2sky").await) };
+        match bounded(&self.shutdown, create)
             .await
             .map_err(MarkerError::Retry)?
         {
             Ok(resp) => Ok(revision(resp.index)),
+            Err(etcd2::Error::Etcd {
+                code: KEY_EXISTS,
+                index,
+                ..
+            }) => Ok(revision(index)),
             Err(e) if e.is_permanent() => Err(MarkerError::WrongApi(e.to_string())),
             Err(e) => Err(MarkerError::Retry(e.to_string())),
         }

@@ -9,7 +9,7 @@ use super::SHUTTING_DOWN;
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
-use etcd_client::{Client, GetOptions, KeyValue, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use futures::StreamExt;
 use skydns::store::etcd::{connect, EtcdOptions};
 use tokio_util::sync::CancellationToken;
@@ -73,8 +73,12 @@ impl V3 {
 
     pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
         let mut client = self.client().await.map_err(MarkerError::Retry)?;
-        let put = client.put(marker, "kube2sky", None);
-        let resp = bounded(&self.shutdown, put)
+        // Created only when absent, so a restart over a store that is
+        // already right changes nothing (the revision stays put).
+        let create = Txn::new()
+            .when([Compare::create_revision(marker, CompareOp::Equal, 0)])
+            .and_then([TxnOp::put(marker, "kube2sky", None)]);
+        let resp = bounded(&self.shutdown, client.txn(create))
             .await
             .map_err(MarkerError::Retry)?;
         Ok(revision(resp.header()))
