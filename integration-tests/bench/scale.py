@@ -1,0 +1,300 @@
+"""The scale benchmark: the whole pipeline (API test server -> kube2sky ->
+etcd v3 -> skydns, release build) at cluster sizes, with Knot DNS serving the
+same names from a zone file in the same run.
+
+Per size (see scale_cluster.SIZES):
+  sync         kube2sky start -> both whole-subtree reconciles logged
+               ("full sync of services/pods done") and skydns answering the
+               last service, pod and headless name; kube2sky's CPU seconds;
+  restart      kube2sky stopped and started over the same etcd: seconds until
+               both reconciles are logged, and etcd revisions it used (0: it
+               wrote nothing);
+  skydns restart  seconds from skydns's start until it answers (paged reads);
+  propagation  POST of a new Service -> skydns answers it (a UDP query from
+               this process every 0.5 ms), SAMPLES times;
+  memory       kube2sky's peak RSS (VmHWM) over sync and restart; skydns's RSS
+               after everything;
+  QPS          dnsperf (4 clients, SECONDS s, best of 2 rounds in alternating
+               order) on skydns and Knot for the "direct" and "search path"
+               mixes; skydns on "direct" while 200 records/s change in the
+               zone, against the same writes outside the zone.
+
+Usage: scale.py BIN_DIR SIZES SAMPLES SECONDS OUT_DIR
+Prints a markdown table; writes OUT_DIR/scale.json.
+"""
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import urllib.request
+
+import benchlib as b
+from scale_cluster import Cluster, mix_file, rng, service_ip
+
+BIN, SIZES, SAMPLES, SECONDS, OUT = (sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]),
+                                     int(sys.argv[4]), sys.argv[5])
+WORK = tempfile.mkdtemp(prefix="scale-")
+PROCS = []
+
+
+def spawn(name, args):
+    log = open(os.path.join(WORK, name + ".log"), "w")
+    proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
+                            env=dict(os.environ, RUST_LOG="info"))
+    proc.log = log.name
+    PROCS.append(proc)
+    return proc
+
+
+def stop(proc, sig=signal.SIGTERM):
+    if proc.poll() is None:
+        proc.send_signal(sig)
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def logged(proc, text):
+    with open(proc.log) as f:
+        return text in f.read()
+
+
+class Pipeline:
+    """etcd, the seeded API server, skydns and kube2sky for one cluster."""
+
+    def __init__(self, cluster):
+        self.cluster = cluster
+        seed = os.path.join(WORK, "seed.json")
+        cluster.write_seed(seed)
+        self.etcd, self.etcd_url = b.start_etcd(WORK, "scale-" + cluster.size)
+        PROCS.append(self.etcd)
+        api_port = b.free_port()
+        self.api_url = "http://127.0.0.1:%d" % api_port
+        self.api = spawn("api", [os.path.join(BIN, "kube-api-test-server"), "--listen",
+                                 "127.0.0.1:%d" % api_port, "--seed", seed,
+                                 "--service-cidr", "10.0.0.0/8"])
+        b.wait_until(lambda: b.http_ok(self.api_url + "/version"), "the API server", 600)
+        self.dns_port = b.free_port()
+        self.skydns = self.start_skydns()
+        self.kube2sky = None
+
+    def start_skydns(self):
+        return spawn("skydns", [os.path.join(BIN, "skydns"), "-machines", self.etcd_url, "-etcd3",
+                                "-addr", "127.0.0.1:%d" % self.dns_port, "-domain", "cluster.local.",
+                                "-no-rec", "-ns-rotate=false"])
+
+    def start_kube2sky(self):
+        self.kube2sky = spawn("kube2sky", [
+            os.path.join(BIN, "kube2sky"), "--etcd-server", self.etcd_url, "--etcd-api", "v3",
+            "--kube-master-url", self.api_url, "--healthz-port", str(b.free_port())])
+        return self.kube2sky
+
+    def wait_full_syncs(self, timeout):
+        for what in ("services", "pods"):
+            b.wait_until(lambda: logged(self.kube2sky, "full sync of %s done" % what) or
+                         self.kube2sky.poll() is not None, "kube2sky's full sync of " + what, timeout)
+            if self.kube2sky.poll() is not None:
+                raise RuntimeError("kube2sky exited; see " + self.kube2sky.log)
+
+    def wait_answers(self, timeout):
+        for name in self.cluster.last_names():
+            b.wait_until(lambda: b.answers(self.dns_port, name), "skydns to answer " + name, timeout)
+
+    def revision(self):
+        req = urllib.request.Request(self.etcd_url + "/v3/kv/range",
+                                     json.dumps({"key": base64.b64encode(b"/").decode()}).encode())
+        with urllib.request.urlopen(req, timeout=10) as resp:
+            return int(json.load(resp)["header"]["revision"])
+
+    def put_records(self, puts):
+        body = {"success": [{"requestPut": {"key": base64.b64encode(k.encode()).decode(),
+                                            "value": base64.b64encode(v.encode()).decode()}}
+                            for k, v in puts]}
+        req = urllib.request.Request(self.etcd_url + "/v3/kv/txn", json.dumps(body).encode())
+        urllib.request.urlopen(req, timeout=30).read()
+
+
+def measure_sync(p, r):
+    start = time.time()
+    k2s = p.start_kube2sky()
+    p.wait_full_syncs(1800)
+    p.wait_answers(300)
+    r["sync_s"] = time.time() - start
+    r["kube2sky_sync_cpu_s"] = b.cpu_seconds(k2s.pid)
+    r["kube2sky_peak_mb"] = b.status_kb(k2s.pid, "VmHWM") / 1024
+    r["keys"] = count_keys(p)
+
+    before = p.revision()
+    stop(k2s)
+    start = time.time()
+    k2s = p.start_kube2sky()
+    p.wait_full_syncs(1800)
+    r["restart_s"] = time.time() - start
+    r["restart_revisions"] = p.revision() - before
+    r["kube2sky_peak_mb"] = max(r["kube2sky_peak_mb"], b.status_kb(k2s.pid, "VmHWM") / 1024)
+
+
+def count_keys(p):
+    req = urllib.request.Request(p.etcd_url + "/v3/kv/range", json.dumps({
+        "key": base64.b64encode(b"/skydns/").decode(),
+        "range_end": base64.b64encode(b"/skydns0").decode(), "count_only": True}).encode())
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return int(json.load(resp).get("count", 0))
+
+
+def measure_skydns_restart(p, r):
+    stop(p.skydns)
+    start = time.time()
+    p.skydns = p.start_skydns()
+    p.wait_answers(300)
+    r["skydns_restart_s"] = time.time() - start
+
+
+def measure_propagation(p, r):
+    delays = []
+    with b.udp_socket(p.dns_port) as sock:
+        for k in range(SAMPLES):
+            name = "prop%d" % k
+            body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+                    "spec": {"clusterIP": service_ip(900000 + k),
+                             "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
+            req = urllib.request.Request(p.api_url + "/api/v1/namespaces/ns0/services",
+                                         json.dumps(body).encode(),
+                                         {"Content-Type": "application/json"})
+            qname = "%s.ns0.svc.cluster.local" % name
+            start = time.perf_counter()
+            urllib.request.urlopen(req, timeout=10).read()
+            deadline = time.time() + 30
+            while b.query(sock, qname, k % 60000 + 1)[1] == 0:
+                if time.time() > deadline:
+                    raise RuntimeError(qname + " never answered")
+                time.sleep(0.0005)
+            delays.append((time.perf_counter() - start) * 1000)
+    r["propagation_p50_ms"] = b.percentile(delays, 50)
+    r["propagation_p99_ms"] = b.percentile(delays, 99)
+
+
+def churning(p, prefix, run):
+    """`run()` while 20 records under `prefix` change every 100 ms (200/s)."""
+    done = threading.Event()
+
+    def churn():
+        j = 0
+        while not done.is_set():
+            t = time.time()
+            p.put_records([(prefix + "c%d/%x" % ((j + k) % 1000, j + k),
+                            '{"host":"%s","priority":10,"weight":10,"ttl":30,"targetstrip":0}'
+                            % service_ip(800000 + (j + k) % 1000)) for k in range(20)])
+            j += 20
+            time.sleep(max(0.0, 0.1 - (time.time() - t)))
+
+    thread = threading.Thread(target=churn)
+    thread.start()
+    try:
+        return run()
+    finally:
+        done.set()
+        thread.join()
+
+
+def measure_qps(p, knot_port, r):
+    direct = mix_file(os.path.join(WORK, "direct"), p.cluster.direct_mix(5000, rng()))
+    search = mix_file(os.path.join(WORK, "search"), p.cluster.search_mix(5000, rng()))
+    for mix, path in (("direct", direct), ("search", search)):
+        best = {"skydns": 0.0, "knot": 0.0}
+        for order in (("skydns", "knot"), ("knot", "skydns")):
+            for who in order:
+                port = p.dns_port if who == "skydns" else knot_port
+                best[who] = max(best[who], b.dnsperf(port, path, SECONDS))
+        r["qps_%s_skydns" % mix], r["qps_%s_knot" % mix] = best["skydns"], best["knot"]
+    r["qps_direct_elsewhere"] = churning(p, "/elsewhere/", lambda: b.dnsperf(p.dns_port, direct, SECONDS))
+    r["qps_direct_churn"] = churning(p, "/skydns/local/cluster/svc/churn/",
+                                     lambda: b.dnsperf(p.dns_port, direct, SECONDS))
+
+
+def run(size):
+    cluster = Cluster(size)
+    r = {"size": size, "services": cluster.services, "ports": cluster.ports,
+         "pods": cluster.pods, "headless": cluster.headless}
+    p = Pipeline(cluster)
+    knot = None
+    try:
+        measure_sync(p, r)
+        measure_skydns_restart(p, r)
+        measure_propagation(p, r)
+        knot, knot_port = b.start_knot(WORK, "cluster.local", cluster.zone())
+        PROCS.append(knot)
+        for name in cluster.last_names():
+            b.wait_until(lambda: b.answers(knot_port, name), "Knot to answer " + name, 300)
+        measure_qps(p, knot_port, r)
+        r["skydns_rss_mb"] = b.status_kb(p.skydns.pid, "VmRSS") / 1024
+    finally:
+        for proc in reversed(PROCS):
+            stop(proc)
+        PROCS.clear()
+        shutil.rmtree(WORK, ignore_errors=True)
+        os.makedirs(WORK)
+    return r
+
+
+ROW = ("| {size} | {services:,} × {ports} | {pods:,} | {headless:,} | {keys:,} | {sync_s:.1f} s "
+       "| {kube2sky_sync_cpu_s:.1f} s | {restart_s:.1f} s | {restart_revisions} | {skydns_restart_s:.1f} s "
+       "| {propagation_p50_ms:.1f} / {propagation_p99_ms:.1f} ms | {kube2sky_peak_mb:.0f} MB "
+       "| {skydns_rss_mb:.0f} MB | {direct_ratio:.2f} | {search_ratio:.2f} | {churn_ratio:.2f} |")
+
+
+def table(results):
+    print("| size | services × ports | pods | headless | etcd keys | initial sync | kube2sky CPU "
+          "| kube2sky restart | revisions written on restart | skydns restart | propagation p50 / p99 "
+          "| kube2sky peak RSS | skydns RSS | direct QPS / Knot | search-path QPS / Knot "
+          "| QPS under churn / elsewhere |")
+    print("|" + "---|" * 16)
+    for r in results:
+        print(ROW.format(direct_ratio=r["qps_direct_skydns"] / r["qps_direct_knot"],
+                         search_ratio=r["qps_search_skydns"] / r["qps_search_knot"],
+                         churn_ratio=r["qps_direct_churn"] / r["qps_direct_elsewhere"], **r))
+    print()
+    print("| size | skydns direct | Knot direct | skydns search path | Knot search path "
+          "| skydns, 200 writes/s elsewhere | skydns, 200 changes/s in the zone |")
+    print("|" + "---|" * 7)
+    for r in results:
+        print("| {size} | {qps_direct_skydns:,.0f} | {qps_direct_knot:,.0f} | {qps_search_skydns:,.0f} "
+              "| {qps_search_knot:,.0f} | {qps_direct_elsewhere:,.0f} | {qps_direct_churn:,.0f} |".format(**r))
+
+
+def main():
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    os.makedirs(OUT, exist_ok=True)
+    results = []
+    try:
+        for size in SIZES:
+            print("== %s" % size, file=sys.stderr, flush=True)
+            results.append(run(size))
+            print(json.dumps(results[-1]), file=sys.stderr, flush=True)
+            with open(os.path.join(OUT, "scale.json"), "w") as f:
+                json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+                           "results": results}, f, indent=1)
+    finally:
+        for proc in PROCS:
+            stop(proc, signal.SIGKILL)
+        shutil.rmtree(WORK, ignore_errors=True)
+    table(results)
+
+
+def machine():
+    with open("/proc/cpuinfo") as f:
+        model = next((l.split(":", 1)[1].strip() for l in f if l.startswith("model name")), "?")
+    return "%d × %s, %.0f GiB" % (os.cpu_count(), model,
+                                  os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**30)
+
+
+main()
