@@ -477,3 +477,83 @@ async fn pod_status_is_a_subresource() {
         .unwrap();
     assert_eq!(running.status.unwrap().pod_ip.as_deref(), Some("1.2.3.4"));
 }
+
+#[tokio::test]
+async fn leases_are_served_in_their_group_with_optimistic_concurrency() {
+    use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+    let server = start_default().await;
+    let client = client(&server).await;
+    let api: Api<Lease> = Api::namespaced(client.clone(), "default");
+    let mut lease = Lease::default();
+    lease.metadata.name = Some("k".into());
+    lease.spec = Some(LeaseSpec {
+        holder_identity: Some("a".into()),
+        lease_duration_seconds: Some(15),
+        ..LeaseSpec::default()
+    });
+    let created = api.create(&PostParams::default(), &lease).await.unwrap();
+    let raw_lease = raw(
+        &client,
+        "GET",
+        "/apis/coordination.k8s.io/v1/namespaces/default/leases/k",
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(
+        raw_lease.contains(r#""apiVersion":"coordination.k8s.io/v1""#),
+        "{raw_lease}"
+    );
+    assert_eq!(
+        api_code(
+            api.create(&PostParams::default(), &lease)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+
+    // Two replicas replacing from the same read: the second gets 409.
+    let mut mine = created.clone();
+    mine.spec.as_mut().unwrap().holder_identity = Some("b".into());
+    api.replace("k", &PostParams::default(), &mine)
+        .await
+        .unwrap();
+    let mut theirs = created;
+    theirs.spec.as_mut().unwrap().holder_identity = Some("c".into());
+    assert_eq!(
+        api_code(
+            api.replace("k", &PostParams::default(), &theirs)
+                .await
+                .unwrap_err()
+        ),
+        409
+    );
+    let got = api.get("k").await.unwrap();
+    assert_eq!(got.spec.unwrap().holder_identity.as_deref(), Some("b"));
+
+    // Discovery names the group; the core paths do not serve leases.
+    let groups = raw(&client, "GET", "/apis", None).await.unwrap();
+    assert!(
+        groups.contains(r#""name":"coordination.k8s.io""#),
+        "{groups}"
+    );
+    let resources = raw(&client, "GET", "/apis/coordination.k8s.io/v1", None)
+        .await
+        .unwrap();
+    assert!(resources.contains(r#""name":"leases""#), "{resources}");
+    let core = raw(&client, "GET", "/api/v1", None).await.unwrap();
+    assert!(!core.contains("leases"), "{core}");
+    let err = raw(&client, "GET", "/api/v1/namespaces/default/leases/k", None)
+        .await
+        .unwrap_err();
+    assert_eq!(api_code(err), 404);
+    assert_eq!(
+        api_code(
+            raw(&client, "GET", "/apis/nosuch.io/v1", None)
+                .await
+                .unwrap_err()
+        ),
+        404
+    );
+}

@@ -1,22 +1,23 @@
 //! Discovery and health endpoints: what kubectl reads before it does anything.
 //!
-//! Serves `/version`, `/api` (APIVersions), `/api/v1` (APIResourceList built
-//! from [`ResourceKind::ALL`]), `/apis` (an empty APIGroupList), and the
+//! Serves `/version`, `/api` (APIVersions), `/api/v1` and
+//! `/apis/<group>/<version>` (APIResourceLists built from
+//! [`ResourceKind::ALL`]), `/apis` (the APIGroupList of the named groups), and the
 //! `/healthz`, `/livez`, `/readyz` probes. Responses are plain
 //! `application/json`, so clients asking for aggregated discovery fall back
 //! to these legacy documents exactly as they do with older servers.
 
 use std::sync::Arc;
 
-use axum::extract::State;
-use axum::response::Response;
+use axum::extract::{Path, State};
+use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use http::StatusCode;
 use serde_json::{json, Value};
 
 use super::resource::ResourceKind;
-use super::status::json_response;
+use super::status::{json_response, ApiError};
 use super::AppState;
 
 /// The routes owned by this module.
@@ -26,6 +27,7 @@ pub(crate) fn routes() -> Router<Arc<AppState>> {
         .route("/api", get(api_versions))
         .route("/api/v1", get(api_v1))
         .route("/apis", get(apis))
+        .route("/apis/{group}/{version}", get(group_version))
         .route("/healthz", get(health))
         .route("/livez", get(health))
         .route("/readyz", get(health))
@@ -62,22 +64,46 @@ async fn api_versions(State(app): State<Arc<AppState>>) -> Response {
 }
 
 async fn api_v1() -> Response {
-    json_response(StatusCode::OK, &api_resource_list())
+    json_response(StatusCode::OK, &api_resource_list("v1"))
 }
 
+/// The named groups (every served `api_version` but core's `v1`), each with
+/// its one version.
 async fn apis() -> Response {
+    let mut versions: Vec<&str> = ResourceKind::ALL
+        .iter()
+        .map(|k| k.api_version())
+        .filter(|v| v.contains('/'))
+        .collect();
+    versions.dedup();
+    let groups: Vec<Value> = versions
+        .into_iter()
+        .map(|gv| {
+            let (group, version) = gv.split_once('/').unwrap_or((gv, ""));
+            let v = json!({ "groupVersion": gv, "version": version });
+            json!({ "name": group, "versions": [v.clone()], "preferredVersion": v })
+        })
+        .collect();
     json_response(
         StatusCode::OK,
-        &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": [] }),
+        &json!({ "kind": "APIGroupList", "apiVersion": "v1", "groups": groups }),
     )
+}
+
+async fn group_version(Path((group, version)): Path<(String, String)>) -> Response {
+    let gv = format!("{group}/{version}");
+    if ResourceKind::of_version(&gv).next().is_none() {
+        return ApiError::no_such_resource().into_response();
+    }
+    json_response(StatusCode::OK, &api_resource_list(&gv))
 }
 
 async fn health() -> &'static str {
     "ok"
 }
 
-/// The `/api/v1` APIResourceList.
-pub(crate) fn api_resource_list() -> Value {
+/// The APIResourceList of `api_version` (`v1`: `/api/v1`).
+pub(crate) fn api_resource_list(api_version: &str) -> Value {
     let verbs = [
         "create",
         "delete",
@@ -89,7 +115,7 @@ pub(crate) fn api_resource_list() -> Value {
         "watch",
     ];
     let mut resources = Vec::new();
-    for kind in ResourceKind::ALL {
+    for kind in ResourceKind::of_version(api_version) {
         let mut entry = json!({
             "name": kind.plural(),
             "singularName": kind.singular(),
@@ -98,7 +124,7 @@ pub(crate) fn api_resource_list() -> Value {
             "verbs": verbs,
             "shortNames": kind.short_names(),
         });
-        if kind != ResourceKind::Namespace {
+        if kind.api_version() == "v1" && kind != ResourceKind::Namespace {
             entry["categories"] = json!(["all"]);
         }
         resources.push(entry);
@@ -114,7 +140,7 @@ pub(crate) fn api_resource_list() -> Value {
     }
     json!({
         "kind": "APIResourceList",
-        "groupVersion": "v1",
+        "groupVersion": api_version,
         "resources": resources,
     })
 }

@@ -1,4 +1,5 @@
-//! The `/api/v1/...` resource routes: URL parsing and verb dispatch.
+//! The resource routes (`/api/v1/...`, `/apis/<group>/<version>/...`): URL
+//! parsing and verb dispatch.
 //!
 //! Parses a path into a [`Target`] (resource, namespace, name, subresource)
 //! and maps the HTTP method onto get / list / watch / create / update /
@@ -35,10 +36,13 @@ pub(crate) struct Target {
 }
 
 impl Target {
-    /// Parses the part of the path after `/api/v1/`.
-    pub(crate) fn parse(rest: &str) -> Result<Self, ApiError> {
+    /// Parses the part of the path after `/api/v1/` (`api_version` `v1`) or
+    /// `/apis/<group>/<version>/`.
+    pub(crate) fn parse(api_version: &str, rest: &str) -> Result<Self, ApiError> {
         let segs: Vec<&str> = rest.split('/').filter(|s| !s.is_empty()).collect();
-        let known = |p: &str| ResourceKind::from_plural(p).ok_or_else(ApiError::no_such_resource);
+        let known = |p: &str| {
+            ResourceKind::from_plural(api_version, p).ok_or_else(ApiError::no_such_resource)
+        };
         let target = |kind, namespace: Option<&str>, name: Option<&str>, sub: Option<&str>| Self {
             kind,
             namespace: namespace.map(str::to_string),
@@ -56,7 +60,9 @@ impl Target {
         };
         match segs.as_slice() {
             [plural] => Ok(target(known(plural)?, None, None, None)),
-            ["namespaces", ns, plural] if ResourceKind::from_plural(plural).is_some() => {
+            ["namespaces", ns, plural]
+                if ResourceKind::from_plural(api_version, plural).is_some() =>
+            {
                 Ok(target(namespaced(plural)?, Some(ns), None, None))
             }
             ["namespaces", ns, plural, name] => {
@@ -84,7 +90,7 @@ impl Target {
     }
 }
 
-/// The single handler behind `/api/v1/{*rest}`.
+/// The handler behind `/api/v1/{*rest}`.
 pub(crate) async fn api_v1(
     State(app): State<Arc<AppState>>,
     method: Method,
@@ -93,21 +99,60 @@ pub(crate) async fn api_v1(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    match dispatch(app, &method, &rest, &q, &headers, &body) {
+    let request = Request {
+        method: &method,
+        q: &q,
+        headers: &headers,
+        body: &body,
+    };
+    match dispatch(app, "v1", &rest, request) {
         Ok(resp) => resp,
         Err(err) => err.into_response(),
     }
 }
 
+/// The handler behind `/apis/{group}/{version}/{*rest}`.
+pub(crate) async fn apis(
+    State(app): State<Arc<AppState>>,
+    method: Method,
+    Path((group, version, rest)): Path<(String, String, String)>,
+    Query(q): Query<Params>,
+    headers: HeaderMap,
+    body: Bytes,
+) -> Response {
+    let request = Request {
+        method: &method,
+        q: &q,
+        headers: &headers,
+        body: &body,
+    };
+    match dispatch(app, &format!("{group}/{version}"), &rest, request) {
+        Ok(resp) => resp,
+        Err(err) => err.into_response(),
+    }
+}
+
+/// The parts of a request that [`dispatch`] reads besides its path.
+struct Request<'a> {
+    method: &'a Method,
+    q: &'a Params,
+    headers: &'a HeaderMap,
+    body: &'a Bytes,
+}
+
 fn dispatch(
     app: Arc<AppState>,
-    method: &Method,
+    api_version: &str,
     rest: &str,
-    q: &Params,
-    headers: &HeaderMap,
-    body: &Bytes,
+    request: Request<'_>,
 ) -> Result<Response, ApiError> {
-    let target = Target::parse(rest)?;
+    let Request {
+        method,
+        q,
+        headers,
+        body,
+    } = request;
+    let target = Target::parse(api_version, rest)?;
     match &target.subresource {
         Some(sub) if sub == "status" && target.kind.has_status() => {}
         Some(_) => return Err(ApiError::no_such_resource()),
@@ -251,7 +296,7 @@ fn delete_collection(app: &AppState, target: &Target, q: &Params) -> Result<Resp
     }
     let list = json!({
         "kind": format!("{}List", target.kind.kind()),
-        "apiVersion": "v1",
+        "apiVersion": target.kind.api_version(),
         "metadata": { "resourceVersion": app.store.current_rv().to_string() },
         "items": deleted,
     });
@@ -264,21 +309,38 @@ mod tests {
 
     #[test]
     fn parses_paths() {
-        let t = Target::parse("namespaces/default/services/web/status").unwrap();
+        let t = Target::parse("v1", "namespaces/default/services/web/status").unwrap();
         assert_eq!(t.kind, ResourceKind::Service);
         assert_eq!(t.namespace.as_deref(), Some("default"));
         assert_eq!(t.name.as_deref(), Some("web"));
         assert_eq!(t.subresource.as_deref(), Some("status"));
-        let t = Target::parse("namespaces/kube-system").unwrap();
+        let t = Target::parse("v1", "namespaces/kube-system").unwrap();
         assert_eq!(
             (t.kind, t.name.as_deref()),
             (ResourceKind::Namespace, Some("kube-system"))
         );
-        let t = Target::parse("namespaces/kube-system/status").unwrap();
+        let t = Target::parse("v1", "namespaces/kube-system/status").unwrap();
         assert_eq!(t.subresource.as_deref(), Some("status"));
-        let t = Target::parse("pods").unwrap();
+        let t = Target::parse("v1", "pods").unwrap();
         assert_eq!((t.kind, t.namespace), (ResourceKind::Pod, None));
-        assert_eq!(Target::parse("nodes").unwrap_err().code, 404);
-        assert_eq!(Target::parse("services/x").unwrap_err().code, 404);
+        assert_eq!(Target::parse("v1", "nodes").unwrap_err().code, 404);
+        assert_eq!(Target::parse("v1", "services/x").unwrap_err().code, 404);
+        // Each kind only under its own group and version.
+        let t = Target::parse(
+            "coordination.k8s.io/v1",
+            "namespaces/kube-system/leases/kube2sky",
+        )
+        .unwrap();
+        assert_eq!(
+            (t.kind, t.name.as_deref()),
+            (ResourceKind::Lease, Some("kube2sky"))
+        );
+        assert_eq!(Target::parse("v1", "leases").unwrap_err().code, 404);
+        assert_eq!(
+            Target::parse("coordination.k8s.io/v1", "services")
+                .unwrap_err()
+                .code,
+            404
+        );
     }
 }

@@ -253,7 +253,7 @@ pub(crate) fn list(
     } else {
         json!({
             "kind": format!("{}List", kind.kind()),
-            "apiVersion": "v1",
+            "apiVersion": kind.api_version(),
             "metadata": page.metadata,
             "items": page.items,
         })

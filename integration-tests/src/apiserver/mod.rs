@@ -211,6 +211,7 @@ fn router(state: Arc<AppState>) -> Router {
         .merge(discovery::routes())
         .merge(faults::admin_routes())
         .route("/api/v1/{*rest}", any(handlers::api_v1))
+        .route("/apis/{group}/{version}/{*rest}", any(handlers::apis))
         .fallback(|| async { ApiError::no_such_resource().into_response() })
         .layer(axum::middleware::from_fn_with_state(
             state.clone(),

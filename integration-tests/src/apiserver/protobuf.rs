@@ -79,6 +79,8 @@ pub(crate) fn decode(kind: ResourceKind, body: &[u8]) -> Result<Value, ApiError>
             pod(&mut m, &mut obj);
             m.encode_to_vec()
         }
+        // kubectl sends protobuf for core kinds only.
+        ResourceKind::Lease => raw,
     };
     if !all_zero(&residue) {
         return Err(ApiError::unsupported_media_type(

@@ -1,10 +1,12 @@
 //! The resource types the server knows, and their per-type rules.
 //!
-//! [`ResourceKind`] names each served core/v1 resource (plural, kind, scope,
-//! short names) and owns the type-specific parts of a write: validating a body
+//! [`ResourceKind`] names each served resource (API group and version,
+//! plural, kind, scope, short names): core/v1's, and `coordination.k8s.io/v1`
+//! Leases (what leader election uses). It owns the type-specific parts of a write: validating a body
 //! by deserializing it into the k8s-openapi type, filling in the defaults the
 //! real API server applies, and which parts are the `status` subresource.
 
+use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -12,7 +14,7 @@ use serde_json::{json, Value};
 
 use super::status::ApiError;
 
-/// A core/v1 resource served by the test server.
+/// A resource served by the test server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum ResourceKind {
     /// `namespaces` (cluster scoped).
@@ -23,11 +25,35 @@ pub enum ResourceKind {
     Endpoints,
     /// `pods`.
     Pod,
+    /// `leases` (`coordination.k8s.io/v1`).
+    Lease,
 }
 
 impl ResourceKind {
     /// All served resources, in discovery order.
-    pub const ALL: [ResourceKind; 4] = [Self::Namespace, Self::Service, Self::Endpoints, Self::Pod];
+    pub const ALL: [ResourceKind; 5] = [
+        Self::Namespace,
+        Self::Service,
+        Self::Endpoints,
+        Self::Pod,
+        Self::Lease,
+    ];
+
+    /// The `apiVersion`: `v1` for the core group, `<group>/<version>` otherwise.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Self::Lease => "coordination.k8s.io/v1",
+            _ => "v1",
+        }
+    }
+
+    /// The kinds served under `api_version` (a path's `/api/v1` or
+    /// `/apis/<group>/<version>`), in discovery order.
+    pub fn of_version(api_version: &str) -> impl Iterator<Item = ResourceKind> + '_ {
+        Self::ALL
+            .into_iter()
+            .filter(move |k| k.api_version() == api_version)
+    }
 
     /// The URL plural, e.g. `services`.
     pub fn plural(self) -> &'static str {
@@ -36,6 +62,7 @@ impl ResourceKind {
             Self::Service => "services",
             Self::Endpoints => "endpoints",
             Self::Pod => "pods",
+            Self::Lease => "leases",
         }
     }
 
@@ -46,6 +73,7 @@ impl ResourceKind {
             Self::Service => "service",
             Self::Endpoints => "endpoints",
             Self::Pod => "pod",
+            Self::Lease => "lease",
         }
     }
 
@@ -56,6 +84,7 @@ impl ResourceKind {
             Self::Service => "Service",
             Self::Endpoints => "Endpoints",
             Self::Pod => "Pod",
+            Self::Lease => "Lease",
         }
     }
 
@@ -66,6 +95,7 @@ impl ResourceKind {
             Self::Service => &["svc"],
             Self::Endpoints => &["ep"],
             Self::Pod => &["po"],
+            Self::Lease => &[],
         }
     }
 
@@ -76,7 +106,7 @@ impl ResourceKind {
 
     /// Whether the resource has a `status` subresource.
     pub fn has_status(self) -> bool {
-        !matches!(self, Self::Endpoints)
+        !matches!(self, Self::Endpoints | Self::Lease)
     }
 
     /// Whether a PUT to a missing object creates it (true for endpoints only).
@@ -85,8 +115,8 @@ impl ResourceKind {
     }
 
     /// Looks a resource up by URL plural.
-    pub fn from_plural(plural: &str) -> Option<Self> {
-        Self::ALL.into_iter().find(|k| k.plural() == plural)
+    pub fn from_plural(api_version: &str, plural: &str) -> Option<Self> {
+        Self::of_version(api_version).find(|k| k.plural() == plural)
     }
 
     /// Looks a resource up by `kind` (used by seeding).
@@ -105,16 +135,18 @@ impl ResourceKind {
                 "the request body must be a JSON object",
             ));
         };
-        obj.entry("apiVersion").or_insert_with(|| json!("v1"));
+        obj.entry("apiVersion")
+            .or_insert_with(|| json!(self.api_version()));
         obj.entry("kind").or_insert_with(|| json!(self.kind()));
         let api_version = obj
             .get("apiVersion")
             .and_then(Value::as_str)
             .unwrap_or_default();
         let kind = obj.get("kind").and_then(Value::as_str).unwrap_or_default();
-        if api_version != "v1" || kind != self.kind() {
+        if api_version != self.api_version() || kind != self.kind() {
             return Err(ApiError::bad_request(format!(
-                "the API version in the data ({api_version}) and kind ({kind}) do not match the resource v1 {} ",
+                "the API version in the data ({api_version}) and kind ({kind}) do not match the resource {} {} ",
+                self.api_version(),
                 self.kind()
             )));
         }
@@ -123,6 +155,7 @@ impl ResourceKind {
             Self::Service => roundtrip::<Service>(body),
             Self::Endpoints => roundtrip::<Endpoints>(body),
             Self::Pod => roundtrip::<Pod>(body),
+            Self::Lease => roundtrip::<Lease>(body),
         }
     }
 
@@ -136,7 +169,7 @@ impl ResourceKind {
                 obj["status"] = json!({ "phase": "Active" });
             }
             Self::Service => default_service(obj),
-            Self::Endpoints => {}
+            Self::Endpoints | Self::Lease => {}
             Self::Pod => default_pod(obj),
         }
     }
@@ -146,7 +179,7 @@ impl ResourceKind {
         match self {
             Self::Service => obj["status"] = json!({ "loadBalancer": {} }),
             Self::Pod => obj["status"] = json!({ "phase": "Pending", "qosClass": "BestEffort" }),
-            Self::Namespace | Self::Endpoints => {}
+            Self::Namespace | Self::Endpoints | Self::Lease => {}
         }
     }
 
@@ -165,7 +198,9 @@ impl ResourceKind {
             Self::Service => label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
             Self::Namespace => label(name),
             // DNS-1123 subdomain for the rest.
-            Self::Endpoints | Self::Pod => name.len() <= 253 && name.split('.').all(label),
+            Self::Endpoints | Self::Pod | Self::Lease => {
+                name.len() <= 253 && name.split('.').all(label)
+            }
         };
         if ok {
             Ok(())

@@ -50,6 +50,7 @@ fn columns(kind: ResourceKind) -> Vec<Value> {
             column("Node", "string", "", 1),
         ],
         ResourceKind::Namespace => vec![name, column("Status", "string", "", 0), age],
+        ResourceKind::Lease => vec![name, column("Holder", "string", "", 0), age],
     }
 }
 
@@ -126,6 +127,7 @@ fn cells(kind: ResourceKind, obj: &Value) -> Vec<Value> {
             ]
         }
         ResourceKind::Namespace => vec![name, json!(s(&obj["status"]["phase"])), age],
+        ResourceKind::Lease => vec![name, json!(s(&spec["holderIdentity"])), age],
     }
 }
 

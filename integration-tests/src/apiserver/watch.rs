@@ -169,7 +169,11 @@ impl WatchCtx {
         }
         encode(&json!({
             "type": "BOOKMARK",
-            "object": { "kind": self.kind.kind(), "apiVersion": "v1", "metadata": metadata },
+            "object": {
+                "kind": self.kind.kind(),
+                "apiVersion": self.kind.api_version(),
+                "metadata": metadata,
+            },
         }))
     }
 }

@@ -248,7 +248,7 @@ pub(crate) fn prepare_update(
             let name = key.name.clone();
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
         }
-        ResourceKind::Pod | ResourceKind::Endpoints => {}
+        ResourceKind::Pod | ResourceKind::Endpoints | ResourceKind::Lease => {}
     }
     Ok(obj)
 }
