@@ -95,6 +95,33 @@ pub struct Flags {
     /// endpoints before it opens anyway (0s: open when the watches start, as 1.2).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
     pub initial_sync_timeout: Duration,
+    /// Run as one of several replicas sharing one etcd: only the holder of the
+    /// coordination.k8s.io/v1 Lease --leader-elect-resource-namespace/-name
+    /// watches and writes; the others serve /healthz, stand by, and take over
+    /// when the holder stops renewing. Off: one kube2sky per etcd (the 1.2 pod).
+    #[arg(long, default_value = "false", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub leader_elect: bool,
+    /// How long a standby waits, after it last saw the Lease change, before it
+    /// takes the Lease over.
+    #[arg(long, default_value = "15s", value_parser = parse_duration)]
+    pub leader_elect_lease_duration: Duration,
+    /// How long the leader retries a failing renewal before it exits (shorter
+    /// than the lease duration, so it stops before a standby takes over).
+    #[arg(long, default_value = "10s", value_parser = parse_duration)]
+    pub leader_elect_renew_deadline: Duration,
+    /// Pause between two attempts to acquire or renew the Lease.
+    #[arg(long, default_value = "2s", value_parser = parse_duration)]
+    pub leader_elect_retry_period: Duration,
+    /// Namespace of the Lease.
+    #[arg(long, default_value = "kube-system")]
+    pub leader_elect_resource_namespace: String,
+    /// Name of the Lease.
+    #[arg(long, default_value = "kube2sky")]
+    pub leader_elect_resource_name: String,
+    /// This replica's holderIdentity in the Lease (default: the host name,
+    /// which is the pod's name; a restarted container keeps it and resumes).
+    #[arg(long, default_value = "")]
+    pub leader_elect_identity: String,
     /// glog verbosity: 0 info, 1-3 debug, 4+ trace (`RUST_LOG` overrides).
     #[arg(long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -141,6 +168,8 @@ pub struct Config {
     pub max_txn_ops: usize,
     /// `--initial-sync-timeout`; zero: ready at once (1.2).
     pub initial_sync_timeout: Duration,
+    /// `--leader-elect` and its settings; `None`: write without a Lease.
+    pub leader_election: Option<crate::leader::Election>,
 }
 
 /// Where the Kubernetes client configuration comes from (reference §3 step 4).
@@ -232,7 +261,8 @@ impl Flags {
             etcd_max_txn_ops,
             initial_sync_timeout,
             ..
-        } = self;
+        } = self.clone();
+        let leader_election = self.leader_election()?;
         let domain = domain.trim().to_ascii_lowercase();
         if domain.trim_matches('.').is_empty() {
             return Err(ConfigError("--domain must not be empty".into()));
@@ -292,7 +322,66 @@ impl Flags {
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
             max_txn_ops: etcd_max_txn_ops,
             initial_sync_timeout,
+            leader_election,
         })
+    }
+
+    /// The `--leader-elect-*` flags, checked: retry period < renew deadline
+    /// < lease duration, as client-go requires.
+    fn leader_election(&self) -> Result<Option<crate::leader::Election>, ConfigError> {
+        if !self.leader_elect {
+            return Ok(None);
+        }
+        let (lease, renew, retry) = (
+            self.leader_elect_lease_duration,
+            self.leader_elect_renew_deadline,
+            self.leader_elect_retry_period,
+        );
+        if retry.is_zero() || retry >= renew || renew >= lease {
+            return Err(ConfigError(format!(
+                "--leader-elect-retry-period ({retry:?}) must be above zero and below \
+                 --leader-elect-renew-deadline ({renew:?}), which must be below \
+                 --leader-elect-lease-duration ({lease:?})"
+            )));
+        }
+        use crate::validate::{is_dns1123_label, is_dns1123_subdomain};
+        for (flag, value, ok) in [
+            (
+                "--leader-elect-resource-namespace",
+                &self.leader_elect_resource_namespace,
+                is_dns1123_label(&self.leader_elect_resource_namespace),
+            ),
+            (
+                "--leader-elect-resource-name",
+                &self.leader_elect_resource_name,
+                is_dns1123_subdomain(&self.leader_elect_resource_name),
+            ),
+        ] {
+            if !ok {
+                return Err(ConfigError(format!(
+                    "{flag} {value:?} is not a valid Kubernetes name (lowercase letters, digits, '-', '.')"
+                )));
+            }
+        }
+        let identity = match self.leader_elect_identity.trim() {
+            "" => std::fs::read_to_string("/proc/sys/kernel/hostname")
+                .map(|h| h.trim().to_string())
+                .unwrap_or_default(),
+            given => given.to_string(),
+        };
+        if identity.is_empty() {
+            return Err(ConfigError(
+                "--leader-elect-identity is empty and the host name cannot be read".into(),
+            ));
+        }
+        Ok(Some(crate::leader::Election {
+            namespace: self.leader_elect_resource_namespace.clone(),
+            name: self.leader_elect_resource_name.clone(),
+            identity,
+            lease_duration: lease,
+            renew_deadline: renew,
+            retry_period: retry,
+        }))
     }
 }
 

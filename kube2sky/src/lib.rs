@@ -18,6 +18,7 @@ pub mod config;
 pub mod etcd;
 pub mod health;
 pub mod index;
+pub mod leader;
 pub mod metrics;
 pub mod reconcile;
 pub mod records;
@@ -64,6 +65,10 @@ pub enum Error {
     /// The health server failed after it started (1.2: fatal).
     #[error("health server on --healthz-port failed: {0}")]
     Serve(String),
+    /// `--leader-elect`: this replica lost the lease; it exits so that it
+    /// never writes beside the new leader (restarted, it stands by).
+    #[error("leadership lost: {0}")]
+    Leadership(String),
 }
 
 /// Runs kube2sky until `shutdown` is cancelled (then returns `Ok` after the
@@ -81,6 +86,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         loss_check,
         max_txn_ops,
         initial_sync_timeout,
+        leader_election,
     } = config;
     let metrics = Arc::new(Metrics::default());
     let names = Names::new(&domain);
@@ -103,6 +109,22 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         w = Writer::connect(options, names.clone(), metrics.clone(), shutdown.clone()) => w?,
     };
     let client = client::build(&kube).await?;
+    // With --leader-elect, /healthz answers while this replica stands by.
+    let mut early_http = None;
+    let mut leadership = None;
+    let mut lease = None;
+    if let Some(election) = leader_election {
+        early_http = Some(start_health(healthz_port, &metrics, &shutdown).await?);
+        let api = kube::Api::namespaced(client.clone(), &election.namespace);
+        if !leader::acquire(&api, &election, &shutdown).await {
+            return Ok(());
+        }
+        lease = Some((api.clone(), election.clone()));
+        let shutdown = shutdown.clone();
+        leadership = Some(tokio::spawn(async move {
+            leader::keep(&api, &election, &shutdown).await
+        }));
+    }
     let mut index = Index::new(names, features);
     let Some(kubernetes) = wait_for_kubernetes(&client, &shutdown).await else {
         return Ok(());
@@ -120,17 +142,10 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let (tx, rx) = mpsc::channel(1024);
     let mut watches = watch::spawn_all(&client, features.pods, &tx, &metrics, &shutdown);
     drop(tx);
-    let listener = health::bind(healthz_port)
-        .await
-        .map_err(|source| Error::Listen {
-            port: healthz_port,
-            source,
-        })?;
-    let (http, http_failed) = health::serve(listener, metrics.clone(), shutdown.clone());
-    tracing::info!(
-        port = healthz_port,
-        "serving /readiness, /healthz and /metrics"
-    );
+    let (http, http_failed) = match early_http {
+        Some(started) => started,
+        None => start_health(healthz_port, &metrics, &shutdown).await?,
+    };
     let ready_anyway = tokio::spawn(open_readiness_after(initial_sync_timeout, metrics.clone()));
 
     let loop_ = WriteLoop {
@@ -143,13 +158,50 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let result = tokio::select! {
         result = loop_.run(rx) => result.map_err(Error::from),
         why = http_failed => Err(Error::Serve(why)),
+        why = lost(leadership) => Err(Error::Leadership(why)),
     };
     ready_anyway.abort();
     shutdown.cancel();
     watches.abort_all();
     while watches.join_next().await.is_some() {}
+    if let (Ok(()), Some((api, election))) = (&result, lease) {
+        // Stopped with the last write done: a standby may take over now
+        // rather than after the lease duration.
+        leader::release(&api, &election).await;
+    }
     let _ = http.await;
     result
+}
+
+/// Binds `--healthz-port` and serves `/readiness`, `/healthz` and `/metrics`.
+async fn start_health(
+    port: u16,
+    metrics: &Arc<Metrics>,
+    shutdown: &CancellationToken,
+) -> Result<
+    (
+        tokio::task::JoinHandle<()>,
+        impl std::future::Future<Output = String>,
+    ),
+    Error,
+> {
+    let listener = health::bind(port)
+        .await
+        .map_err(|source| Error::Listen { port, source })?;
+    let served = health::serve(listener, metrics.clone(), shutdown.clone());
+    tracing::info!(port, "serving /readiness, /healthz and /metrics");
+    Ok(served)
+}
+
+/// Resolves with the reason when the lease renewal task gives up; never
+/// without `--leader-elect` (or once shutdown ended the task).
+async fn lost(leadership: Option<tokio::task::JoinHandle<Option<String>>>) -> String {
+    if let Some(task) = leadership {
+        if let Ok(Some(why)) = task.await {
+            return why;
+        }
+    }
+    std::future::pending().await
 }
 
 async fn wait_for_kubernetes(

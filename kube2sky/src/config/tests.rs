@@ -169,3 +169,57 @@ fn dash_h_is_help_as_in_pflag() {
     let err = Flags::parse_from_go_style(args(&["-h"])).expect_err("help");
     assert_eq!(err.kind(), clap::error::ErrorKind::DisplayHelp);
 }
+
+#[test]
+fn leader_election_is_off_by_default_and_checks_its_timings() {
+    assert_eq!(
+        parse(&[]).into_config().expect("valid").leader_election,
+        None
+    );
+    let on = parse(&["--leader-elect", "--leader-elect-identity=k2s-1"])
+        .into_config()
+        .expect("valid")
+        .leader_election
+        .expect("on");
+    assert_eq!(
+        on,
+        crate::leader::Election {
+            namespace: "kube-system".into(),
+            name: "kube2sky".into(),
+            identity: "k2s-1".into(),
+            lease_duration: Duration::from_secs(15),
+            renew_deadline: Duration::from_secs(10),
+            retry_period: Duration::from_secs(2),
+        }
+    );
+    let host = parse(&["--leader-elect=true"])
+        .into_config()
+        .expect("valid");
+    assert!(!host.leader_election.expect("on").identity.is_empty());
+    for bad in [
+        &["--leader-elect", "--leader-elect-renew-deadline=20s"][..],
+        &["--leader-elect", "--leader-elect-retry-period=10s"],
+        &["--leader-elect", "--leader-elect-retry-period=0s"],
+    ] {
+        let err = parse(bad)
+            .into_config()
+            .expect_err("bad timings")
+            .to_string();
+        assert!(err.contains("--leader-elect-renew-deadline"), "{err}");
+    }
+    let err = parse(&[
+        "--leader-elect",
+        "--leader-elect-resource-namespace=Kube_System",
+    ])
+    .into_config()
+    .expect_err("bad namespace")
+    .to_string();
+    assert!(
+        err.contains("--leader-elect-resource-namespace \"Kube_System\""),
+        "{err}"
+    );
+    // The timings are not checked when the flag is off.
+    assert!(parse(&["--leader-elect-renew-deadline=20s"])
+        .into_config()
+        .is_ok());
+}
