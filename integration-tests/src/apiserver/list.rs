@@ -205,13 +205,10 @@ pub(crate) fn read_page(
             if limit == 0 || items.len() < limit {
                 items.push(value.clone());
                 last = Some(key.clone());
-            } else if selector.is_empty() {
-                more += 1; // remainingItemCount needs them all
-            } else {
-                more += 1;
-                return false; // that there is more is enough
+                return true;
             }
-            true
+            more = 1; // counted below when the selector is empty
+            false
         })
         .map_err(|e| {
             if continuing && e.code == 410 {
@@ -220,6 +217,13 @@ pub(crate) fn read_page(
                 e
             }
         })?;
+    if more > 0 && selector.is_empty() {
+        // etcd3's store counts the rest (remainingItemCount) when no
+        // selector filters it.
+        if let Some(last) = &last {
+            more = store.count_after(kind, namespace, rv, (&last.namespace, &last.name))?;
+        }
+    }
     let mut metadata = json!({ "resourceVersion": rv.to_string() });
     if more > 0 {
         if let Some(last) = &last {
