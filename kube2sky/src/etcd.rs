@@ -305,14 +305,14 @@ impl Writer {
                 }
             };
             diff(
-                &desired,
+                desired,
                 &actual.records,
                 self.options.mode,
                 self.txn_limit,
                 &unit,
             )
         } else {
-            diff_unbounded(&desired, &actual.records, self.options.mode)
+            diff_unbounded(desired, &actual.records, self.options.mode)
         };
         if self.shutdown.is_cancelled() {
             return Err(SHUTTING_DOWN.into());

@@ -134,8 +134,10 @@ impl Scope {
 pub struct Index {
     names: Names,
     features: Features,
-    services: BTreeMap<ObjectKey, Service>,
-    endpoints: BTreeMap<ObjectKey, Endpoints>,
+    // Boxed: a k8s-openapi Service or Endpoints is about a kilobyte even
+    // slimmed, and B-tree nodes hold 11 values inline with slack.
+    services: BTreeMap<ObjectKey, Box<Service>>,
+    endpoints: BTreeMap<ObjectKey, Box<Endpoints>>,
     pods: BTreeMap<ObjectKey, String>,
     pod_ips: BTreeMap<(String, String), usize>,
     /// Which services hold each IPv4 cluster IP (the PTR goes to the first),
@@ -184,7 +186,7 @@ impl Index {
             Scope::Service(key) => {
                 self.endpoints_listed
                     || !matches!(
-                        self.services.get(key).map(service_kind),
+                        self.services.get(key).map(|s| service_kind(s)),
                         Some(ServiceKind::Headless)
                     )
             }
@@ -204,18 +206,18 @@ impl Index {
                 self.cluster_ips.clear();
                 for svc in all {
                     let key = ObjectKey::of(&svc.metadata);
-                    if old.get(&key) != Some(&svc) {
+                    if old.get(&key).map(|s| &**s) != Some(&svc) {
                         log_port_problems(&svc);
                     }
                     self.hold_cluster_ip(&key, &svc);
-                    self.services.insert(key, svc);
+                    self.services.insert(key, Box::new(svc));
                 }
                 self.services_listed = true;
                 self.service_scopes()
             }
             Change::Endpoints(Update::Apply(ep)) => {
                 let key = ObjectKey::of(&ep.metadata);
-                self.endpoints.insert(key.clone(), ep);
+                self.endpoints.insert(key.clone(), Box::new(ep));
                 self.headless_scope(key)
             }
             Change::Endpoints(Update::Delete(ep)) => {
@@ -230,7 +232,7 @@ impl Index {
             Change::Endpoints(Update::Relisted(all)) => {
                 self.endpoints = all
                     .into_iter()
-                    .map(|e| (ObjectKey::of(&e.metadata), e))
+                    .map(|e| (ObjectKey::of(&e.metadata), Box::new(e)))
                     .collect();
                 self.endpoints_listed = true;
                 if self.features.remove_stale && self.services_listed {
@@ -247,14 +249,14 @@ impl Index {
     fn put_service(&mut self, svc: Service) -> Vec<Scope> {
         let key = ObjectKey::of(&svc.metadata);
         let new_ip = cluster_ipv4(&svc);
-        if self.services.get(&key) != Some(&svc) {
+        if self.services.get(&key).map(|s| &**s) != Some(&svc) {
             log_port_problems(&svc);
         }
         self.hold_cluster_ip(&key, &svc);
         let old_ip = self
             .services
-            .insert(key.clone(), svc)
-            .as_ref()
+            .insert(key.clone(), Box::new(svc))
+            .as_deref()
             .and_then(cluster_ipv4);
         if old_ip != new_ip {
             self.release_cluster_ip(&key, old_ip);
@@ -263,7 +265,7 @@ impl Index {
     }
 
     fn remove_service(&mut self, key: &ObjectKey) -> Vec<Scope> {
-        let old_ip = self.services.remove(key).as_ref().and_then(cluster_ipv4);
+        let old_ip = self.services.remove(key).as_deref().and_then(cluster_ipv4);
         self.release_cluster_ip(key, old_ip);
         self.with_ptrs(Scope::Service(key.clone()), [old_ip, None])
     }
@@ -299,7 +301,7 @@ impl Index {
     }
 
     fn headless_scope(&self, key: ObjectKey) -> Vec<Scope> {
-        match self.services.get(&key).map(service_kind) {
+        match self.services.get(&key).map(|s| service_kind(s)) {
             Some(ServiceKind::Headless) => vec![Scope::Service(key)],
             _ => Vec::new(),
         }
@@ -440,7 +442,7 @@ impl Index {
         service_records(
             &self.names,
             svc,
-            self.endpoints.get(key),
+            self.endpoints.get(key).map(|e| &**e),
             self.features.external_name,
         )
     }

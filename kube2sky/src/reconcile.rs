@@ -84,7 +84,7 @@ pub enum Mode {
 /// and none splitting a unit that fits in one (see [`pack`]); empty when
 /// nothing differs.
 pub fn diff(
-    desired: &Records,
+    desired: Records,
     actual: &Records,
     mode: Mode,
     max_ops: usize,
@@ -97,21 +97,23 @@ pub fn diff(
 }
 
 /// The non-empty batches of [`diff`], before any is split.
-fn batches(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+/// `desired` is consumed: its strings move into the puts (a full sync of a
+/// large cluster would otherwise hold every record twice).
+fn batches(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
     let batches = match mode {
         Mode::Reconcile => {
-            let puts = desired
-                .iter()
-                .filter(|(k, v)| actual.get(*k) != Some(*v))
-                .map(|(k, v)| Op::Put {
-                    key: k.clone(),
-                    value: v.clone(),
-                });
-            let deletes = actual
+            let deletes: Vec<Op> = actual
                 .keys()
                 .filter(|k| !desired.contains_key(*k))
-                .map(|k| Op::Delete { key: k.clone() });
-            vec![puts.chain(deletes).collect::<Vec<_>>()]
+                .map(|k| Op::Delete { key: k.clone() })
+                .collect();
+            let mut ops: Vec<Op> = desired
+                .into_iter()
+                .filter(|(k, v)| actual.get(k) != Some(v))
+                .map(|(key, value)| Op::Put { key, value })
+                .collect();
+            ops.extend(deletes);
+            vec![ops]
         }
         Mode::RemoveThenAdd => {
             let deletes = actual
@@ -119,11 +121,8 @@ fn batches(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
                 .map(|k| Op::Delete { key: k.clone() })
                 .collect();
             let puts = desired
-                .iter()
-                .map(|(k, v)| Op::Put {
-                    key: k.clone(),
-                    value: v.clone(),
-                })
+                .into_iter()
+                .map(|(key, value)| Op::Put { key, value })
                 .collect();
             vec![deletes, puts]
         }
@@ -136,7 +135,7 @@ fn batches(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
 
 /// [`diff`] for a store without transactions (etcd v2): every op in one
 /// batch, in the same order; empty when nothing differs.
-pub fn diff_unbounded(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+pub fn diff_unbounded(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
     let ops = batches(desired, actual, mode).concat();
     if ops.is_empty() {
         Vec::new()
@@ -214,7 +213,7 @@ mod tests {
         key[..key.rfind('/').unwrap_or(0)].to_string()
     }
 
-    fn diff(desired: &Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+    fn diff(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
         super::diff(desired, actual, mode, MAX_TXN_OPS, &by_key)
     }
 
@@ -223,7 +222,7 @@ mod tests {
         let desired = records(&[("a", "1"), ("b", "2"), ("c", "3")]);
         let actual = records(&[("a", "1"), ("b", "old"), ("z", "9")]);
         assert_eq!(
-            diff(&desired, &actual, Mode::Reconcile),
+            diff(desired.clone(), &actual, Mode::Reconcile),
             vec![vec![put("b", "2"), put("c", "3"), del("z")]]
         );
     }
@@ -231,8 +230,8 @@ mod tests {
     #[test]
     fn nothing_to_do_gives_no_batches() {
         let same = records(&[("a", "1")]);
-        assert!(diff(&same, &same, Mode::Reconcile).is_empty());
-        assert!(diff(&Records::new(), &Records::new(), Mode::RemoveThenAdd).is_empty());
+        assert!(diff(same.clone(), &same, Mode::Reconcile).is_empty());
+        assert!(diff(Records::new(), &Records::new(), Mode::RemoveThenAdd).is_empty());
     }
 
     #[test]
@@ -240,7 +239,7 @@ mod tests {
         let desired = records(&[("a", "1")]);
         let actual = records(&[("a", "1")]);
         assert_eq!(
-            diff(&desired, &actual, Mode::RemoveThenAdd),
+            diff(desired.clone(), &actual, Mode::RemoveThenAdd),
             vec![vec![del("a")], vec![put("a", "1")]]
         );
     }
@@ -254,11 +253,11 @@ mod tests {
         };
         assert_eq!(skip_foreign(&mut desired, &actual), vec!["ptr/1"]);
         assert_eq!(
-            diff(&desired, &actual.records, Mode::Reconcile),
+            diff(desired.clone(), &actual.records, Mode::Reconcile),
             vec![vec![put("ptr/2", "ours")]]
         );
         assert_eq!(
-            diff(&Records::new(), &actual.records, Mode::Reconcile),
+            diff(Records::new(), &actual.records, Mode::Reconcile),
             vec![vec![del("ptr/2")]],
             "a foreign key is not in the actual records, so it is never deleted"
         );
@@ -274,7 +273,7 @@ mod tests {
     #[test]
     fn big_batches_are_chunked_in_order() {
         let desired = three_hundred_keys();
-        let batches = diff(&desired, &Records::new(), Mode::Reconcile);
+        let batches = diff(desired.clone(), &Records::new(), Mode::Reconcile);
         assert_eq!(
             batches.iter().map(Vec::len).collect::<Vec<_>>(),
             [128, 128, 44]
@@ -290,7 +289,7 @@ mod tests {
         // leaves extra records, never missing ones).
         let desired: Records = (0..200).map(|i| (format!("k{i:03}"), "v".into())).collect();
         let actual: Records = (0..100).map(|i| (format!("z{i:03}"), "v".into())).collect();
-        let batches = diff(&desired, &actual, Mode::Reconcile);
+        let batches = diff(desired.clone(), &actual, Mode::Reconcile);
         assert_eq!(
             batches.iter().map(Vec::len).collect::<Vec<_>>(),
             [128, 128, 44]
@@ -311,9 +310,21 @@ mod tests {
         let desired: Records = (0..50)
             .flat_map(|s| (0..3).map(move |k| (format!("svc/s{s:02}/k{k}"), "v".to_string())))
             .collect();
-        let by_key = super::diff(&desired, &Records::new(), Mode::Reconcile, 128, &by_key);
+        let by_key = super::diff(
+            desired.clone(),
+            &Records::new(),
+            Mode::Reconcile,
+            128,
+            &by_key,
+        );
         assert_eq!(by_key.iter().map(Vec::len).collect::<Vec<_>>(), [128, 22]);
-        let batches = super::diff(&desired, &Records::new(), Mode::Reconcile, 128, &by_dir);
+        let batches = super::diff(
+            desired.clone(),
+            &Records::new(),
+            Mode::Reconcile,
+            128,
+            &by_dir,
+        );
         assert_eq!(batches.iter().map(Vec::len).collect::<Vec<_>>(), [126, 24]);
         assert_eq!(batches[1][0].key(), "svc/s42/k0");
         for batch in &batches {
@@ -334,7 +345,7 @@ mod tests {
             .map(|i| (format!("a/{i:03}"), "v".to_string()))
             .chain([("b/old".to_string(), "v".to_string())])
             .collect();
-        let batches = super::diff(&desired, &actual, Mode::Reconcile, 64, &by_dir);
+        let batches = super::diff(desired.clone(), &actual, Mode::Reconcile, 64, &by_dir);
         assert_eq!(batches[0][..2], [put("b/new", "1"), del("b/old")]);
         assert_eq!(
             batches.iter().map(Vec::len).collect::<Vec<_>>(),
@@ -347,7 +358,13 @@ mod tests {
     #[test]
     fn a_smaller_limit_gives_smaller_transactions() {
         let desired = three_hundred_keys();
-        let batches = super::diff(&desired, &Records::new(), Mode::Reconcile, 64, &by_key);
+        let batches = super::diff(
+            desired.clone(),
+            &Records::new(),
+            Mode::Reconcile,
+            64,
+            &by_key,
+        );
         assert_eq!(
             batches.iter().map(Vec::len).collect::<Vec<_>>(),
             [64, 64, 64, 64, 44]
@@ -357,13 +374,13 @@ mod tests {
     #[test]
     fn unbounded_diffs_are_one_batch_in_the_same_order() {
         let desired = three_hundred_keys();
-        let one = diff_unbounded(&desired, &Records::new(), Mode::Reconcile);
+        let one = diff_unbounded(desired.clone(), &Records::new(), Mode::Reconcile);
         assert_eq!(one.iter().map(Vec::len).collect::<Vec<_>>(), [300]);
         let same = records(&[("a", "1")]);
         assert_eq!(
-            diff_unbounded(&same, &same, Mode::RemoveThenAdd),
+            diff_unbounded(same.clone(), &same, Mode::RemoveThenAdd),
             vec![vec![del("a"), put("a", "1")]]
         );
-        assert!(diff_unbounded(&same, &same, Mode::Reconcile).is_empty());
+        assert!(diff_unbounded(same.clone(), &same, Mode::Reconcile).is_empty());
     }
 }
