@@ -142,7 +142,9 @@ pub struct Index {
     pod_ips: BTreeMap<(String, String), usize>,
     /// Which services hold each IPv4 cluster IP (the PTR goes to the first),
     /// so a PTR costs O(log n) instead of a scan of every service.
-    cluster_ips: BTreeMap<Ipv4Addr, BTreeSet<ObjectKey>>,
+    /// (A sorted Vec, not a set: almost every IP has one holder, and a
+    /// one-element B-tree set costs a whole node.)
+    cluster_ips: BTreeMap<Ipv4Addr, Vec<ObjectKey>>,
     services_listed: bool,
     endpoints_listed: bool,
 }
@@ -272,14 +274,17 @@ impl Index {
 
     fn hold_cluster_ip(&mut self, key: &ObjectKey, svc: &Service) {
         if let Some(ip) = cluster_ipv4(svc) {
-            self.cluster_ips.entry(ip).or_default().insert(key.clone());
+            let holders = self.cluster_ips.entry(ip).or_default();
+            if let Err(at) = holders.binary_search(key) {
+                holders.insert(at, key.clone());
+            }
         }
     }
 
     fn release_cluster_ip(&mut self, key: &ObjectKey, ip: Option<Ipv4Addr>) {
         let Some(ip) = ip else { return };
         if let Some(holders) = self.cluster_ips.get_mut(&ip) {
-            holders.remove(key);
+            holders.retain(|k| k != key);
             if holders.is_empty() {
                 self.cluster_ips.remove(&ip);
             }
