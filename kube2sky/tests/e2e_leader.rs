@@ -41,8 +41,14 @@ fn written(metrics: &str) -> f64 {
         .unwrap_or(-1.0)
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
+/// etcd, the API server, kubectl, leader "a" (ready) and standby "b".
+async fn two_replicas() -> Result<(
+    Etcd,
+    integration_tests::apiserver::ApiServerHandle,
+    Kubectl,
+    Kube2sky,
+    Kube2sky,
+)> {
     let etcd = Etcd::start()?;
     let api = apiserver(&[KUBERNETES]).await?;
     let kubectl = Kubectl::new(&api.url())?;
@@ -51,6 +57,12 @@ async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
     a.wait_ready().await?;
     let b = replica(&etcd, &api, "b")?;
     b.wait_for_log("standing by").await?;
+    Ok((etcd, api, kubectl, a, b))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
+    let (etcd, _api, kubectl, mut a, b) = two_replicas().await?;
     // The standby serves /healthz while it waits, and is not ready.
     ensure!(
         b.http("/healthz").await == Some((200, "ok\n".into())),
@@ -106,13 +118,7 @@ async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_with_sigterm_hands_over_at_once() -> Result<()> {
-    let etcd = Etcd::start()?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api.url())?;
-    let mut a = replica(&etcd, &api, "a")?;
-    a.wait_for_log("became the leader").await?;
-    let b = replica(&etcd, &api, "b")?;
-    b.wait_for_log("standing by").await?;
+    let (etcd, _api, kubectl, mut a, b) = two_replicas().await?;
 
     a.signal(nix::sys::signal::Signal::SIGTERM)?;
     let status = a.wait_exit(DEADLINE).await?;

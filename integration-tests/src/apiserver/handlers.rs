@@ -99,16 +99,7 @@ pub(crate) async fn api_v1(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
-    let request = Request {
-        method: &method,
-        q: &q,
-        headers: &headers,
-        body: &body,
-    };
-    match dispatch(app, "v1", &rest, request) {
-        Ok(resp) => resp,
-        Err(err) => err.into_response(),
-    }
+    respond(app, "v1", &rest, &method, &q, &headers, &body)
 }
 
 /// The handler behind `/apis/{group}/{version}/{*rest}`.
@@ -120,13 +111,26 @@ pub(crate) async fn apis(
     headers: HeaderMap,
     body: Bytes,
 ) -> Response {
+    let api_version = format!("{group}/{version}");
+    respond(app, &api_version, &rest, &method, &q, &headers, &body)
+}
+
+fn respond(
+    app: Arc<AppState>,
+    api_version: &str,
+    rest: &str,
+    method: &Method,
+    q: &Params,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Response {
     let request = Request {
-        method: &method,
-        q: &q,
-        headers: &headers,
-        body: &body,
+        method,
+        q,
+        headers,
+        body,
     };
-    match dispatch(app, &format!("{group}/{version}"), &rest, request) {
+    match dispatch(app, api_version, rest, request) {
         Ok(resp) => resp,
         Err(err) => err.into_response(),
     }
