@@ -291,7 +291,14 @@ impl Writer {
             .iter()
             .flat_map(|s| s.reads(&self.names, self.options.reverse))
             .collect();
+        let read_start = Instant::now();
         let (actual, revision) = self.backend.read(&reads, &desired).await?;
+        tracing::trace!(
+            reads = reads.len(),
+            keys = actual.records.len(),
+            "read the scopes' keys in {:?}",
+            read_start.elapsed()
+        );
         self.saw(revision);
         for key in skip_foreign(&mut desired, &actual) {
             tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");

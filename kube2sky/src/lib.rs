@@ -299,6 +299,7 @@ impl WriteLoop<'_> {
             match next_work(&mut rx, &mut ticker, loss_check.is_some(), shutdown).await {
                 Work::Stop => return Ok(()),
                 Work::Changes(changes) => {
+                    tracing::trace!(changes = changes.len(), "round of changes received");
                     let scopes: Vec<_> = changes.into_iter().flat_map(|c| index.apply(c)).collect();
                     writer.sync(index, scopes).await?;
                     if index.lists_done() && !shutdown.is_cancelled() && metrics.set_ready() {

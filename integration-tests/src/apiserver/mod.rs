@@ -196,8 +196,17 @@ impl ApiServer {
     }
 }
 
-/// Serves `app` on `listener` until `shutdown`.
+/// Serves `app` on `listener` until `shutdown`. Sockets get TCP_NODELAY, as
+/// Go's net package (so kube-apiserver) sets by default: with Nagle on, a
+/// watch event written while the previous one is unacknowledged waits for
+/// the client's delayed ACK, up to 40 ms.
 async fn serve(listener: tokio::net::TcpListener, app: Router, shutdown: CancellationToken) {
+    use axum::serve::ListenerExt;
+    let listener = listener.tap_io(|tcp| {
+        if let Err(e) = tcp.set_nodelay(true) {
+            tracing::warn!("cannot set TCP_NODELAY: {e}");
+        }
+    });
     let served = axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await;
