@@ -1,6 +1,8 @@
 """Helpers the Python benchmarks share: ports, a real etcd, Knot DNS, DNS
 queries from this process, dnsperf, and /proc readings."""
 
+import base64
+import json
 import os
 import socket
 import struct
@@ -52,6 +54,15 @@ def start_etcd(work, name="bench"):
          "--initial-cluster", "%s=%s" % (name, peer_url)], stdout=log, stderr=log, env=env)
     wait_until(lambda: http_ok(url + "/version"), "etcd")
     return proc, url
+
+
+def etcd_put(url, puts):
+    """Puts `(key, value)` pairs in one v3 transaction through etcd's JSON gateway."""
+    b64 = lambda text: base64.b64encode(text.encode()).decode()
+    body = {"success": [{"requestPut": {"key": b64(k), "value": b64(v)}} for k, v in puts]}
+    req = urllib.request.Request(url + "/v3/kv/txn", json.dumps(body).encode(),
+                                 {"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=30).read()
 
 
 def start_knot(work, origin, zone_text):

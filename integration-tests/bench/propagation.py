@@ -12,31 +12,22 @@ Usage: propagation.py BIN_DIR SIZES [SAMPLES]   (SIZES: comma-separated)
 Prints one table row per size.
 """
 
-import base64
-import json
 import os
 import random
 import shutil
-import socket
-import struct
 import subprocess
 import sys
 import tempfile
 import threading
 import time
-import urllib.request
 
-from benchlib import free_port
+from benchlib import dnsperf, etcd_put, free_port, percentile, query, start_etcd, udp_socket
 
 BIN = sys.argv[1]
 SIZES = [int(s) for s in sys.argv[2].split(",")]
 SAMPLES = int(sys.argv[3]) if len(sys.argv) > 3 else 100
 WORK = tempfile.mkdtemp(prefix="propagation-")
 ZONE = "/skydns/local/cluster/svc/"
-
-
-def b64(s):
-    return base64.b64encode(s.encode()).decode()
 
 
 def ip_of(i):
@@ -49,48 +40,14 @@ def record(ip):
 
 class Etcd:
     def __init__(self):
-        self.client, self.peer = free_port(), free_port()
-        self.url = "http://127.0.0.1:%d" % self.client
-        peer = "http://127.0.0.1:%d" % self.peer
-        data = tempfile.mkdtemp(dir=WORK)
-        log = open(os.path.join(WORK, "etcd.log"), "a")
-        self.proc = subprocess.Popen(
-            ["etcd", "--name", "p", "--data-dir", data, "--quota-backend-bytes", str(8 << 30),
-             "--listen-client-urls", self.url, "--advertise-client-urls", self.url,
-             "--listen-peer-urls", peer, "--initial-advertise-peer-urls", peer,
-             "--initial-cluster", "p=" + peer], stdout=log, stderr=log)
-        deadline = time.time() + 60
-        while True:
-            try:
-                urllib.request.urlopen(self.url + "/version", timeout=1).read()
-                break
-            except OSError:
-                if time.time() > deadline:
-                    raise
-                time.sleep(0.05)
+        self.proc, self.url = start_etcd(tempfile.mkdtemp(dir=WORK), "p")
 
     def txn(self, puts):
-        body = {"success": [{"requestPut": {"key": b64(k), "value": b64(v)}} for k, v in puts]}
-        req = urllib.request.Request(self.url + "/v3/kv/txn", json.dumps(body).encode(),
-                                     {"Content-Type": "application/json"})
-        urllib.request.urlopen(req, timeout=30).read()
+        etcd_put(self.url, puts)
 
     def stop(self):
         self.proc.kill()
         self.proc.wait()
-
-
-def query(sock, name, qid):
-    """One A query over a connected UDP socket; the number of answers."""
-    packet = struct.pack(">HHHHHH", qid, 0x0100, 1, 0, 0, 0)
-    for label in name.rstrip(".").split("."):
-        packet += bytes([len(label)]) + label.encode()
-    packet += b"\x00\x00\x01\x00\x01"
-    sock.send(packet)
-    while True:
-        reply = sock.recv(4096)
-        if struct.unpack(">H", reply[:2])[0] == qid:
-            return struct.unpack(">H", reply[6:8])[0]
 
 
 def name_of(i):
@@ -101,24 +58,13 @@ def key_of(i):
     return ZONE + "bulk/s%d/%x" % (i, i)
 
 
-def percentile(values, p):
-    values = sorted(values)
-    return values[min(len(values) - 1, int(len(values) * p / 100))]
-
-
 def qps(port, names, seconds):
     """dnsperf's queries per second asking `names` (4 clients)."""
     path = os.path.join(WORK, "queries")
     with open(path, "w") as f:
         for n in names:
             f.write("%s A\n" % n)
-    out = subprocess.run(
-        ["dnsperf", "-s", "127.0.0.1", "-p", str(port), "-d", path, "-l", str(seconds),
-         "-c", "4", "-q", "500"], capture_output=True, text=True).stdout
-    for line in out.splitlines():
-        if "Queries per second:" in line:
-            return float(line.split(":")[1])
-    raise RuntimeError("no QPS from dnsperf:\n" + out)
+    return dnsperf(port, path, seconds)
 
 
 def run(size):
@@ -132,13 +78,11 @@ def run(size):
          "-etcd3", "-domain", "cluster.local."], stdout=log, stderr=log)
     rss_kb = 0
     try:
-        sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        sock.settimeout(2)
-        sock.connect(("127.0.0.1", port))
+        sock = udp_socket(port)
         deadline = time.time() + 300
         while True:
             try:
-                if query(sock, name_of(size - 1), 1) > 0:
+                if query(sock, name_of(size - 1), 1)[1] > 0:
                     break
             except OSError:
                 pass
@@ -150,7 +94,7 @@ def run(size):
             i = size + s
             etcd.txn([(key_of(i), record(ip_of(i)))])
             t0 = time.perf_counter()
-            while query(sock, name_of(i), 2) == 0:
+            while query(sock, name_of(i), 2)[1] == 0:
                 time.sleep(0.0005)
             delays.append((time.perf_counter() - t0) * 1000)
         names = [name_of(random.randrange(size)) for _ in range(1000)]

@@ -115,14 +115,6 @@ class Pipeline:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return int(json.load(resp)["header"]["revision"])
 
-    def put_records(self, puts):
-        body = {"success": [{"requestPut": {"key": base64.b64encode(k.encode()).decode(),
-                                            "value": base64.b64encode(v.encode()).decode()}}
-                            for k, v in puts]}
-        req = urllib.request.Request(self.etcd_url + "/v3/kv/txn", json.dumps(body).encode())
-        urllib.request.urlopen(req, timeout=30).read()
-
-
 def measure_sync(p, r):
     start = time.time()
     k2s = p.start_kube2sky()
@@ -191,7 +183,7 @@ def churning(p, prefix, run):
         j = 0
         while not done.is_set():
             t = time.time()
-            p.put_records([(prefix + "c%d/%x" % ((j + k) % 1000, j + k),
+            b.etcd_put(p.etcd_url, [(prefix + "c%d/%x" % ((j + k) % 1000, j + k),
                             '{"host":"%s","priority":10,"weight":10,"ttl":30,"targetstrip":0}'
                             % service_ip(800000 + (j + k) % 1000)) for k in range(20)])
             j += 20

@@ -222,13 +222,13 @@ impl Writer {
                 return Ok(());
             }
             let what = match round.as_slice() {
-                [Scope::AllServices] => "services",
+                [Scope::AllServices] => {
+                    self.metrics.full_sync_done();
+                    "services"
+                }
                 [Scope::AllPods] => "pods",
                 _ => continue,
             };
-            if what == "services" {
-                self.metrics.full_sync_done();
-            }
             tracing::info!(
                 "full sync of {what} done in {:.3} s: {} keys written, {} deleted",
                 start.elapsed().as_secs_f64(),

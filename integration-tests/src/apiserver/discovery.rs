@@ -70,12 +70,11 @@ async fn api_v1() -> Response {
 /// The named groups (every served `api_version` but core's `v1`), each with
 /// its one version.
 async fn apis() -> Response {
-    let mut versions: Vec<&str> = ResourceKind::ALL
+    let versions: std::collections::BTreeSet<&str> = ResourceKind::ALL
         .iter()
         .map(|k| k.api_version())
         .filter(|v| v.contains('/'))
         .collect();
-    versions.dedup();
     let groups: Vec<Value> = versions
         .into_iter()
         .map(|gv| {
