@@ -16,6 +16,7 @@ command -v nslookup >/dev/null || need+=(dnsutils)
 command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
 command -v openssl  >/dev/null || need+=(openssl)
+command -v dnsperf  >/dev/null || need+=(dnsperf)
 
 # The podman test (integration-tests/tests/podman_pod) and deploy/podman/:
 # podman with its recommended packages (netavark and aardvark-dns for the

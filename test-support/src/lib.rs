@@ -14,8 +14,10 @@
 //! - [`ports`]: loopback ports for servers that cannot bind port 0; the
 //!   launchers retry with new ports when one was taken in between.
 //! - [`etcd`]: a real etcd on its own ports and data directory, restartable.
+//! - [`etcd_cluster`]: a real etcd cluster of several members, for failover.
 //! - [`dns`]: DNS queries from the test process itself (no `dig` per poll),
 //!   and `dig` where a real client is the point.
+//! - [`dnsperf`]: dnsperf as a steady query load, and its report.
 //! - [`dnsmasq`]: dnsmasq as an upstream resolver.
 //! - [`tls`]: a CA and server and client certificates made with openssl.
 //! - [`kubectl`]: kubectl bound to one API server, isolated from the machine.
@@ -25,7 +27,9 @@
 pub mod bins;
 pub mod dns;
 pub mod dnsmasq;
+pub mod dnsperf;
 pub mod etcd;
+pub mod etcd_cluster;
 pub mod http;
 pub mod kubectl;
 pub mod ports;

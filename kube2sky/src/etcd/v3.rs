@@ -11,7 +11,7 @@ use crate::reconcile::{Actual, Op};
 use crate::records::Names;
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use futures::StreamExt;
-use skydns::store::etcd::{connect, EtcdOptions};
+use skydns::store::etcd::{EtcdOptions, MemberClient};
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
@@ -34,10 +34,10 @@ fn txn_of(batch: &[Op]) -> Txn {
     Txn::new().and_then(ops)
 }
 
-/// The v3 backend: a lazily (re)connected gRPC client.
+/// The v3 backend: a lazily (re)connected gRPC client on one member at a
+/// time, the next one after an error.
 pub(in crate::etcd) struct V3 {
-    options: EtcdOptions,
-    client: Option<Client>,
+    client: MemberClient,
     names: Names,
     shutdown: CancellationToken,
 }
@@ -49,8 +49,7 @@ impl V3 {
         shutdown: CancellationToken,
     ) -> Self {
         V3 {
-            options,
-            client: None,
+            client: MemberClient::new(options),
             names,
             shutdown,
         }
@@ -58,17 +57,11 @@ impl V3 {
 
     /// A handle on the connection (cheap to clone), connecting if needed.
     async fn client(&mut self) -> Result<Client, String> {
-        if let Some(client) = &self.client {
-            return Ok(client.clone());
-        }
-        let options = self.options.clone();
-        let client = bounded(&self.shutdown, connect(&options)).await?;
-        self.client = Some(client.clone());
-        Ok(client)
+        bounded(&self.shutdown, self.client.get()).await
     }
 
     pub(in crate::etcd) fn reset(&mut self) {
-        self.client = None;
+        self.client.forget();
     }
 
     pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {

@@ -17,7 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use tempfile::TempDir;
-pub use test_support::etcd::Etcd;
+pub use test_support::etcd::{Api, Etcd};
 pub use test_support::kubectl::Kubectl;
 use test_support::ports::free_port;
 use test_support::process::Process;
@@ -120,13 +120,24 @@ pub struct Kube2sky {
 impl Kube2sky {
     /// Starts kube2sky against `etcd` and `api` with extra flags.
     pub fn start(etcd: &Etcd, api: &ApiServerHandle, extra: &[&str]) -> Result<Self> {
+        Self::start_on(&etcd.endpoint(), etcd.api(), api, extra)
+    }
+
+    /// Starts kube2sky against the etcd `endpoints` (comma-separated) on
+    /// `etcd_api`, and `api`, with extra flags.
+    pub fn start_on(
+        endpoints: &str,
+        etcd_api: Api,
+        api: &ApiServerHandle,
+        extra: &[&str],
+    ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let log = dir.path().join("kube2sky.log");
         let port = free_port()?;
         let mut command = Command::new(env!("CARGO_BIN_EXE_kube2sky"));
         command
-            .arg(format!("--etcd-server={}", etcd.endpoint()))
-            .arg(etcd.api().kube2sky_flag())
+            .arg(format!("--etcd-server={endpoints}"))
+            .arg(etcd_api.kube2sky_flag())
             .arg(format!("--kube_master_url={}", api.url()))
             .arg(format!("--healthz-port={port}"))
             .arg("--etcd-loss-check-interval=200ms")

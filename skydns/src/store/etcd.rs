@@ -8,67 +8,18 @@
 //! [`MAX_MESSAGE`]; no response has to hold the whole store.
 //!
 //! Connection settings come from [`EtcdOptions`] (several endpoints, TLS
-//! client certificates, user and password). The client is created lazily and
-//! dropped after an error, so a restarted or replaced etcd is reconnected to
-//! on the next attempt. A watch that reports compaction or cancellation ends
-//! with an error, which makes the mirror reload everything.
+//! client certificates, user and password). The client talks to one member
+//! at a time ([`MemberClient`]); it is dropped after an error, so the next
+//! attempt goes to the next member, or to a restarted etcd. A watch that
+//! breaks is resumed by the mirror after its last revision; one that reports
+//! compaction ends with an error, which makes the mirror reload everything.
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
-use etcd_client::{
-    Certificate, Client, ConnectOptions, EventType, GetOptions, Identity, KvClient, TlsOptions,
-    WatchOptions,
-};
+use etcd_client::{EventType, GetOptions, KvClient, WatchOptions};
 use futures::StreamExt;
-use std::path::PathBuf;
-use std::time::Duration;
 
-/// How to reach etcd: the connection settings both APIs share.
-pub use etcd2::Connection as EtcdOptions;
-
-/// Connects a v3 client once with `options`.
-pub async fn connect(options: &EtcdOptions) -> Result<Client, StoreError> {
-    let mut connect = ConnectOptions::new()
-        .with_connect_timeout(Duration::from_secs(3))
-        .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
-        .with_keep_alive_while_idle(true);
-    if let Some((user, password)) = &options.user {
-        connect = connect.with_user(user, password);
-    }
-    if let Some(tls) = tls(options)? {
-        connect = connect.with_tls(tls);
-    }
-    let endpoints: Vec<String> = options
-        .endpoints
-        .iter()
-        .map(|e| {
-            e.trim_start_matches("https://")
-                .trim_start_matches("http://")
-                .to_string()
-        })
-        .collect();
-    Client::connect(endpoints, Some(connect))
-        .await
-        .map_err(unavailable)
-}
-
-fn tls(options: &EtcdOptions) -> Result<Option<TlsOptions>, StoreError> {
-    let https = options.endpoints.iter().any(|e| e.starts_with("https://"));
-    if !https && options.ca_cert.is_none() && options.tls_cert.is_none() {
-        return Ok(None);
-    }
-    let read = |p: &PathBuf| {
-        std::fs::read(p)
-            .map_err(|e| StoreError::Unavailable(format!("cannot read {}: {e}", p.display())))
-    };
-    let mut tls = TlsOptions::new();
-    if let Some(ca) = &options.ca_cert {
-        tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
-    }
-    if let (Some(cert), Some(key)) = (&options.tls_cert, &options.tls_key) {
-        tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
-    }
-    Ok(Some(tls))
-}
+use super::member::unavailable;
+pub use super::member::{EtcdOptions, MemberClient};
 
 /// Keys per page of a load.
 pub const PAGE_KEYS: i64 = 1_000;
@@ -78,32 +29,21 @@ pub const MAX_MESSAGE: usize = 32 * 1024 * 1024;
 
 /// An etcd v3 cluster as a [`Store`].
 pub struct EtcdStore {
-    options: EtcdOptions,
-    client: Option<Client>,
+    client: MemberClient,
 }
 
 impl EtcdStore {
     /// A store that connects with `options` when first used.
     pub fn new(options: EtcdOptions) -> Self {
         EtcdStore {
-            options,
-            client: None,
+            client: MemberClient::new(options),
         }
-    }
-
-    async fn client(&mut self) -> Result<&mut Client, StoreError> {
-        if self.client.is_none() {
-            self.client = Some(connect(&self.options).await?);
-        }
-        self.client
-            .as_mut()
-            .ok_or_else(|| StoreError::Unavailable("no etcd client".into()))
     }
 
     /// Runs `f` on the client, dropping the client after a failure.
     fn forget_on_error<T>(&mut self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         if result.is_err() {
-            self.client = None;
+            self.client.forget();
         }
         result
     }
@@ -112,7 +52,7 @@ impl EtcdStore {
 impl Store for EtcdStore {
     async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         let result = async {
-            let kv = self.client().await?.kv_client();
+            let kv = self.client.get().await?.kv_client();
             load_pages(kv.max_decoding_message_size(MAX_MESSAGE), prefix, PAGE_KEYS).await
         }
         .await;
@@ -121,7 +61,7 @@ impl Store for EtcdStore {
 
     async fn watch(&mut self, prefix: &str, after: i64) -> Result<Changes, StoreError> {
         let result = async {
-            let client = self.client().await?;
+            let client = self.client.get().await?;
             let options = WatchOptions::new()
                 .with_prefix()
                 .with_start_revision(after + 1)
@@ -139,12 +79,16 @@ impl Store for EtcdStore {
 
     async fn get(&mut self, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
         let result = async {
-            let client = self.client().await?;
+            let mut client = self.client.get().await?;
             let resp = client.get(key, None).await.map_err(unavailable)?;
             Ok(resp.kvs().first().map(|kv| kv.value().to_vec()))
         }
         .await;
         self.forget_on_error(result)
+    }
+
+    fn forget_connection(&mut self) {
+        self.client.forget();
     }
 }
 
@@ -230,7 +174,17 @@ fn watch_stream(stream: etcd_client::WatchStream, start: i64) -> Changes {
             if resp.events().is_empty() {
                 continue; // created / progress notification
             }
-            let revision = resp.header().map_or(0, |h| h.revision());
+            // The last event's revision, not the header's: a watch catching
+            // up sends events in chunks, each with the store's current
+            // revision in its header, and a resume must start after the
+            // last event received.
+            let header = resp.header().map_or(0, |h| h.revision());
+            let revision = resp
+                .events()
+                .iter()
+                .filter_map(|e| e.kv().map(|kv| kv.mod_revision()))
+                .max()
+                .unwrap_or(header);
             let changes = resp.events().iter().filter_map(to_change).collect();
             return Some((Ok(Batch { revision, changes }), Some(stream)));
         }
@@ -245,8 +199,4 @@ fn to_change(event: &etcd_client::Event) -> Option<RawChange> {
         EventType::Put => RawChange::Put(KeyValue::new(key, kv.value().to_vec())),
         EventType::Delete => RawChange::Delete(key),
     })
-}
-
-fn unavailable(e: etcd_client::Error) -> StoreError {
-    StoreError::Unavailable(e.to_string())
 }

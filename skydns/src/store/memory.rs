@@ -1,5 +1,6 @@
-//! An in-memory [`Store`] for tests: a map with a revision counter and
-//! broadcast watches, plus switches to make it fail like a lost etcd.
+//! An in-memory [`Store`] for tests: a map with a revision counter, its
+//! history, and broadcast watches that can start at any past revision, plus
+//! switches to make it fail like a lost etcd or a dead member.
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use futures::StreamExt;
@@ -12,6 +13,9 @@ struct State {
     revision: i64,
     data: BTreeMap<String, Vec<u8>>,
     down: bool,
+    loads: usize,
+    /// Every change so far, so a watch can start at any past revision.
+    history: Vec<Batch>,
 }
 
 /// A shared in-memory store; clones see the same data.
@@ -28,6 +32,8 @@ impl Default for MemoryStore {
                 revision: 1,
                 data: BTreeMap::new(),
                 down: false,
+                loads: 0,
+                history: Vec::new(),
             })),
             events: broadcast::channel(1024).0,
         }
@@ -45,10 +51,12 @@ impl MemoryStore {
         s.revision += 1;
         s.data.insert(key.into(), value.as_bytes().to_vec());
         let kv = KeyValue::new(key, value.as_bytes().to_vec());
-        let _ = self.events.send(Batch {
+        let batch = Batch {
             revision: s.revision,
             changes: vec![RawChange::Put(kv)],
-        });
+        };
+        s.history.push(batch.clone());
+        let _ = self.events.send(batch);
     }
 
     /// Deletes `key`, notifying watchers.
@@ -56,10 +64,12 @@ impl MemoryStore {
         let mut s = self.lock();
         s.revision += 1;
         s.data.remove(key);
-        let _ = self.events.send(Batch {
+        let batch = Batch {
             revision: s.revision,
             changes: vec![RawChange::Delete(key.into())],
-        });
+        };
+        s.history.push(batch.clone());
+        let _ = self.events.send(batch);
     }
 
     /// Makes every call fail (and ends watches) until [`MemoryStore::set_down`] with false.
@@ -74,6 +84,20 @@ impl MemoryStore {
         }
     }
 
+    /// Ends every open watch stream, as when the member serving them dies,
+    /// while the store stays up.
+    pub fn break_watches(&self) {
+        let _ = self.events.send(Batch {
+            revision: -1,
+            changes: Vec::new(),
+        });
+    }
+
+    /// How many loads succeeded so far.
+    pub fn loads(&self) -> usize {
+        self.lock().loads
+    }
+
     fn check_up(&self) -> Result<(), StoreError> {
         if self.lock().down {
             Err(StoreError::Unavailable("memory store is down".into()))
@@ -86,7 +110,8 @@ impl MemoryStore {
 impl Store for MemoryStore {
     async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         self.check_up()?;
-        let s = self.lock();
+        let mut s = self.lock();
+        s.loads += 1;
         let kvs = s
             .data
             .iter()
@@ -104,15 +129,16 @@ impl Store for MemoryStore {
         self.check_up()?;
         let prefix = prefix.to_string();
         let rx = {
+            // Under the lock: no change can slip between the replay and
+            // the subscription.
             let s = self.lock();
-            if s.revision != after {
-                // No history is kept: a gap must be filled by a new load.
-                return Err(StoreError::Compacted {
-                    requested: after + 1,
-                    compacted: s.revision,
-                });
-            }
-            tokio_stream_from(self.events.subscribe())
+            let past: Vec<Batch> = s
+                .history
+                .iter()
+                .filter(|b| b.revision > after)
+                .cloned()
+                .collect();
+            futures::stream::iter(past).chain(tokio_stream_from(self.events.subscribe()))
         };
         Ok(rx
             .take_while(|b| futures::future::ready(b.revision >= 0))

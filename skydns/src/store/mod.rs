@@ -17,6 +17,7 @@
 //! [`paths`]).
 
 pub mod etcd;
+pub mod member;
 pub mod memory;
 pub mod paths;
 pub mod v2;
@@ -30,7 +31,7 @@ use futures::StreamExt;
 use paths::{PathRequests, ReadPaths};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
 /// A raw key/value pair as stored.
@@ -158,6 +159,9 @@ pub trait Store: Send + 'static {
             Ok(out)
         }
     }
+    /// Drops the connection after a watch broke, so the next request
+    /// reconnects (to the next member of a cluster).
+    fn forget_connection(&mut self) {}
     /// The store's current revision, without reading any key.
     fn current_revision(&mut self) -> impl Future<Output = Result<i64, StoreError>> + Send {
         async { Ok(0) }
@@ -231,6 +235,8 @@ async fn sync_once<S: Store>(
     );
     shared.store(Some(current.clone()));
     let mut changes = store.watch(prefix, revision).await?;
+    let mut revision = revision;
+    let mut resumed: Option<Instant> = None;
     let mut ticker = tokio::time::interval(paths::REFRESH_PERIOD);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let hides = store.hides_underscore();
@@ -238,8 +244,19 @@ async fn sync_once<S: Store>(
         tokio::select! {
             biased;
             batch = changes.next() => {
-                let Some(batch) = batch else { return Ok(()) };
-                let batch = batch?;
+                let batch = match batch {
+                    Some(Ok(batch)) => batch,
+                    Some(Err(StoreError::Unavailable(error))) => {
+                        changes = resume(store, prefix, revision, &error, &mut resumed).await?;
+                        continue;
+                    }
+                    Some(Err(error)) => return Err(error),
+                    None => {
+                        changes = resume(store, prefix, revision, "the watch ended", &mut resumed).await?;
+                        continue;
+                    }
+                };
+                revision = batch.revision;
                 read_paths.note_batch(&batch);
                 current = Arc::new(current.with_changes(batch.revision, to_changes(batch.changes)));
                 tracing::debug!(revision = batch.revision, records = current.len(), "applied store changes");
@@ -264,6 +281,30 @@ async fn sync_once<S: Store>(
         }
         shared.store(Some(current.clone()));
     }
+}
+
+/// How soon after one resume of a broken watch another is refused (the
+/// mirror reloads everything instead, with its backoff).
+const RESUME_AGAIN_AFTER: Duration = Duration::from_secs(1);
+
+/// A new watch after `revision`, once a watch broke with `error` (a member
+/// died, a connection dropped): the changes since are not lost, so nothing
+/// needs reading again. A watch that breaks again within
+/// [`RESUME_AGAIN_AFTER`], or cannot be made, is the error.
+async fn resume<S: Store>(
+    store: &mut S,
+    prefix: &str,
+    revision: i64,
+    error: &str,
+    resumed: &mut Option<Instant>,
+) -> Result<Changes, StoreError> {
+    if resumed.is_some_and(|at| at.elapsed() < RESUME_AGAIN_AFTER) {
+        return Err(StoreError::Unavailable(error.to_string()));
+    }
+    *resumed = Some(Instant::now());
+    tracing::warn!(%error, revision, "store watch broke; watching again after its last revision");
+    store.forget_connection();
+    store.watch(prefix, revision).await
 }
 
 /// The first snapshot of a load: v3 without, v2 with directory nodes.

@@ -95,3 +95,48 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
         .expect("mirror stops")
         .unwrap();
 }
+
+fn start_mirror(store: &MemoryStore) -> (SharedSnapshot, CancellationToken) {
+    let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
+    let stop = CancellationToken::new();
+    tokio::spawn(mirror(
+        store.clone(),
+        "/skydns/".into(),
+        shared.clone(),
+        paths::PathRequests::default(),
+        Arc::new(Metrics::default()),
+        stop.clone(),
+    ));
+    (shared, stop)
+}
+
+#[tokio::test]
+async fn a_broken_watch_is_resumed_after_its_last_revision_without_a_reload() {
+    let store = MemoryStore::default();
+    store.put("/skydns/local/cluster/a/x", A);
+    let (shared, stop) = start_mirror(&store);
+    until(&shared, "first load", |s| s.len() == 1).await;
+
+    store.break_watches();
+    store.put("/skydns/local/cluster/b/x", A);
+    until(&shared, "the put after the break", |s| s.len() == 2).await;
+    assert_eq!(store.loads(), 1, "the mirror read everything again");
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_watch_that_breaks_again_at_once_means_a_reload() {
+    let store = MemoryStore::default();
+    store.put("/skydns/local/cluster/a/x", A);
+    let (shared, stop) = start_mirror(&store);
+    until(&shared, "first load", |s| s.len() == 1).await;
+
+    store.break_watches();
+    store.put("/skydns/local/cluster/b/x", A);
+    until(&shared, "the put after the first break", |s| s.len() == 2).await;
+    store.break_watches();
+    store.put("/skydns/local/cluster/c/x", A);
+    until(&shared, "the put after the second break", |s| s.len() == 3).await;
+    assert_eq!(store.loads(), 2, "a second break within a second reloads");
+    stop.cancel();
+}

@@ -1,0 +1,226 @@
+//! Past one etcd per pod: a shared etcd cluster of three members, two
+//! kube2sky replicas with `--leader-elect`, and skydns, each given every
+//! member. Under a steady dnsperf load of in-domain names, the etcd member
+//! every client talks to first (the raft leader) is killed and then the
+//! kube2sky leader: no query may fail, a Service created after each death
+//! must answer, and the one created after the kube2sky leader's death within
+//! the lease duration (plus a retry period and a margin for a loaded
+//! machine). skydns follows the failover on its watch, without reading
+//! every record again.
+
+mod support;
+
+use anyhow::{ensure, Context, Result};
+use std::process::Command;
+use std::time::{Duration, Instant};
+use support::*;
+use test_support::dns::{query, Transport};
+use test_support::dnsperf::{self, Dnsperf};
+use test_support::etcd_cluster::EtcdCluster;
+use test_support::ports::on_free_port;
+use test_support::process::Process;
+
+/// The Lease's duration: short, so the test waits seconds.
+const LEASE: Duration = Duration::from_secs(3);
+/// How often a standby retries the Lease.
+const RETRY: Duration = Duration::from_millis(200);
+/// Room for a loaded 2-core machine on top of the lease duration.
+const MARGIN: Duration = Duration::from_secs(3);
+
+/// The names the load asks for; every one exists all along.
+const QUESTIONS: &[(&str, &str)] = &[
+    ("kubernetes.default.svc.cluster.local", "A"),
+    ("web.default.svc.cluster.local", "A"),
+    ("_http._tcp.web.default.svc.cluster.local", "SRV"),
+    ("web.default.svc.cluster.local", "SRV"),
+];
+
+fn replica(
+    endpoints: &str,
+    etcd: &EtcdCluster,
+    api: &integration_tests::apiserver::ApiServerHandle,
+    id: &str,
+) -> Result<Kube2sky> {
+    let lease = format!("--leader-elect-lease-duration={}s", LEASE.as_secs());
+    let retry = format!("--leader-elect-retry-period={}ms", RETRY.as_millis());
+    let identity = format!("--leader-elect-identity={id}");
+    Kube2sky::start_on(
+        endpoints,
+        etcd.api(),
+        api,
+        &[
+            "--leader-elect",
+            &lease,
+            "--leader-elect-renew-deadline=2s",
+            &retry,
+            "--leader-elect-resource-namespace=default",
+            &identity,
+        ],
+    )
+}
+
+/// The skydns binary on a free port, reading `endpoints`; returned once it
+/// answers `kubernetes.default`.
+async fn skydns(endpoints: &str, etcd: &EtcdCluster) -> Result<(Process, u16, tempfile::TempDir)> {
+    skydns_with(endpoints, etcd, &[]).await
+}
+
+/// [`skydns`] with more flags.
+async fn skydns_with(
+    endpoints: &str,
+    etcd: &EtcdCluster,
+    extra: &[&str],
+) -> Result<(Process, u16, tempfile::TempDir)> {
+    let binary = test_support::bins::built_binary("skydns");
+    on_free_port(async |port| {
+        let dir = tempfile::tempdir()?;
+        let log = dir.path().join("skydns.log");
+        let mut command = Command::new(&binary);
+        command
+            .arg(format!("-machines={endpoints}"))
+            .args(etcd.api().skydns_flags())
+            .arg(format!("-addr=127.0.0.1:{port}"))
+            .args(["-domain=cluster.local.", "-no-rec"])
+            .args(extra)
+            .env("RUST_LOG", "skydns=debug,info");
+        let mut process = Process::spawn_logged("skydns", command, &log)?;
+        let answered = process
+            .until_ready(DEADLINE, async || {
+                let r = query(port, QUESTIONS[0].0, "A", Transport::Udp).await?;
+                ensure!(r.answer.len() == 1, "{r:?}");
+                Ok(())
+            })
+            .await;
+        answered.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+        Ok((process, port, dir))
+    })
+    .await
+}
+
+/// Waits until `name` has an A answer of `ip`; returns when it did.
+async fn wait_answer(port: u16, name: &str, ip: &str) -> Result<Instant> {
+    eventually(&format!("{name} to answer {ip}"), DEADLINE, async || {
+        let r = query(port, name, "A", Transport::Udp).await?;
+        ensure!(r.answer.iter().any(|a| a.ends_with(ip)), "{r:?}");
+        Ok(Instant::now())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_query_fails_when_an_etcd_member_and_the_kube2sky_leader_die() -> Result<()> {
+    let mut etcd = EtcdCluster::start(3)?;
+    // Every client's list starts with the raft leader: the member each
+    // talks to first is the one that dies.
+    let doomed = etcd.leader()?;
+    let mut members = etcd.endpoints();
+    members.swap(0, doomed);
+    let endpoints = members.join(",");
+
+    let api = apiserver(&[KUBERNETES]).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("web", "10.0.0.40", &[("http", "TCP", 80)]),
+    )?;
+    let mut a = replica(&endpoints, &etcd, &api, "a")?;
+    a.wait_for_log("became the leader").await?;
+    a.wait_ready().await?;
+    let b = replica(&endpoints, &etcd, &api, "b")?;
+    b.wait_for_log("standing by").await?;
+    let (_skydns, port, skydns_log) = skydns(&endpoints, &etcd).await?;
+    wait_answer(port, "web.default.svc.cluster.local", "10.0.0.40").await?;
+
+    let load = Dnsperf::start(port, QUESTIONS, 300, Duration::from_secs(300))?;
+
+    // 1. The etcd leader dies: the other two elect a new one; kube2sky
+    // writes and skydns reads through them.
+    etcd.kill_member(doomed);
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("after-member", "10.0.0.41", &[("http", "TCP", 80)]),
+    )?;
+    wait_answer(port, "after-member.default.svc.cluster.local", "10.0.0.41").await?;
+
+    // 2. The kube2sky leader dies: B takes the Lease once it has seen it
+    // unrenewed for the lease duration, and writes what A did not.
+    a.kill();
+    let killed = Instant::now();
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("after-leader", "10.0.0.42", &[("http", "TCP", 80)]),
+    )?;
+    let answered = wait_answer(port, "after-leader.default.svc.cluster.local", "10.0.0.42").await?;
+    let took = answered - killed;
+    ensure!(
+        took < LEASE + RETRY + MARGIN,
+        "the Service created after the leader died answered after {took:?}:\n{}",
+        b.log()
+    );
+    ensure!(b.log().contains("became the leader"), "{}", b.log());
+
+    // Queries sent up to now have had their answer or been counted lost
+    // once dnsperf's timeout has passed: that window, not a signal, is what
+    // this wait is for.
+    tokio::time::sleep(dnsperf::TIMEOUT + Duration::from_millis(500)).await;
+    let report = load.finish().await?;
+    ensure!(
+        report.lost == 0 && report.other_codes("NOERROR") == 0 && report.completed > 500,
+        "queries failed during the failover:\n{}",
+        report.text
+    );
+    // skydns followed the failover on its watch, without reading every
+    // record again (a whole reload per member death costs seconds of CPU
+    // per replica in a large cluster).
+    let log = std::fs::read_to_string(skydns_log.path().join("skydns.log"))?;
+    ensure!(
+        log.matches("loaded records from the store").count() == 1,
+        "skydns reloaded everything:\n{log}"
+    );
+    eprintln!(
+        "failover: {} queries, 0 lost; Service after the leader's death answered in {took:?}",
+        report.completed
+    );
+    Ok(())
+}
+
+/// A counter's value in a metrics text.
+fn counter(metrics: &str, name: &str) -> f64 {
+    test_support::http::metric(metrics, name).unwrap_or(-1.0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn clients_started_while_the_first_member_is_down_fail_no_request() -> Result<()> {
+    let mut etcd = EtcdCluster::start(3)?;
+    etcd.kill_member(0);
+    // The dead member first: each client must find a live one and stay
+    // there, not spread requests over all three (etcd-client's balancer
+    // fails those that land on the dead one).
+    let endpoints = etcd.endpoints().join(",");
+    let api = apiserver(&[KUBERNETES]).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let mut kube2sky = Kube2sky::start_on(&endpoints, etcd.api(), &api, &[])?;
+    kube2sky.wait_ready().await?;
+    let metrics_port = test_support::ports::free_port()?;
+    let metrics = format!("-metrics-addr=127.0.0.1:{metrics_port}");
+    let (_skydns, port, _log) = skydns_with(&endpoints, &etcd, &[&metrics]).await?;
+
+    for i in 0..6 {
+        let (name, ip) = (format!("s{i}"), format!("10.0.0.{}", i + 50));
+        kubectl.with_manifest("create", &svc_manifest(&name, &ip, &[("http", "TCP", 80)]))?;
+        wait_answer(port, &format!("{name}.default.svc.cluster.local"), &ip).await?;
+    }
+    let k2s = kube2sky.metrics().await?;
+    ensure!(
+        counter(&k2s, "kube2sky_etcd_errors_total") == 0.0,
+        "kube2sky's etcd requests failed:\n{k2s}\n{}",
+        kube2sky.log()
+    );
+    let sky =
+        test_support::http::scrape(&format!("http://127.0.0.1:{metrics_port}/metrics")).await?;
+    ensure!(
+        counter(&sky, "skydns_dns_store_error_count_total") == 0.0,
+        "skydns's etcd requests failed:\n{sky}"
+    );
+    Ok(())
+}

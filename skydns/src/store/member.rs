@@ -1,0 +1,139 @@
+//! One etcd v3 client bound to one member at a time, moving on to the next
+//! member after a failure.
+//!
+//! etcd-client spreads requests over every endpoint it is given and fails
+//! those that land on a member that is down (etcdv3/etcd-client#39), so with
+//! one member of three dead a share of every kind of request would fail.
+//! [`MemberClient`] instead connects to one endpoint, checks with a status
+//! request that the member answers and has a raft leader, and keeps that
+//! client until [`MemberClient::forget`] is called after an error. The next
+//! [`MemberClient::get`] starts from the endpoint after the one that failed
+//! and goes round the list, as etcd's own Go client pins one endpoint and
+//! switches on failure. Requests carry etcd's "require leader" mark, so a
+//! member cut off from the rest of its cluster fails them (and cancels its
+//! watches) instead of serving a stale view.
+
+use super::StoreError;
+use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How to reach etcd: the connection settings both APIs share.
+pub use etcd2::Connection as EtcdOptions;
+
+/// How long connecting to one member and its status check may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+
+/// A v3 client on one member of the endpoints in [`EtcdOptions`].
+pub struct MemberClient {
+    options: EtcdOptions,
+    client: Option<Client>,
+    /// The index of the endpoint to try first on the next connect.
+    next: usize,
+}
+
+impl MemberClient {
+    /// A client that connects with `options` when first used.
+    pub fn new(options: EtcdOptions) -> Self {
+        MemberClient {
+            options,
+            client: None,
+            next: 0,
+        }
+    }
+
+    /// The connected client (a cheap handle), connecting first if needed:
+    /// each endpoint in turn from the one after the last failure, until a
+    /// member answers with a leader.
+    pub async fn get(&mut self) -> Result<Client, StoreError> {
+        if let Some(client) = &self.client {
+            return Ok(client.clone());
+        }
+        let endpoints = &self.options.endpoints;
+        if endpoints.is_empty() {
+            return Err(StoreError::Unavailable("no etcd endpoint given".into()));
+        }
+        let mut failures = Vec::new();
+        for _ in 0..endpoints.len() {
+            let at = self.next % endpoints.len();
+            self.next = at + 1;
+            let endpoint = &endpoints[at];
+            match tokio::time::timeout(CONNECT_TIMEOUT, connect_member(&self.options, endpoint))
+                .await
+            {
+                Ok(Ok(client)) => {
+                    if failures.is_empty() {
+                        tracing::debug!(endpoint, "connected to etcd");
+                    } else {
+                        tracing::info!(endpoint, skipped = %failures.join("; "), "connected to etcd");
+                    }
+                    // Stay on this member until it fails.
+                    self.next = at;
+                    self.client = Some(client.clone());
+                    return Ok(client);
+                }
+                Ok(Err(e)) => failures.push(format!("{endpoint}: {e}")),
+                Err(_) => failures.push(format!("{endpoint}: no answer in {CONNECT_TIMEOUT:?}")),
+            }
+        }
+        Err(StoreError::Unavailable(failures.join("; ")))
+    }
+
+    /// Drops the client after an error; the next [`MemberClient::get`]
+    /// tries the following member first.
+    pub fn forget(&mut self) {
+        if self.client.take().is_some() {
+            self.next += 1;
+        }
+    }
+}
+
+/// Connects to the member at `endpoint` and checks that it has a leader.
+async fn connect_member(options: &EtcdOptions, endpoint: &str) -> Result<Client, StoreError> {
+    let mut connect = ConnectOptions::new()
+        .with_connect_timeout(CONNECT_TIMEOUT)
+        .with_keep_alive(Duration::from_secs(5), Duration::from_secs(3))
+        .with_keep_alive_while_idle(true)
+        .with_require_leader(true);
+    if let Some((user, password)) = &options.user {
+        connect = connect.with_user(user, password);
+    }
+    if let Some(tls) = tls(options)? {
+        connect = connect.with_tls(tls);
+    }
+    let address = endpoint
+        .trim_start_matches("https://")
+        .trim_start_matches("http://");
+    let mut client = Client::connect([address], Some(connect))
+        .await
+        .map_err(unavailable)?;
+    let status = client.status().await.map_err(unavailable)?;
+    if status.leader() == 0 {
+        return Err(StoreError::Unavailable("the member has no leader".into()));
+    }
+    Ok(client)
+}
+
+fn tls(options: &EtcdOptions) -> Result<Option<TlsOptions>, StoreError> {
+    let https = options.endpoints.iter().any(|e| e.starts_with("https://"));
+    if !https && options.ca_cert.is_none() && options.tls_cert.is_none() {
+        return Ok(None);
+    }
+    let read = |p: &PathBuf| {
+        std::fs::read(p)
+            .map_err(|e| StoreError::Unavailable(format!("cannot read {}: {e}", p.display())))
+    };
+    let mut tls = TlsOptions::new();
+    if let Some(ca) = &options.ca_cert {
+        tls = tls.ca_certificate(Certificate::from_pem(read(ca)?));
+    }
+    if let (Some(cert), Some(key)) = (&options.tls_cert, &options.tls_key) {
+        tls = tls.identity(Identity::from_pem(read(cert)?, read(key)?));
+    }
+    Ok(Some(tls))
+}
+
+/// An etcd-client error as a [`StoreError`].
+pub(super) fn unavailable(e: etcd_client::Error) -> StoreError {
+    StoreError::Unavailable(e.to_string())
+}
