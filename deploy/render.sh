@@ -6,8 +6,10 @@
 #   DNS_SERVER_IP=10.96.0.10 deploy/render.sh kubernetes | kubectl apply -f -
 #   DNS_SERVER_IP=10.0.0.10 DNS_DOMAIN=cluster.local DNS_REPLICAS=1 deploy/render.sh legacy
 #
-# flavour: `kubernetes` (apps/v1 Deployment, RBAC, non-root) or `legacy`
-# (the Kubernetes 1.2 kube-dns-v11 ReplicationController and Service).
+# flavour: `kubernetes` (apps/v1 Deployment, RBAC, non-root), `legacy`
+# (the Kubernetes 1.2 kube-dns-v11 ReplicationController and Service) or
+# `shared-etcd` (a three-member etcd cluster, two kube2sky replicas with
+# leader election, DNS_REPLICAS skydns pods).
 # Environment:
 #   DNS_SERVER_IP  required: the Service's cluster IP; must equal the kubelets'
 #                  --cluster-dns (clusterDNS) and lie in the service CIDR.
@@ -25,7 +27,7 @@ here=$(cd "$(dirname "$0")" && pwd)
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0" >&2; exit 2; }
 [ $# -eq 1 ] || usage
 case "$1" in
-  kubernetes|legacy) flavour=$1 ;;
+  kubernetes|legacy|shared-etcd) flavour=$1 ;;
   *) usage ;;
 esac
 

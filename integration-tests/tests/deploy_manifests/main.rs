@@ -1,6 +1,6 @@
 //! The deployment files under `deploy/` and the image build:
 //!
-//! - every manifest template (`deploy/{legacy,kubernetes}/*.yaml.in`), rendered
+//! - every manifest template (`deploy/{legacy,kubernetes,shared-etcd}/*.yaml.in`), rendered
 //!   with the substitution of `deploy/render.sh`, parses document by document
 //!   into k8s-openapi types, with no field the types do not know (checked by
 //!   a serialisation round trip, since k8s-openapi ignores unknown fields);
@@ -20,11 +20,11 @@ use std::ffi::OsString;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::apps::v1::{Deployment, StatefulSet};
 use k8s_openapi::api::core::v1::{
     Container, PodSpec, Probe, ReplicationController, Service, ServiceAccount,
 };
-use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, Role, RoleBinding};
 use k8s_openapi::apimachinery::pkg::util::intstr::IntOrString;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
@@ -98,7 +98,10 @@ fn crate_of(binary: &str) -> &'static str {
         .unwrap_or_else(|| panic!("no crate for {binary}"))
 }
 
+/// The flavours whose manifests hold the whole kube-dns pod.
 const FLAVOURS: [&str; 2] = ["legacy", "kubernetes"];
+/// Every flavour `deploy/render.sh` renders.
+const ALL_FLAVOURS: [&str; 3] = ["legacy", "kubernetes", "shared-etcd"];
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -114,6 +117,7 @@ fn read(rel: &str) -> String {
 
 mod args;
 mod scripts;
+mod shared;
 mod support;
 
 use args::*;

@@ -23,7 +23,7 @@ pub(crate) fn render_script_prints_the_tested_manifests() {
         ("DNS_SERVER_IP", SERVER_IP),
         ("DNS_REPLICAS", REPLICAS),
     ];
-    for flavour in FLAVOURS {
+    for flavour in ALL_FLAVOURS {
         let out = render_sh(flavour, &env);
         assert!(
             out.status.success(),

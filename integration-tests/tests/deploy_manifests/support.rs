@@ -74,6 +74,9 @@ pub(crate) fn documents(stream: &str, what: &str) -> Vec<serde_yaml::Value> {
 pub(crate) enum Object {
     ReplicationController(Box<ReplicationController>),
     Deployment(Box<Deployment>),
+    StatefulSet(Box<StatefulSet>),
+    Role(Box<Role>),
+    RoleBinding(Box<RoleBinding>),
     Service(Box<Service>),
     ServiceAccount(Box<ServiceAccount>),
     ClusterRole(Box<ClusterRole>),
@@ -132,6 +135,9 @@ pub(crate) fn parse_objects(stream: &str, what: &str) -> Vec<Object> {
             match kind {
                 "ReplicationController" => Object::ReplicationController(typed(doc, &what)),
                 "Deployment" => Object::Deployment(typed(doc, &what)),
+                "StatefulSet" => Object::StatefulSet(typed(doc, &what)),
+                "Role" => Object::Role(typed(doc, &what)),
+                "RoleBinding" => Object::RoleBinding(typed(doc, &what)),
                 "Service" => Object::Service(typed(doc, &what)),
                 "ServiceAccount" => Object::ServiceAccount(typed(doc, &what)),
                 "ClusterRole" => Object::ClusterRole(typed(doc, &what)),
