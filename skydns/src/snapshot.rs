@@ -153,6 +153,19 @@ impl Snapshot {
         }
     }
 
+    /// Adds `entries` read by a load in progress (not yet shared, no
+    /// history to keep).
+    pub fn extend_loaded(&mut self, entries: impl IntoIterator<Item = (String, Record)>) {
+        for (key, record) in entries {
+            self.entries.insert(Arc::from(key), Arc::new(record));
+        }
+    }
+
+    /// Sets the revision of a snapshot being loaded.
+    pub fn set_revision(&mut self, revision: i64) {
+        self.revision = revision;
+    }
+
     /// A snapshot of an etcd v2 store, whose directories are nodes of their
     /// own: `dirs` lists them all, empty ones included.
     pub fn with_dirs(

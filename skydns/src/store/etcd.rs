@@ -15,6 +15,7 @@
 //! compaction ends with an error, which makes the mirror reload everything.
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
+use crate::snapshot::Snapshot;
 use etcd_client::{EventType, GetOptions, KvClient, WatchOptions};
 use futures::StreamExt;
 
@@ -59,6 +60,22 @@ impl Store for EtcdStore {
         self.forget_on_error(result)
     }
 
+    async fn load_snapshot(&mut self, prefix: &str) -> Result<Snapshot, StoreError> {
+        let result = async {
+            let kv = self.client.get().await?.kv_client();
+            let kv = kv.max_decoding_message_size(MAX_MESSAGE);
+            let mut snapshot = Snapshot::new(0, []);
+            let revision = read_pages(kv, prefix, PAGE_KEYS, |page| {
+                snapshot.extend_loaded(super::parse_page(page));
+            })
+            .await?;
+            snapshot.set_revision(revision);
+            Ok(snapshot)
+        }
+        .await;
+        self.forget_on_error(result)
+    }
+
     async fn watch(&mut self, prefix: &str, after: i64) -> Result<Changes, StoreError> {
         let result = async {
             let client = self.client.get().await?;
@@ -95,16 +112,33 @@ impl Store for EtcdStore {
 /// Reads every key under `prefix`, `page` keys at a time, all at the
 /// revision of the first page. A page over the message limit is read again
 /// as two halves (down to one key).
-pub async fn load_pages(mut kv: KvClient, prefix: &str, page: i64) -> Result<Loaded, StoreError> {
+pub async fn load_pages(kv: KvClient, prefix: &str, page: i64) -> Result<Loaded, StoreError> {
+    let mut kvs = Vec::new();
+    let revision = read_pages(kv, prefix, page, |page| kvs.extend(page)).await?;
+    Ok(Loaded {
+        revision,
+        kvs,
+        dirs: None,
+    })
+}
+
+/// [`load_pages`] handing each page to `on_page` as it arrives, so no more
+/// than one page of raw values is held at a time; returns the revision.
+pub async fn read_pages(
+    mut kv: KvClient,
+    prefix: &str,
+    page: i64,
+    mut on_page: impl FnMut(Vec<KeyValue>) + Send,
+) -> Result<i64, StoreError> {
     let end = prefix_end(prefix.as_bytes());
     let mut from = prefix.as_bytes().to_vec();
-    let (mut revision, mut limit, mut kvs) = (0, page, Vec::new());
+    let (mut revision, mut limit) = (0, page);
     loop {
         let mut options = GetOptions::new().with_range(end.clone()).with_limit(limit);
         if revision > 0 {
             options = options.with_revision(revision);
         }
-        let resp = match kv.get(from.clone(), Some(options)).await {
+        let mut resp = match kv.get(from.clone(), Some(options)).await {
             Err(etcd_client::Error::GRpcStatus(status))
                 if status.code() == tonic::Code::OutOfRange && limit > 1 =>
             {
@@ -116,25 +150,29 @@ pub async fn load_pages(mut kv: KvClient, prefix: &str, page: i64) -> Result<Loa
         if revision == 0 {
             revision = resp.header().map_or(0, |h| h.revision());
         }
-        kvs.extend(
-            resp.kvs()
-                .iter()
-                .map(|kv| KeyValue::new(String::from_utf8_lossy(kv.key()), kv.value().to_vec())),
+        let more = resp.more();
+        let next = resp.kvs().last().map(|last| {
+            let mut next = last.key().to_vec();
+            next.push(0);
+            next
+        });
+        on_page(
+            resp.take_kvs()
+                .into_iter()
+                .map(|kv| {
+                    let (key, value) = kv.into_key_value();
+                    KeyValue::new(String::from_utf8_lossy(&key), value)
+                })
+                .collect(),
         );
-        match resp.kvs().last() {
-            Some(last) if resp.more() => {
-                from = last.key().to_vec();
-                from.push(0);
+        match next {
+            Some(next) if more => {
+                from = next;
                 limit = page;
             }
-            _ => break,
+            _ => return Ok(revision),
         }
     }
-    Ok(Loaded {
-        revision,
-        kvs,
-        dirs: None,
-    })
 }
 
 /// The end of the range of keys that start with `prefix` (etcd's prefix end).

@@ -123,6 +123,16 @@ pub type Changes = BoxStream<'static, Result<Batch, StoreError>>;
 pub trait Store: Send + 'static {
     /// Every key under `prefix`, and the revision they were read at.
     fn load(&mut self, prefix: &str) -> impl Future<Output = Result<Loaded, StoreError>> + Send;
+    /// Every record under `prefix` as a first snapshot. By default a
+    /// [`Store::load`] parsed at once; a store that reads in pages parses
+    /// each page as it arrives, so the raw values of the whole store are
+    /// never held at once.
+    fn load_snapshot(
+        &mut self,
+        prefix: &str,
+    ) -> impl Future<Output = Result<Snapshot, StoreError>> + Send {
+        async move { Ok(snapshot_of(self.load(prefix).await?)) }
+    }
     /// The changes under `prefix` with revisions above `after`.
     fn watch(
         &mut self,
@@ -218,9 +228,8 @@ async fn sync_once<S: Store>(
     shared: &SharedSnapshot,
     requests: &mut PathRequests,
 ) -> Result<(), StoreError> {
-    let loaded = store.load(prefix).await?;
-    let revision = loaded.revision;
-    let mut loaded = snapshot_of(loaded);
+    let mut loaded = store.load_snapshot(prefix).await?;
+    let revision = loaded.revision();
     let mut read_paths = ReadPaths::default();
     if let Some(previous) = shared.load_full() {
         // Hidden paths read before the reload are read again.
@@ -309,10 +318,7 @@ async fn resume<S: Store>(
 
 /// The first snapshot of a load: v3 without, v2 with directory nodes.
 fn snapshot_of(loaded: Loaded) -> Snapshot {
-    let records = loaded
-        .kvs
-        .into_iter()
-        .filter_map(|kv| parse_kv(&kv).map(|r| (kv.key, r)));
+    let records = parse_page(loaded.kvs);
     match loaded.dirs {
         Some(dirs) => Snapshot::with_dirs(loaded.revision, records, dirs),
         None => Snapshot::new(loaded.revision, records),
@@ -334,6 +340,13 @@ fn to_changes(changes: Vec<RawChange>) -> impl Iterator<Item = Change> {
 
 /// Parses a stored key: the record, its TTL lowered to the node's TTL when
 /// the key has one (SkyDNS: the smaller of the two, ignoring zeros).
+/// The records of a page of keys; values that are not records are left out
+/// (and logged).
+fn parse_page(kvs: Vec<KeyValue>) -> impl Iterator<Item = (String, Record)> {
+    kvs.into_iter()
+        .filter_map(|kv| parse_kv(&kv).map(|r| (kv.key, r)))
+}
+
 fn parse_kv(kv: &KeyValue) -> Option<Record> {
     let mut record = parse(&kv.key, &kv.value)?;
     if let Some(ttl) = kv.ttl.filter(|t| *t > 0) {
