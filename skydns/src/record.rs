@@ -17,7 +17,7 @@ use std::net::IpAddr;
 #[serde(default)]
 pub struct Record {
     /// An IP address (gives A/AAAA) or a domain name (gives CNAME, SRV/MX target).
-    pub host: String,
+    pub host: Box<str>,
     /// SRV port. Like `priority` and `weight`, a Go `int` in SkyDNS: any
     /// 64-bit integer is valid, and [`go_uint16`] wraps it into the DNS field.
     pub port: i64,
@@ -26,7 +26,7 @@ pub struct Record {
     /// Relative SRV weight; 0 counts as 100.
     pub weight: i64,
     /// TXT data.
-    pub text: String,
+    pub text: Box<str>,
     /// When true, the record also answers MX queries.
     pub mail: bool,
     /// Record TTL in seconds; 0 means "the configured default".
@@ -34,7 +34,7 @@ pub struct Record {
     /// Number of leading labels removed from a synthesised SRV/MX target.
     pub targetstrip: u16,
     /// Group name, see the answer module's group filter.
-    pub group: String,
+    pub group: Box<str>,
 }
 
 /// What a record's `host` field holds.
@@ -55,7 +55,7 @@ impl Record {
     /// The A-type record kube2sky writes for an IP: priority 10, weight 10, TTL 30.
     pub fn kube2sky_address(ip: &str) -> Self {
         Record {
-            host: ip.to_string(),
+            host: ip.into(),
             priority: 10,
             weight: 10,
             ttl: 30,
@@ -259,7 +259,7 @@ mod tests {
     #[test]
     fn parsing_is_lenient_about_unknown_and_missing_fields() {
         let r = Record::from_json(br#"{"host":"1.2.3.4","extra":[1,2],"ttl":5}"#).unwrap();
-        assert_eq!(r.host, "1.2.3.4");
+        assert_eq!(&*r.host, "1.2.3.4");
         assert_eq!(r.ttl, 5);
         assert_eq!(r.port, 0);
     }

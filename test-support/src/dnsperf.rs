@@ -17,7 +17,7 @@ use std::time::Duration;
 use tempfile::TempDir;
 
 /// How long dnsperf waits for an answer before it counts a query lost.
-pub const TIMEOUT: Duration = Duration::from_secs(1);
+pub const TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A running dnsperf, interrupted when dropped.
 pub struct Dnsperf {

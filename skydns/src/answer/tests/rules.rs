@@ -158,7 +158,7 @@ fn txt_and_mx_records() {
         (
             "t/2",
             SkyRecord {
-                text: long.clone(),
+                text: long.clone().into(),
                 ..SkyRecord::default()
             },
         ),
