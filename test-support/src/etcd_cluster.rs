@@ -24,6 +24,8 @@ const READY_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One member of an [`EtcdCluster`].
 struct Member {
+    /// Data directory and log, new for every attempt to start the cluster.
+    dir: std::path::PathBuf,
     client_port: u16,
     peer_port: u16,
     process: Option<Process>,
@@ -57,11 +59,15 @@ impl EtcdCluster {
             dir,
             members: Vec::new(),
         };
+        let mut attempt = 0;
         retry_on_conflict(|| {
             cluster.kill_all();
+            attempt += 1;
+            let base = cluster.dir.path().join(format!("attempt-{attempt}"));
             cluster.members = (0..size)
-                .map(|_| {
+                .map(|i| {
                     Ok(Member {
+                        dir: base.join(format!("m{i}")),
                         client_port: free_port()?,
                         peer_port: free_port()?,
                         process: None,
@@ -123,6 +129,11 @@ impl EtcdCluster {
         bail!("the leader {leader:x} is not among the running members: {statuses}")
     }
 
+    /// The index of the member whose client URL is `endpoint`.
+    pub fn member_at(&self, endpoint: &str) -> Option<usize> {
+        self.endpoints().iter().position(|e| e == endpoint)
+    }
+
     /// Kills member `i` (SIGKILL, as a crashed machine); its data is kept.
     pub fn kill_member(&mut self, i: usize) {
         if let Some(mut process) = self.members[i].process.take() {
@@ -173,7 +184,7 @@ impl EtcdCluster {
             let mut command = crate::tools::command("etcd", "etcd-server")?;
             command
                 .args(["--name", &format!("m{i}"), "--data-dir"])
-                .arg(self.dir.path().join(format!("m{i}")))
+                .arg(member.dir.join("data"))
                 .args(["--listen-client-urls", &client])
                 .args(["--advertise-client-urls", &client])
                 .args(["--listen-peer-urls", &peer])
@@ -182,7 +193,8 @@ impl EtcdCluster {
                 .args(["--initial-cluster-state", "new"])
                 .arg("--enable-v2=true")
                 .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
-            let log = self.dir.path().join(format!("m{i}.log"));
+            std::fs::create_dir_all(&member.dir)?;
+            let log = member.dir.join("etcd.log");
             self.members[i].process = Some(Process::spawn_logged("etcd", command, &log)?);
         }
         self.wait_ready()
@@ -216,7 +228,7 @@ impl EtcdCluster {
     }
 
     fn log(&self, i: usize) -> String {
-        std::fs::read_to_string(self.dir.path().join(format!("m{i}.log"))).unwrap_or_default()
+        std::fs::read_to_string(self.members[i].dir.join("etcd.log")).unwrap_or_default()
     }
 
     fn kill_all(&mut self) {

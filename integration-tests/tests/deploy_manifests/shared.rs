@@ -5,6 +5,7 @@
 use super::support::*;
 use super::*;
 use k8s_openapi::api::core::v1::PodTemplateSpec;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 
 const FLAVOUR: &str = "shared-etcd";
 const MEMBERS: usize = 3;
@@ -303,4 +304,166 @@ fn an_unknown_reference_is_caught() {
     let known = vec!["kube-dns-etcd-0".to_owned()];
     let caught = std::panic::catch_unwind(|| expand(&skydns, &known, &BTreeMap::new()));
     assert!(caught.is_err(), "an unknown $(...) was expanded");
+}
+
+/// Whether a label selector (matchLabels, and matchExpressions with `In`)
+/// selects a pod with `labels`.
+fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
+        assert_eq!(e.operator, "In", "only In expressions are understood here");
+        let values = e.values.clone().unwrap_or_default();
+        labels.get(&e.key).is_some_and(|v| values.contains(v))
+    });
+    by_labels && by_expressions
+}
+
+/// The ports of etcd's NetworkPolicy that a pod with `labels` may reach.
+fn reachable_ports(policy: &NetworkPolicy, labels: &BTreeMap<String, String>) -> BTreeSet<i32> {
+    let spec = policy.spec.as_ref().expect("policy spec");
+    let mut ports = BTreeSet::new();
+    for rule in spec.ingress.iter().flatten() {
+        let admitted = rule.from.iter().flatten().any(|peer| {
+            assert!(peer.ip_block.is_none() && peer.namespace_selector.is_none());
+            peer.pod_selector
+                .as_ref()
+                .is_some_and(|s| selects(s, labels))
+        });
+        if admitted {
+            for port in rule.ports.iter().flatten() {
+                ports.insert(port_number(port.port.as_ref().expect("a port")));
+            }
+        }
+    }
+    ports
+}
+
+#[test]
+fn shared_etcd_members_are_fenced_spread_and_never_drained_together() {
+    let m = Manifests::load(FLAVOUR);
+    let templates: BTreeMap<String, PodTemplateSpec> = m
+        .objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::StatefulSet(s) => {
+                Some((name_of(&s.metadata), s.spec.as_ref()?.template.clone()))
+            }
+            Object::Deployment(d) => {
+                Some((name_of(&d.metadata), d.spec.as_ref()?.template.clone()))
+            }
+            _ => None,
+        })
+        .collect();
+    let member_labels: Vec<BTreeMap<String, String>> = (0..MEMBERS)
+        .map(|n| labels(&templates[&format!("kube-dns-etcd-{n}")]))
+        .collect();
+
+    // The policy covers every member; kube2sky and skydns reach 2379,
+    // members 2380, and a pod with other labels nothing.
+    let policy = m.one(|o| match o {
+        Object::NetworkPolicy(p) => Some(&**p),
+        _ => None,
+    });
+    let spec = policy.spec.as_ref().expect("policy spec");
+    assert_eq!(
+        spec.policy_types.as_deref(),
+        Some(&["Ingress".to_owned()][..])
+    );
+    for member in &member_labels {
+        assert!(
+            selects(spec.pod_selector.as_ref().expect("podSelector"), member),
+            "{member:?} is not fenced"
+        );
+        assert_eq!(reachable_ports(policy, member), [2380].into());
+    }
+    for client in ["kube2sky", "kube-dns"] {
+        let client_labels = labels(&templates[client]);
+        assert_eq!(
+            reachable_ports(policy, &client_labels),
+            [2379].into(),
+            "{client}"
+        );
+    }
+    let stranger: BTreeMap<String, String> = [("app".to_owned(), "web".to_owned())].into();
+    assert!(reachable_ports(policy, &stranger).is_empty());
+
+    // A drain takes one member at a time.
+    let pdb = m.one(|o| match o {
+        Object::PodDisruptionBudget(p) => Some(&**p),
+        _ => None,
+    });
+    let pdb_spec = pdb.spec.as_ref().expect("pdb spec");
+    assert_eq!(pdb_spec.max_unavailable.as_ref().map(port_number), Some(1));
+    for member in &member_labels {
+        assert!(selects(
+            pdb_spec.selector.as_ref().expect("selector"),
+            member
+        ));
+    }
+
+    // One member per node.
+    for n in 0..MEMBERS {
+        let pod = templates[&format!("kube-dns-etcd-{n}")]
+            .spec
+            .clone()
+            .expect("pod");
+        let terms = pod
+            .affinity
+            .and_then(|a| a.pod_anti_affinity)
+            .and_then(|a| a.required_during_scheduling_ignored_during_execution)
+            .unwrap_or_default();
+        assert!(
+            terms
+                .iter()
+                .any(|t| t.topology_key == "kubernetes.io/hostname"
+                    && member_labels
+                        .iter()
+                        .all(|l| selects(t.label_selector.as_ref().expect("selector"), l))),
+            "member {n} may share a node with another"
+        );
+    }
+
+    // Service links exist only for Services with a cluster IP in the pods'
+    // own namespace.
+    for s in services(&m) {
+        let name = name_of(&s.metadata);
+        if name.starts_with("kube-dns-etcd-") {
+            assert_eq!(
+                s.metadata.namespace.as_deref(),
+                Some("kube-system"),
+                "{name}"
+            );
+            let ip = s.spec.as_ref().and_then(|sp| sp.cluster_ip.clone());
+            assert_ne!(
+                ip.as_deref(),
+                Some("None"),
+                "{name}: a headless Service has no link variable"
+            );
+        }
+    }
+    let in_kube_system = m.objects.iter().all(|o| match o {
+        Object::StatefulSet(s) => s.metadata.namespace.as_deref() == Some("kube-system"),
+        Object::Deployment(d) => d.metadata.namespace.as_deref() == Some("kube-system"),
+        _ => true,
+    });
+    assert!(in_kube_system, "every workload beside the etcd Services");
+    for t in templates.values() {
+        // Every image is etcd's or one of ours, tagged.
+        for c in &t.spec.as_ref().expect("pod").containers {
+            let image = c.image.clone().unwrap_or_default();
+            if image == ETCD_IMAGE {
+                continue;
+            }
+            let (name, tag) = image.rsplit_once(':').expect("tagged image");
+            assert!(
+                our_images().iter().any(|i| i.name == name),
+                "unknown image {image}"
+            );
+            assert_eq!(tag, IMAGE_TAG, "{image}");
+        }
+    }
 }

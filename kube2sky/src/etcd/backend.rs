@@ -112,7 +112,16 @@ pub(super) async fn bounded<T, E: std::fmt::Display>(
     shutdown: &CancellationToken,
     work: impl Future<Output = Result<T, E>>,
 ) -> Result<T, String> {
-    let work = tokio::time::timeout(ATTEMPT_TIMEOUT, work);
+    bounded_for(ATTEMPT_TIMEOUT, shutdown, work).await
+}
+
+/// [`bounded`] with a time limit of `within`.
+pub(super) async fn bounded_for<T, E: std::fmt::Display>(
+    within: Duration,
+    shutdown: &CancellationToken,
+    work: impl Future<Output = Result<T, E>>,
+) -> Result<T, String> {
+    let work = tokio::time::timeout(within, work);
     tokio::pin!(work);
     let outcome = tokio::select! {
         outcome = &mut work => outcome,
@@ -126,7 +135,7 @@ pub(super) async fn bounded<T, E: std::fmt::Display>(
     match outcome {
         Ok(Ok(value)) => Ok(value),
         Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("timed out after {ATTEMPT_TIMEOUT:?}")),
+        Err(_) => Err(format!("timed out after {within:?}")),
     }
 }
 

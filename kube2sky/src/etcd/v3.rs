@@ -4,7 +4,7 @@
 //! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
 //! owns. Each request runs under the per-request deadline.
 
-use super::backend::{bounded, file_key, MarkerError};
+use super::backend::{bounded, bounded_for, file_key, MarkerError};
 use super::SHUTTING_DOWN;
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
@@ -57,7 +57,10 @@ impl V3 {
 
     /// A handle on the connection (cheap to clone), connecting if needed.
     async fn client(&mut self) -> Result<Client, String> {
-        bounded(&self.shutdown, self.client.get()).await
+        // One connect timeout per member, not one request's deadline: a
+        // member that drops packets must not use up the time for the next.
+        let budget = self.client.connect_budget();
+        bounded_for(budget, &self.shutdown, self.client.get()).await
     }
 
     pub(in crate::etcd) fn reset(&mut self) {

@@ -210,7 +210,18 @@ fn watch_stream(stream: etcd_client::WatchStream, start: i64) -> Changes {
                 return Some((Err(err), None));
             }
             if resp.events().is_empty() {
-                continue; // created / progress notification
+                if resp.created() {
+                    continue;
+                }
+                // A progress notification (etcd sends them only to a watch
+                // that has caught up): every change up to its revision has
+                // been sent, so a resume can start there.
+                let revision = resp.header().map_or(0, |h| h.revision());
+                let progress = Batch {
+                    revision,
+                    changes: Vec::new(),
+                };
+                return Some((Ok(progress), Some(stream)));
             }
             // The last event's revision, not the header's: a watch catching
             // up sends events in chunks, each with the store's current

@@ -8,10 +8,11 @@
 //! request that the member answers and has a raft leader, and keeps that
 //! client until [`MemberClient::forget`] is called after an error. The next
 //! [`MemberClient::get`] starts from the endpoint after the one that failed
-//! and goes round the list, as etcd's own Go client pins one endpoint and
-//! switches on failure. Requests carry etcd's "require leader" mark, so a
-//! member cut off from the rest of its cluster fails them (and cancels its
-//! watches) instead of serving a stale view.
+//! and goes round the list. Each process starts at a random place in the
+//! list, so many skydns replicas spread their watches over the members
+//! instead of all loading the first. Requests carry etcd's "require leader"
+//! mark, so a member cut off from the rest of its cluster fails them (and
+//! cancels its watches) instead of serving a stale view.
 
 use super::StoreError;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
@@ -22,7 +23,7 @@ use std::time::Duration;
 pub use etcd2::Connection as EtcdOptions;
 
 /// How long connecting to one member and its status check may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(3);
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// A v3 client on one member of the endpoints in [`EtcdOptions`].
 pub struct MemberClient {
@@ -38,8 +39,14 @@ impl MemberClient {
         MemberClient {
             options,
             client: None,
-            next: 0,
+            next: random_start(),
         }
+    }
+
+    /// The longest [`MemberClient::get`] can take when no member answers:
+    /// one connect timeout per endpoint.
+    pub fn connect_budget(&self) -> Duration {
+        CONNECT_TIMEOUT * u32::try_from(self.options.endpoints.len().max(1)).unwrap_or(u32::MAX)
     }
 
     /// The connected client (a cheap handle), connecting first if needed:
@@ -63,9 +70,10 @@ impl MemberClient {
             {
                 Ok(Ok(client)) => {
                     if failures.is_empty() {
-                        tracing::debug!(endpoint, "connected to etcd");
+                        tracing::info!(endpoint, "connected to etcd member");
                     } else {
-                        tracing::info!(endpoint, skipped = %failures.join("; "), "connected to etcd");
+                        let skipped = failures.join("; ");
+                        tracing::info!(endpoint, %skipped, "connected to etcd member");
                     }
                     // Stay on this member until it fails.
                     self.next = at;
@@ -86,6 +94,15 @@ impl MemberClient {
             self.next += 1;
         }
     }
+}
+
+/// A random index to start from: a hash with the process's random keys.
+fn random_start() -> usize {
+    use std::hash::{BuildHasher, Hasher};
+    let hash = std::collections::hash_map::RandomState::new()
+        .build_hasher()
+        .finish();
+    (hash % 1024) as usize
 }
 
 /// Connects to the member at `endpoint` and checks that it has a leader.

@@ -4,9 +4,12 @@
 //! revision ([`Store::load`]) and stream the changes after a revision
 //! ([`Store::watch`]). [`mirror`] turns that into a sequence of immutable
 //! [`Snapshot`]s published through a [`SharedSnapshot`]: load, publish, watch
-//! and publish one new snapshot per batch of changes; on compaction, a broken
-//! watch or a lost connection, load again with backoff. While the store is
-//! unreachable the last snapshot stays published, so DNS keeps answering.
+//! and publish one new snapshot per batch of changes. A watch that breaks (a
+//! member died, a connection dropped) is made again after the last revision
+//! seen, on the next member, so no change is lost and nothing is read twice;
+//! on compaction, or a watch that cannot be made again, load everything
+//! again with backoff. While the store is unreachable the last snapshot
+//! stays published, so DNS keeps answering.
 //! Values that are not valid records are logged and left out.
 //! Implementations: [`etcd::EtcdStore`] (etcd v3), [`v2::EtcdV2Store`]
 //! (etcd v2 keys API) and [`memory::MemoryStore`] (tests).
@@ -31,7 +34,8 @@ use futures::StreamExt;
 use paths::{PathRequests, ReadPaths};
 use std::future::Future;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 /// A raw key/value pair as stored.
@@ -197,13 +201,10 @@ pub async fn mirror<S: Store>(
     loop {
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
-            result = sync_once(&mut store, &prefix, &shared, &mut requests) => result,
+            result = sync_once(&mut store, &prefix, &shared, &mut requests, &mut backoff) => result,
         };
         match result {
-            Ok(()) => {
-                tracing::warn!("store watch ended; reloading");
-                backoff = BACKOFF_START;
-            }
+            Ok(never) => match never {},
             Err(StoreError::Behind { by }) => {
                 tracing::debug!(by, "the watch fell behind; reloading");
                 backoff = BACKOFF_START;
@@ -221,14 +222,17 @@ pub async fn mirror<S: Store>(
     }
 }
 
-/// One load followed by a watch until it ends (`Ok`) or fails.
+/// One load followed by a watch (made again when it breaks) until it fails
+/// in a way that needs a new load; a load that succeeds resets `backoff`.
 async fn sync_once<S: Store>(
     store: &mut S,
     prefix: &str,
     shared: &SharedSnapshot,
     requests: &mut PathRequests,
-) -> Result<(), StoreError> {
+    backoff: &mut Duration,
+) -> Result<std::convert::Infallible, StoreError> {
     let mut loaded = store.load_snapshot(prefix).await?;
+    *backoff = BACKOFF_START;
     let revision = loaded.revision();
     let mut read_paths = ReadPaths::default();
     if let Some(previous) = shared.load_full() {
@@ -266,6 +270,9 @@ async fn sync_once<S: Store>(
                     }
                 };
                 revision = batch.revision;
+                if batch.changes.is_empty() {
+                    continue; // progress: every change up to `revision` was seen
+                }
                 read_paths.note_batch(&batch);
                 current = Arc::new(current.with_changes(batch.revision, to_changes(batch.changes)));
                 tracing::debug!(revision = batch.revision, records = current.len(), "applied store changes");
@@ -295,11 +302,16 @@ async fn sync_once<S: Store>(
 /// How soon after one resume of a broken watch another is refused (the
 /// mirror reloads everything instead, with its backoff).
 const RESUME_AGAIN_AFTER: Duration = Duration::from_secs(1);
+/// Pauses between attempts to make the watch again while the store is
+/// unavailable (an election in progress): 0.1 s doubling, 3.1 s in all.
+const RESUME_ATTEMPTS: u32 = 6;
 
 /// A new watch after `revision`, once a watch broke with `error` (a member
 /// died, a connection dropped): the changes since are not lost, so nothing
-/// needs reading again. A watch that breaks again within
-/// [`RESUME_AGAIN_AFTER`], or cannot be made, is the error.
+/// needs reading again. The store is asked again while it is unavailable
+/// (the other members may be electing a leader), [`RESUME_ATTEMPTS`] times;
+/// a watch that breaks again within [`RESUME_AGAIN_AFTER`], or cannot be
+/// made, is the error.
 async fn resume<S: Store>(
     store: &mut S,
     prefix: &str,
@@ -310,10 +322,24 @@ async fn resume<S: Store>(
     if resumed.is_some_and(|at| at.elapsed() < RESUME_AGAIN_AFTER) {
         return Err(StoreError::Unavailable(error.to_string()));
     }
-    *resumed = Some(Instant::now());
     tracing::warn!(%error, revision, "store watch broke; watching again after its last revision");
-    store.forget_connection();
-    store.watch(prefix, revision).await
+    let mut pause = BACKOFF_START;
+    let mut attempt = 1;
+    loop {
+        store.forget_connection();
+        match store.watch(prefix, revision).await {
+            Err(StoreError::Unavailable(e)) if attempt < RESUME_ATTEMPTS => {
+                tracing::debug!(error = %e, attempt, "the watch cannot be made yet");
+                tokio::time::sleep(pause).await;
+                pause *= 2;
+                attempt += 1;
+            }
+            other => {
+                *resumed = Some(Instant::now());
+                return other;
+            }
+        }
+    }
 }
 
 /// The first snapshot of a load: v3 without, v2 with directory nodes.
@@ -338,8 +364,6 @@ fn to_changes(changes: Vec<RawChange>) -> impl Iterator<Item = Change> {
     })
 }
 
-/// Parses a stored key: the record, its TTL lowered to the node's TTL when
-/// the key has one (SkyDNS: the smaller of the two, ignoring zeros).
 /// The records of a page of keys; values that are not records are left out
 /// (and logged).
 fn parse_page(kvs: Vec<KeyValue>) -> impl Iterator<Item = (String, Record)> {
@@ -347,6 +371,8 @@ fn parse_page(kvs: Vec<KeyValue>) -> impl Iterator<Item = (String, Record)> {
         .filter_map(|kv| parse_kv(&kv).map(|r| (kv.key, r)))
 }
 
+/// Parses a stored key: the record, its TTL lowered to the node's TTL when
+/// the key has one (SkyDNS: the smaller of the two, ignoring zeros).
 fn parse_kv(kv: &KeyValue) -> Option<Record> {
     let mut record = parse(&kv.key, &kv.value)?;
     if let Some(ttl) = kv.ttl.filter(|t| *t > 0) {
