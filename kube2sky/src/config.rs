@@ -91,6 +91,10 @@ pub struct Flags {
     /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
     #[arg(long, default_value_t = crate::reconcile::MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
+    /// Pods per slice of a full sync of pods on etcd v3: the desired and
+    /// actual records of one slice of the pod subtree are held at a time.
+    #[arg(long, default_value_t = 10_000, value_parser = parse_pod_sync_chunk)]
+    pub pod_sync_chunk: usize,
     /// How long /readiness waits for the first complete write of services and
     /// endpoints before it opens anyway (0s: open when the watches start, as 1.2).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -166,6 +170,8 @@ pub struct Config {
     pub loss_check: Option<Duration>,
     /// `--etcd-max-txn-ops`.
     pub max_txn_ops: usize,
+    /// `--pod-sync-chunk`.
+    pub pod_sync_chunk: usize,
     /// `--initial-sync-timeout`; zero: ready at once (1.2).
     pub initial_sync_timeout: Duration,
     /// `--leader-elect` and its settings; `None`: write without a Lease.
@@ -259,6 +265,7 @@ impl Flags {
             endpoints_deletions,
             etcd_loss_check_interval,
             etcd_max_txn_ops,
+            pod_sync_chunk,
             initial_sync_timeout,
             ..
         } = self.clone();
@@ -321,6 +328,7 @@ impl Flags {
             },
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
             max_txn_ops: etcd_max_txn_ops,
+            pod_sync_chunk,
             initial_sync_timeout,
             leader_election,
         })
@@ -454,6 +462,14 @@ fn parse_max_txn_ops(s: &str) -> Result<usize, String> {
     match gocompat::int::parse(s) {
         Ok(n) if n >= 1 => usize::try_from(n).map_err(|e| e.to_string()),
         Ok(n) => Err(format!("{n} is not a transaction size (at least 1)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_pod_sync_chunk(s: &str) -> Result<usize, String> {
+    match gocompat::int::parse(s) {
+        Ok(n) if n >= 1 => usize::try_from(n).map_err(|e| e.to_string()),
+        Ok(n) => Err(format!("{n} is not a number of pods (at least 1)")),
         Err(e) => Err(e.to_string()),
     }
 }

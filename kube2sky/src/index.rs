@@ -17,7 +17,7 @@ use crate::records::{
     cluster_ipv4, pod_records, port_problems, ptr_record, service_kind, service_records, Names,
     PortProblem, Records, ServiceKind,
 };
-use k8s_openapi::api::core::v1::{Endpoints, Service};
+use k8s_openapi::api::core::v1::Endpoints;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::Ipv4Addr;
 
@@ -60,13 +60,24 @@ pub enum Update<T> {
     Relisted(Vec<T>),
 }
 
+impl<T> Update<T> {
+    /// The same event over `f` of its objects.
+    pub fn map<U>(self, f: impl Fn(T) -> U) -> Update<U> {
+        match self {
+            Update::Apply(t) => Update::Apply(f(t)),
+            Update::Delete(t) => Update::Delete(f(t)),
+            Update::Relisted(all) => Update::Relisted(all.into_iter().map(f).collect()),
+        }
+    }
+}
+
 /// An event from one of the three watches.
 // Moved once from a watch task to the writer; boxing would only add allocations.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub enum Change {
     /// Services.
-    Service(Update<Service>),
+    Service(Update<ServiceInfo>),
     /// Endpoints.
     Endpoints(Update<Endpoints>),
     /// Pods.
@@ -91,6 +102,38 @@ pub enum Scope {
     AllServices,
     /// Everything under `pod/`.
     AllPods,
+    /// A slice of `pod/` in key order: the namespaces' pods are desired, and
+    /// every key from the directory of namespace `from` (the start of `pod/`
+    /// when `None`) up to that of `to` (the end when `None`) is read, so
+    /// keys of namespaces that are gone are deleted too. A full sync of
+    /// pods as several of these holds one slice in memory at a time.
+    PodChunk {
+        /// The namespaces with pods in this slice, in key order.
+        namespaces: Vec<String>,
+        /// First namespace directory read.
+        from: Option<String>,
+        /// First namespace directory not read.
+        to: Option<String>,
+    },
+    /// [`Scope::PodChunk`] for `svc/`: the services of `namespaces`, and the
+    /// PTRs of `ptrs` (the cluster IPs these services own), so a service and
+    /// its PTR stay in one transaction.
+    ServiceChunk {
+        /// The namespaces with services in this slice, in key order.
+        namespaces: Vec<String>,
+        /// First namespace directory read.
+        from: Option<String>,
+        /// First namespace directory not read.
+        to: Option<String>,
+        /// The cluster IPs owned by these services (with reverse records).
+        ptrs: Vec<Ipv4Addr>,
+    },
+    /// The owned PTRs of no service: every owned PTR key not in `held`
+    /// (the sorted PTR keys of every cluster IP) is deleted.
+    PtrSweep {
+        /// PTR keys of the cluster IPs services hold, sorted.
+        held: Vec<String>,
+    },
 }
 
 /// Where a scope's actual records live in etcd.
@@ -102,6 +145,24 @@ pub enum Read {
     OwnedPtrs(String),
     /// This key, if its value points into our domain.
     OwnedPtr(String),
+    /// Every key from `from` (inclusive) to `to` (exclusive): etcd v3 only.
+    Range {
+        /// First key.
+        from: String,
+        /// End key, not included.
+        to: String,
+    },
+    /// The PTR keys under `root` that point into our domain and are among
+    /// `keys` (sorted) when `listed`, or not among them otherwise: one read
+    /// of the PTR subtree keeping only those. etcd v3 only.
+    Ptrs {
+        /// The PTR root.
+        root: String,
+        /// Sorted keys.
+        keys: Vec<String>,
+        /// Keep the keys listed (or the others).
+        listed: bool,
+    },
 }
 
 impl Scope {
@@ -117,6 +178,27 @@ impl Scope {
             ],
             Scope::AllServices => vec![Read::Prefix(names.svc_root())],
             Scope::AllPods => vec![Read::Prefix(names.pod_root())],
+            Scope::PodChunk { from, to, .. } => {
+                vec![namespace_range(&names.pod_root(), from, to)]
+            }
+            Scope::ServiceChunk { from, to, ptrs, .. } => {
+                let mut reads = vec![namespace_range(&names.svc_root(), from, to)];
+                if reverse && !ptrs.is_empty() {
+                    let mut keys: Vec<String> = ptrs.iter().map(|ip| names.ptr_key(*ip)).collect();
+                    keys.sort();
+                    reads.push(Read::Ptrs {
+                        root: names.ptr_root(),
+                        keys,
+                        listed: true,
+                    });
+                }
+                reads
+            }
+            Scope::PtrSweep { held } => vec![Read::Ptrs {
+                root: names.ptr_root(),
+                keys: held.clone(),
+                listed: false,
+            }],
         }
     }
 
@@ -124,9 +206,43 @@ impl Scope {
     pub fn describe(&self, names: &Names) -> String {
         match self.reads(names, true).first() {
             Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p)) => p.clone(),
+            Some(Read::Range { from, to }) => format!("{from}..{to}"),
+            Some(Read::Ptrs { root, .. }) => root.clone(),
             None => format!("{self:?}"),
         }
     }
+}
+
+/// The keys of the namespace directories `from` to `to` (exclusive) under
+/// `root`; the whole of `root` at either end when `None`.
+fn namespace_range(root: &str, from: &Option<String>, to: &Option<String>) -> Read {
+    let dir = |ns: &String| format!("{root}{ns}/");
+    Read::Range {
+        from: from.as_ref().map_or_else(|| root.to_string(), dir),
+        to: to.as_ref().map_or_else(|| end_of(root), dir),
+    }
+}
+
+/// The first key after every key under `root` (which ends in `/`).
+fn end_of(root: &str) -> String {
+    format!("{}0", root.trim_end_matches('/'))
+}
+
+/// Cuts `items` (in key order, each with its weight) into runs of about
+/// `size`; returns each run with the item that starts the next one.
+fn chunked<T: Clone>(items: Vec<(T, usize)>, size: usize) -> Vec<(Vec<T>, Option<T>)> {
+    let mut runs: Vec<(Vec<T>, Option<T>)> = Vec::new();
+    let (mut run, mut weight) = (Vec::new(), 0);
+    for (item, count) in items {
+        if weight > 0 && weight + count > size {
+            runs.push((std::mem::take(&mut run), Some(item.clone())));
+            weight = 0;
+        }
+        run.push(item);
+        weight += count;
+    }
+    runs.push((run, None));
+    runs
 }
 
 /// The objects records are built from.
@@ -134,9 +250,10 @@ impl Scope {
 pub struct Index {
     names: Names,
     features: Features,
-    // Boxed: a k8s-openapi Service or Endpoints is about a kilobyte even
-    // slimmed, and B-tree nodes hold 11 values inline with slack.
-    services: BTreeMap<ObjectKey, Box<Service>>,
+    // Compact (see `service_info`); Endpoints boxed: a k8s-openapi
+    // Endpoints is most of a kilobyte even slimmed, and B-tree nodes hold
+    // 11 values inline with slack.
+    services: BTreeMap<ObjectKey, ServiceInfo>,
     endpoints: BTreeMap<ObjectKey, Box<Endpoints>>,
     pods: BTreeMap<ObjectKey, String>,
     pod_ips: BTreeMap<(String, String), usize>,
@@ -188,8 +305,8 @@ impl Index {
             Scope::Service(key) => {
                 self.endpoints_listed
                     || !matches!(
-                        self.services.get(key).map(|s| service_kind(s)),
-                        Some(ServiceKind::Headless)
+                        self.services.get(key).map(ServiceInfo::is_headless),
+                        Some(true)
                     )
             }
             Scope::AllServices => self.services_listed && self.endpoints_listed,
@@ -200,19 +317,17 @@ impl Index {
     fn record(&mut self, change: Change) -> Vec<Scope> {
         match change {
             Change::Service(Update::Apply(svc)) => self.put_service(svc),
-            Change::Service(Update::Delete(svc)) => {
-                self.remove_service(&ObjectKey::of(&svc.metadata))
-            }
+            Change::Service(Update::Delete(svc)) => self.remove_service(&svc.key),
             Change::Service(Update::Relisted(all)) => {
                 let old = std::mem::take(&mut self.services);
                 self.cluster_ips.clear();
                 for svc in all {
-                    let key = ObjectKey::of(&svc.metadata);
-                    if old.get(&key).map(|s| &**s) != Some(&svc) {
+                    let key = svc.key.clone();
+                    if old.get(&key) != Some(&svc) {
                         log_port_problems(&svc);
                     }
                     self.hold_cluster_ip(&key, &svc);
-                    self.services.insert(key, Box::new(svc));
+                    self.services.insert(key, svc);
                 }
                 self.services_listed = true;
                 self.service_scopes()
@@ -248,18 +363,17 @@ impl Index {
         }
     }
 
-    fn put_service(&mut self, svc: Service) -> Vec<Scope> {
-        let key = ObjectKey::of(&svc.metadata);
-        let new_ip = cluster_ipv4(&svc);
-        if self.services.get(&key).map(|s| &**s) != Some(&svc) {
+    fn put_service(&mut self, svc: ServiceInfo) -> Vec<Scope> {
+        let key = svc.key.clone();
+        let new_ip = svc.cluster_ipv4();
+        if self.services.get(&key) != Some(&svc) {
             log_port_problems(&svc);
         }
         self.hold_cluster_ip(&key, &svc);
         let old_ip = self
             .services
-            .insert(key.clone(), Box::new(svc))
-            .as_deref()
-            .and_then(cluster_ipv4);
+            .insert(key.clone(), svc)
+            .and_then(|old| old.cluster_ipv4());
         if old_ip != new_ip {
             self.release_cluster_ip(&key, old_ip);
         }
@@ -267,14 +381,19 @@ impl Index {
     }
 
     fn remove_service(&mut self, key: &ObjectKey) -> Vec<Scope> {
-        let old_ip = self.services.remove(key).as_deref().and_then(cluster_ipv4);
+        let old_ip = self.services.remove(key).and_then(|old| old.cluster_ipv4());
         self.release_cluster_ip(key, old_ip);
         self.with_ptrs(Scope::Service(key.clone()), [old_ip, None])
     }
 
-    fn hold_cluster_ip(&mut self, key: &ObjectKey, svc: &Service) {
-        if let Some(ip) = cluster_ipv4(svc) {
-            let holders = self.cluster_ips.entry(ip).or_default();
+    fn hold_cluster_ip(&mut self, key: &ObjectKey, svc: &ServiceInfo) {
+        if let Some(ip) = svc.cluster_ipv4() {
+            // Almost every IP has one holder: room for one, not the four of
+            // a first push.
+            let holders = self
+                .cluster_ips
+                .entry(ip)
+                .or_insert_with(|| Vec::with_capacity(1));
             if let Err(at) = holders.binary_search(key) {
                 holders.insert(at, key.clone());
             }
@@ -306,8 +425,8 @@ impl Index {
     }
 
     fn headless_scope(&self, key: ObjectKey) -> Vec<Scope> {
-        match self.services.get(&key).map(|s| service_kind(s)) {
-            Some(ServiceKind::Headless) => vec![Scope::Service(key)],
+        match self.services.get(&key).map(ServiceInfo::is_headless) {
+            Some(true) => vec![Scope::Service(key)],
             _ => Vec::new(),
         }
     }
@@ -316,7 +435,7 @@ impl Index {
     fn headless_scopes(&self) -> Vec<Scope> {
         self.services
             .iter()
-            .filter(|(_, svc)| service_kind(svc) == ServiceKind::Headless)
+            .filter(|(_, svc)| svc.is_headless())
             .map(|(key, _)| Scope::Service(key.clone()))
             .collect()
     }
@@ -432,6 +551,33 @@ impl Index {
                 }
                 out
             }
+            Scope::PodChunk { namespaces, .. } => namespaces
+                .iter()
+                .flat_map(|ns| {
+                    let from = (ns.clone(), String::new());
+                    self.pod_ips
+                        .range(from..)
+                        .take_while(move |((n, _), _)| n == ns)
+                        .flat_map(|((n, ip), _)| pod_records(&self.names, n, ip))
+                })
+                .collect(),
+            Scope::ServiceChunk {
+                namespaces, ptrs, ..
+            } => namespaces
+                .iter()
+                .flat_map(|ns| {
+                    let from = ObjectKey {
+                        namespace: ns.clone(),
+                        name: String::new(),
+                    };
+                    self.services
+                        .range(from..)
+                        .take_while(move |(k, _)| &k.namespace == ns)
+                        .flat_map(|(k, _)| self.service(k))
+                })
+                .chain(ptrs.iter().filter_map(|ip| self.ptr(*ip)))
+                .collect(),
+            Scope::PtrSweep { .. } => Records::new(),
             Scope::AllPods => self
                 .pod_ips
                 .keys()
@@ -440,13 +586,75 @@ impl Index {
         }
     }
 
+    /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
+    /// each (whole namespaces), covering every key under `pod/`.
+    pub fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for (ns, _) in self.pod_ips.keys() {
+            *counts.entry(format!("{ns}/")).or_default() += 1;
+        }
+        let mut from = None;
+        chunked(in_key_order(counts), pods)
+            .into_iter()
+            .map(|(namespaces, to)| Scope::PodChunk {
+                namespaces,
+                from: std::mem::replace(&mut from, to.clone()),
+                to,
+            })
+            .collect()
+    }
+
+    /// [`Scope::AllServices`] as [`Scope::ServiceChunk`]s of about
+    /// `services` services each (whole namespaces, each service with the
+    /// PTRs it owns), then, with reverse records, a [`Scope::PtrSweep`] for
+    /// the owned PTRs of no service: every key under `svc/` and every owned
+    /// PTR is covered.
+    pub fn service_chunks(&self, services: usize) -> Vec<Scope> {
+        let mut counts: BTreeMap<String, usize> = BTreeMap::new();
+        for key in self.services.keys() {
+            *counts.entry(format!("{}/", key.namespace)).or_default() += 1;
+        }
+        // Each cluster IP's PTR goes with the namespace of its owner.
+        let mut owned: BTreeMap<&str, Vec<Ipv4Addr>> = BTreeMap::new();
+        if self.features.reverse {
+            for (ip, holders) in &self.cluster_ips {
+                if let Some(owner) = holders.first() {
+                    owned.entry(owner.namespace.as_str()).or_default().push(*ip);
+                }
+            }
+        }
+        let mut from = None;
+        let mut out: Vec<Scope> = chunked(in_key_order(counts), services)
+            .into_iter()
+            .map(|(namespaces, to)| Scope::ServiceChunk {
+                ptrs: namespaces
+                    .iter()
+                    .flat_map(|ns| owned.get(ns.as_str()).into_iter().flatten().copied())
+                    .collect(),
+                namespaces,
+                from: std::mem::replace(&mut from, to.clone()),
+                to,
+            })
+            .collect();
+        if self.features.reverse {
+            let mut held: Vec<String> = self
+                .cluster_ips
+                .keys()
+                .map(|ip| self.names.ptr_key(*ip))
+                .collect();
+            held.sort();
+            out.push(Scope::PtrSweep { held });
+        }
+        out
+    }
+
     fn service(&self, key: &ObjectKey) -> Records {
         let Some(svc) = self.services.get(key) else {
             return Records::new();
         };
         service_records(
             &self.names,
-            svc,
+            &svc.to_service(),
             self.endpoints.get(key).map(|e| &**e),
             self.features.external_name,
         )
@@ -464,8 +672,9 @@ impl Index {
 
 /// Logs 1.2's complaints about a cluster-IP service's ports (§5.1), once
 /// per received version of the service rather than on every reconcile.
-fn log_port_problems(svc: &Service) {
-    for problem in port_problems(svc) {
+fn log_port_problems(svc: &ServiceInfo) {
+    let svc = svc.to_service();
+    for problem in port_problems(&svc) {
         match problem {
             PortProblem::NoPorts => tracing::info!(
                 "Unexpected service with no ports, this should not have happend: {svc:?}"
@@ -474,6 +683,30 @@ fn log_port_problems(svc: &Service) {
                 tracing::warn!("Port Protocol not set. port segment string cannot be created.")
             }
         }
+    }
+}
+
+/// Namespace directories (`<ns>/`) with their counts, as namespaces in
+/// etcd's key order (`a-b/` sorts before `a/`).
+fn in_key_order(counts: BTreeMap<String, usize>) -> Vec<(String, usize)> {
+    counts
+        .into_iter()
+        .map(|(dir, n)| (dir.trim_end_matches('/').to_string(), n))
+        .collect()
+}
+
+mod service_info;
+pub use service_info::{PortInfo, ServiceInfo};
+
+impl ServiceInfo {
+    /// The IPv4 cluster IP, if the service has one.
+    pub fn cluster_ipv4(&self) -> Option<Ipv4Addr> {
+        cluster_ipv4(&self.to_service())
+    }
+
+    /// Whether the service is headless (its records come from Endpoints).
+    pub fn is_headless(&self) -> bool {
+        service_kind(&self.to_service()) == ServiceKind::Headless
     }
 }
 

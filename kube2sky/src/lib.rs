@@ -85,6 +85,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         features,
         loss_check,
         max_txn_ops,
+        pod_sync_chunk,
         initial_sync_timeout,
         leader_election,
     } = config;
@@ -103,6 +104,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         reverse: features.reverse,
         connect_attempts: ETCD_CONNECT_ATTEMPTS,
         max_txn_ops,
+        pod_chunk: pod_sync_chunk,
     };
     let mut writer = tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),
@@ -129,9 +131,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let Some(kubernetes) = wait_for_kubernetes(&client, &shutdown).await else {
         return Ok(());
     };
-    let scopes = index.apply(Change::Service(Update::Apply(watch::slim_service(
-        kubernetes,
-    ))));
+    let scopes = index.apply(Change::Service(Update::Apply(kubernetes.into())));
     writer.sync(&index, scopes).await?;
     tracing::info!("Successfully added DNS record for Kubernetes service.");
 

@@ -17,16 +17,16 @@
 //! set after every (re)list, including the one the watcher does after a
 //! 410 Gone, and can delete whatever is no longer there. Objects are reduced
 //! before they are buffered or sent: Pods to `(namespace, name, ip)`
-//! (k/k#22290), Services and Endpoints to the fields records use.
+//! (k/k#22290), Services to a [`ServiceInfo`] and Endpoints to the fields
+//! records use.
 
-use crate::index::{Change, ObjectKey, PodInfo, Update};
+use crate::index::{Change, ObjectKey, PodInfo, ServiceInfo, Update};
 use crate::metrics::{Kind, Metrics, SkippedLabels};
 use crate::records::HOSTNAMES_ANNOTATION;
 use crate::validate::{self, Problem};
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service, ServicePort,
-    ServiceSpec,
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::{self, Event, ExponentialBackoff};
@@ -104,7 +104,7 @@ pub fn spawn_all(
     set.spawn(
         run(
             Api::<Service>::all(client.clone()),
-            slim_service,
+            ServiceInfo::from,
             Change::Service,
             ctx(Kind::Services),
         )
@@ -173,12 +173,12 @@ trait Checked {
     fn problems(&self) -> Vec<Problem>;
 }
 
-impl Checked for Service {
+impl Checked for ServiceInfo {
     fn key(&self) -> ObjectKey {
-        ObjectKey::of(&self.metadata)
+        self.key.clone()
     }
     fn problems(&self) -> Vec<Problem> {
-        validate::service(self)
+        validate::service(&self.to_service())
     }
 }
 
@@ -319,33 +319,6 @@ fn slim_meta(meta: ObjectMeta, keep_annotation: Option<&str>) -> ObjectMeta {
     }
 }
 
-/// A Service with only what records use: name, namespace, type,
-/// clusterIP, externalName and each port's name, protocol and number.
-pub fn slim_service(svc: Service) -> Service {
-    let spec = svc.spec.map(|spec| ServiceSpec {
-        type_: spec.type_,
-        cluster_ip: spec.cluster_ip,
-        external_name: spec.external_name,
-        ports: spec.ports.map(|ports| {
-            ports
-                .into_iter()
-                .map(|p| ServicePort {
-                    name: p.name,
-                    protocol: p.protocol,
-                    port: p.port,
-                    ..ServicePort::default()
-                })
-                .collect()
-        }),
-        ..ServiceSpec::default()
-    });
-    Service {
-        metadata: slim_meta(svc.metadata, None),
-        spec,
-        status: None,
-    }
-}
-
 /// Endpoints with only name, namespace, the hostnames annotation, and per
 /// subset the ready addresses' IP and hostname and the ports' name,
 /// protocol and number (`notReadyAddresses` never make records).
@@ -476,7 +449,7 @@ mod tests {
             "spec": {"type": "ClusterIP", "clusterIP": "10.0.0.5",
                      "ports": [{"name": "http", "protocol": "TCP", "port": 80}]},
         }));
-        assert_eq!(slim_service(svc), slim);
+        assert_eq!(ServiceInfo::from(svc).to_service(), slim);
     }
 
     #[test]

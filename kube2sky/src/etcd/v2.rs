@@ -111,6 +111,12 @@ impl V2 {
                 Read::Prefix(p) => (p.trim_end_matches('/'), false),
                 Read::OwnedPtrs(p) => (p.trim_end_matches('/'), true),
                 Read::OwnedPtr(key) => (key.as_str(), true),
+                Read::Range { from, to } => {
+                    return Err(format!("a range read ({from}..{to}) needs etcd v3"));
+                }
+                Read::Ptrs { root, .. } => {
+                    return Err(format!("a filtered read of {root} needs etcd v3"));
+                }
             };
             let mut dirs = BTreeSet::new();
             seen = seen.max(self.read_into(path, ptr, &mut out, &mut dirs).await?);

@@ -123,8 +123,30 @@ impl V3 {
         let mut seen = 0;
         for read in reads {
             let at = match read {
-                Read::Prefix(p) => self.read_prefix(p, false, &mut out).await?,
-                Read::OwnedPtrs(p) => self.read_prefix(p, true, &mut out).await?,
+                Read::Prefix(p) => {
+                    let end = prefix_end(p.as_bytes());
+                    self.read_range(p.as_bytes(), end, false, &mut out, |_| true)
+                        .await?
+                }
+                Read::OwnedPtrs(p) => {
+                    let end = prefix_end(p.as_bytes());
+                    self.read_range(p.as_bytes(), end, true, &mut out, |_| true)
+                        .await?
+                }
+                Read::Range { from, to } => {
+                    let end = to.as_bytes().to_vec();
+                    self.read_range(from.as_bytes(), end, false, &mut out, |_| true)
+                        .await?
+                }
+                Read::Ptrs { root, keys, listed } => {
+                    let end = prefix_end(root.as_bytes());
+                    let keep = |key: &[u8]| {
+                        let found = keys.binary_search_by(|k| k.as_bytes().cmp(key)).is_ok();
+                        found == *listed
+                    };
+                    self.read_range(root.as_bytes(), end, true, &mut out, keep)
+                        .await?
+                }
                 Read::OwnedPtr(key) => {
                     let mut client = self.client().await?;
                     let resp = bounded(&self.shutdown, client.get(key.as_str(), None)).await?;
@@ -139,14 +161,17 @@ impl V3 {
         Ok((out, seen))
     }
 
-    async fn read_prefix(
+    /// Reads the keys from `start` up to `end` (exclusive), a page at a
+    /// time, all at the revision of the first page; keeps those `keep` wants.
+    async fn read_range(
         &mut self,
-        prefix: &str,
+        start: &[u8],
+        end: Vec<u8>,
         ptr: bool,
         out: &mut Actual,
+        keep: impl Fn(&[u8]) -> bool,
     ) -> Result<i64, String> {
-        let end = prefix_end(prefix.as_bytes());
-        let mut from = prefix.as_bytes().to_vec();
+        let mut from = start.to_vec();
         let mut at = 0;
         loop {
             let mut options = GetOptions::new()
@@ -160,7 +185,7 @@ impl V3 {
             if at == 0 {
                 at = revision(resp.header());
             }
-            for kv in resp.kvs() {
+            for kv in resp.kvs().iter().filter(|kv| keep(kv.key())) {
                 self.file(kv, ptr, out);
             }
             match resp.kvs().last() {

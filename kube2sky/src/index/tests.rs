@@ -1,5 +1,11 @@
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
+use k8s_openapi::api::core::v1::Service;
+
+/// A Service event as the watch sends it.
+fn service(update: Update<Service>) -> Change {
+    Change::Service(update.map(ServiceInfo::from))
+}
 
 const REST: &str = r#""priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
 
@@ -26,7 +32,7 @@ fn key(ns: &str, name: &str) -> ObjectKey {
 
 fn section9(features: Features) -> Index {
     let mut ix = index(features);
-    ix.apply(Change::Service(Update::Relisted(vec![
+    ix.apply(service(Update::Relisted(vec![
         svc("default", "kubernetes")
             .ip("10.0.0.1")
             .port("https", "TCP", 443),
@@ -101,9 +107,9 @@ fn reverse_adds_ptrs_for_cluster_ips() {
 #[test]
 fn relist_gives_a_full_scope_only_once_services_and_endpoints_are_known() {
     let mut ix = index(Features::default());
-    let scopes = ix.apply(Change::Service(Update::Relisted(vec![
-        svc("a", "x").ip("10.0.0.5")
-    ])));
+    let scopes = ix.apply(service(Update::Relisted(
+        vec![svc("a", "x").ip("10.0.0.5")],
+    )));
     assert_eq!(
         scopes,
         vec![
@@ -116,7 +122,7 @@ fn relist_gives_a_full_scope_only_once_services_and_endpoints_are_known() {
         vec![Scope::AllServices]
     );
     assert_eq!(
-        ix.apply(Change::Service(Update::Relisted(vec![]))),
+        ix.apply(service(Update::Relisted(vec![]))),
         vec![Scope::AllServices]
     );
     assert!(
@@ -133,17 +139,17 @@ fn without_stale_removal_a_relist_only_rewrites_listed_services() {
         ..Features::default()
     });
     ix.apply(Change::Endpoints(Update::Relisted(vec![])));
-    let scopes = ix.apply(Change::Service(Update::Relisted(vec![
-        svc("a", "x").ip("10.0.0.5")
-    ])));
+    let scopes = ix.apply(service(Update::Relisted(
+        vec![svc("a", "x").ip("10.0.0.5")],
+    )));
     assert_eq!(scopes, vec![Scope::Service(key("a", "x"))]);
 }
 
 #[test]
 fn service_ip_change_reconciles_both_ptrs() {
     let mut ix = index(Features::default());
-    ix.apply(Change::Service(Update::Apply(svc("a", "x").ip("10.0.0.5"))));
-    let scopes = ix.apply(Change::Service(Update::Apply(svc("a", "x").ip("10.0.0.6"))));
+    ix.apply(service(Update::Apply(svc("a", "x").ip("10.0.0.5"))));
+    let scopes = ix.apply(service(Update::Apply(svc("a", "x").ip("10.0.0.6"))));
     assert_eq!(
         scopes,
         vec![
@@ -160,11 +166,11 @@ fn service_ip_change_reconciles_both_ptrs() {
 #[test]
 fn shared_cluster_ip_ptr_goes_to_the_lowest_name() {
     let mut ix = index(Features::default());
-    ix.apply(Change::Service(Update::Apply(svc("b", "z").ip("10.0.0.7"))));
-    ix.apply(Change::Service(Update::Apply(svc("a", "y").ip("10.0.0.7"))));
+    ix.apply(service(Update::Apply(svc("b", "z").ip("10.0.0.7"))));
+    ix.apply(service(Update::Apply(svc("a", "y").ip("10.0.0.7"))));
     let ptr = ix.desired(&Scope::Ptr("10.0.0.7".parse().expect("ip")));
     assert!(ptr["/skydns/arpa/in-addr/10/0/0/7"].contains("y.a.svc.cluster.local."));
-    ix.apply(Change::Service(Update::Delete(svc("a", "y"))));
+    ix.apply(service(Update::Delete(svc("a", "y"))));
     let ptr = ix.desired(&Scope::Ptr("10.0.0.7".parse().expect("ip")));
     assert!(ptr["/skydns/arpa/in-addr/10/0/0/7"].contains("z.b.svc.cluster.local."));
 }
@@ -173,8 +179,8 @@ fn shared_cluster_ip_ptr_goes_to_the_lowest_name() {
 fn endpoints_changes_touch_headless_services_only() {
     let mut ix = index(Features::default());
     ix.apply(Change::Endpoints(Update::Relisted(vec![])));
-    ix.apply(Change::Service(Update::Apply(svc("a", "h").ip("None"))));
-    ix.apply(Change::Service(Update::Apply(svc("a", "c").ip("10.0.0.9"))));
+    ix.apply(service(Update::Apply(svc("a", "h").ip("None"))));
+    ix.apply(service(Update::Apply(svc("a", "c").ip("10.0.0.9"))));
     let ep = endpoints(
         "a",
         "h",
@@ -206,7 +212,7 @@ fn endpoints_deletions_can_be_ignored_like_1_2() {
         ..Features::default()
     });
     ix.apply(Change::Endpoints(Update::Relisted(vec![])));
-    ix.apply(Change::Service(Update::Apply(svc("a", "h"))));
+    ix.apply(service(Update::Apply(svc("a", "h"))));
     let ep = endpoints("a", "h", vec![subset(&["10.244.1.6"], &[])]);
     ix.apply(Change::Endpoints(Update::Apply(ep.clone())));
     assert!(ix.apply(Change::Endpoints(Update::Delete(ep))).is_empty());
@@ -293,7 +299,7 @@ fn headless_services_are_left_alone_until_endpoints_are_listed() {
     ] {
         let mut ix = index(features);
         let (headless, ep) = headless_with_endpoints();
-        let scopes = ix.apply(Change::Service(Update::Relisted(vec![
+        let scopes = ix.apply(service(Update::Relisted(vec![
             headless.clone(),
             svc("a", "c").ip("10.0.0.9"),
         ])));
@@ -302,9 +308,7 @@ fn headless_services_are_left_alone_until_endpoints_are_listed() {
             "services listed first must not empty the headless service: {scopes:?}"
         );
         assert!(scopes.contains(&Scope::Service(key("a", "c"))));
-        assert!(ix
-            .apply(Change::Service(Update::Apply(headless)))
-            .is_empty());
+        assert!(ix.apply(service(Update::Apply(headless))).is_empty());
         let all = ix.all_scopes();
         assert!(!all.contains(&Scope::Service(key("a", "h"))), "{all:?}");
         assert!(!all.contains(&Scope::AllServices), "{all:?}");
@@ -322,9 +326,9 @@ fn headless_services_are_left_alone_until_endpoints_are_listed() {
 fn deleting_a_headless_service_before_endpoints_are_listed_still_removes_it() {
     let mut ix = index(Features::default());
     let (headless, _) = headless_with_endpoints();
-    ix.apply(Change::Service(Update::Relisted(vec![headless.clone()])));
+    ix.apply(service(Update::Relisted(vec![headless.clone()])));
     assert_eq!(
-        ix.apply(Change::Service(Update::Delete(headless))),
+        ix.apply(service(Update::Delete(headless))),
         vec![Scope::Service(key("a", "h"))]
     );
 }
@@ -356,16 +360,16 @@ fn a_ptr_follows_its_owners_ip_changes_and_relists() {
             .into_values()
             .next()
     };
-    ix.apply(Change::Service(Update::Apply(svc("a", "x").ip("10.0.0.7"))));
-    ix.apply(Change::Service(Update::Apply(svc("b", "y").ip("10.0.0.7"))));
+    ix.apply(service(Update::Apply(svc("a", "x").ip("10.0.0.7"))));
+    ix.apply(service(Update::Apply(svc("b", "y").ip("10.0.0.7"))));
     // x moves away: the PTR of .7 passes to y, .8 is x's.
-    ix.apply(Change::Service(Update::Apply(svc("a", "x").ip("10.0.0.8"))));
+    ix.apply(service(Update::Apply(svc("a", "x").ip("10.0.0.8"))));
     assert!(ptr_of(&ix, "10.0.0.7").is_some_and(|v| v.contains("y.b.svc")));
     assert!(ptr_of(&ix, "10.0.0.8").is_some_and(|v| v.contains("x.a.svc")));
     // A relist without y forgets it: no PTR for .7.
-    ix.apply(Change::Service(Update::Relisted(vec![
-        svc("a", "x").ip("10.0.0.8")
-    ])));
+    ix.apply(service(Update::Relisted(
+        vec![svc("a", "x").ip("10.0.0.8")],
+    )));
     assert_eq!(ptr_of(&ix, "10.0.0.7"), None);
     assert!(ptr_of(&ix, "10.0.0.8").is_some_and(|v| v.contains("x.a.svc")));
 }
@@ -376,7 +380,7 @@ fn an_endpoints_relist_without_stale_removal_touches_headless_services_only() {
         remove_stale: false,
         ..Features::default()
     });
-    ix.apply(Change::Service(Update::Relisted(vec![
+    ix.apply(service(Update::Relisted(vec![
         svc("a", "c").ip("10.0.0.5"),
         svc("a", "h").ip("None"),
     ])));
@@ -387,4 +391,156 @@ fn an_endpoints_relist_without_stale_removal_touches_headless_services_only() {
         ix.apply(Change::Endpoints(Update::Relisted(vec![]))),
         vec![Scope::Service(key("a", "h"))]
     );
+}
+
+#[test]
+fn pod_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
+    let mut ix = index(Features::default());
+    let pods: Vec<PodInfo> = [
+        ("a", "p1", "10.1.0.1"),
+        ("a", "p2", "10.1.0.2"),
+        ("a-b", "p3", "10.1.0.3"),
+        ("b", "p4", "10.1.0.4"),
+        ("c", "p5", "10.1.0.5"),
+        ("c", "p6", "10.1.0.6"),
+        ("c", "p7", "10.1.0.7"),
+    ]
+    .into_iter()
+    .map(|(ns, name, ip)| pod(ns, name, ip))
+    .collect();
+    ix.apply(Change::Pod(Update::Relisted(pods)));
+    let names = Names::new("cluster.local");
+    let chunks = ix.pod_chunks(2);
+    // `a-b/` sorts before `a/` in etcd; no namespace is split, and a
+    // namespace larger than a chunk gets one of its own.
+    let namespaces: Vec<Vec<String>> = chunks
+        .iter()
+        .map(|c| match c {
+            Scope::PodChunk { namespaces, .. } => namespaces.clone(),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(namespaces, [vec!["a-b"], vec!["a"], vec!["b"], vec!["c"]]);
+    // The ranges join end to end from the start of pod/ to its end, so a key
+    // of a namespace with no pods left (`a-a/`, `bb/`) is read by exactly one.
+    let ranges: Vec<(String, String)> = chunks
+        .iter()
+        .map(|c| match c.reads(&names, false).as_slice() {
+            [Read::Range { from, to, .. }] => (from.clone(), to.clone()),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    let root = names.pod_root();
+    assert_eq!(ranges.first().unwrap().0, root);
+    assert_eq!(ranges.last().unwrap().1, "/skydns/local/cluster/pod0");
+    for pair in ranges.windows(2) {
+        assert_eq!(pair[0].1, pair[1].0);
+    }
+    for orphan in ["a-a/10-1-0-9/x", "bb/10-1-0-9/x", "d/10-1-0-9/x", "0/x"] {
+        let key = format!("{root}{orphan}");
+        let holders = ranges
+            .iter()
+            .filter(|(from, to)| from.as_str() <= key.as_str() && key.as_str() < to.as_str())
+            .count();
+        assert_eq!(holders, 1, "{key}");
+    }
+    // Each chunk desires its own namespaces' pods, all of them once.
+    let mut desired = Records::new();
+    for chunk in &chunks {
+        let part = ix.desired(chunk);
+        assert!(part.keys().all(|k| !desired.contains_key(k)));
+        desired.extend(part);
+    }
+    assert_eq!(desired, ix.desired(&Scope::AllPods));
+    assert_eq!(desired.len(), 7);
+}
+
+#[test]
+fn no_pods_is_one_chunk_over_the_whole_subtree() {
+    let ix = index(Features::default());
+    let names = Names::new("cluster.local");
+    let chunks = ix.pod_chunks(10);
+    assert_eq!(chunks.len(), 1);
+    assert_eq!(
+        chunks[0].reads(&names, false),
+        [Read::Range {
+            from: "/skydns/local/cluster/pod/".into(),
+            to: "/skydns/local/cluster/pod0".into(),
+        }]
+    );
+}
+
+#[test]
+fn service_chunks_keep_each_ptr_with_its_service_and_sweep_the_rest() {
+    let mut ix = index(Features {
+        reverse: true,
+        ..Features::default()
+    });
+    ix.apply(service(Update::Relisted(vec![
+        svc("a", "x").ip("10.0.0.5").port("http", "TCP", 80),
+        svc("a", "y").ip("10.0.0.40"),
+        svc("a-b", "z").ip("10.0.0.6"),
+        svc("c", "w").ip("10.0.0.7"),
+        svc("c", "v").ip("10.0.0.7"),
+    ])));
+    ix.apply(Change::Endpoints(Update::Relisted(vec![])));
+    let names = Names::new("cluster.local");
+    let chunks = ix.service_chunks(2);
+    let ptr = |ip: &str| names.ptr_key(ip.parse().unwrap());
+    // Whole namespaces in key order, each with the PTRs its services own;
+    // a shared IP's PTR goes with its first holder (c/v).
+    let shapes: Vec<(Vec<String>, Vec<String>)> = chunks
+        .iter()
+        .filter_map(|c| match c {
+            Scope::ServiceChunk {
+                namespaces, ptrs, ..
+            } => Some((
+                namespaces.clone(),
+                ptrs.iter().map(|ip| ip.to_string()).collect(),
+            )),
+            _ => None,
+        })
+        .collect();
+    let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    assert_eq!(
+        shapes,
+        [
+            (strings(&["a-b"]), strings(&["10.0.0.6"])),
+            (strings(&["a"]), strings(&["10.0.0.5", "10.0.0.40"])),
+            (strings(&["c"]), strings(&["10.0.0.7"])),
+        ]
+    );
+    // The svc ranges join end to end; the chunk's PTR read keeps its own.
+    let ranges: Vec<(String, String)> = chunks
+        .iter()
+        .flat_map(|c| c.reads(&names, true))
+        .filter_map(|r| match r {
+            Read::Range { from, to } => Some((from, to)),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(ranges.first().unwrap().0, names.svc_root());
+    assert_eq!(ranges.last().unwrap().1, "/skydns/local/cluster/svc0");
+    for pair in ranges.windows(2) {
+        assert_eq!(pair[0].1, pair[1].0);
+    }
+    let Some(Scope::PtrSweep { held }) = chunks.last() else {
+        panic!("{chunks:?}")
+    };
+    let mut want = vec![
+        ptr("10.0.0.5"),
+        ptr("10.0.0.40"),
+        ptr("10.0.0.6"),
+        ptr("10.0.0.7"),
+    ];
+    want.sort();
+    assert_eq!(held, &want);
+    assert!(ix.desired(chunks.last().unwrap()).is_empty());
+    let mut desired = Records::new();
+    for chunk in &chunks {
+        let part = ix.desired(chunk);
+        assert!(part.keys().all(|k| !desired.contains_key(k)));
+        desired.extend(part);
+    }
+    assert_eq!(desired, ix.desired(&Scope::AllServices));
 }
