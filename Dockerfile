@@ -15,8 +15,9 @@
 ARG RUST_VERSION=1.89
 
 FROM rust:${RUST_VERSION}-alpine AS build
-# protoc and the well-known .proto files: etcd-client's build script.
-RUN apk add --no-cache bash musl-dev protoc protobuf-dev
+# protoc and the well-known .proto files: etcd-client's build script;
+# make: jemalloc's (tikv-jemalloc-sys), the allocator of skydns and kube2sky.
+RUN apk add --no-cache bash musl-dev protoc protobuf-dev make
 WORKDIR /src
 COPY . .
 RUN --mount=type=cache,target=/usr/local/cargo/registry \

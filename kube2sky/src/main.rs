@@ -6,6 +6,12 @@ use kube2sky::config::Flags;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
+/// jemalloc, not glibc's malloc: under tokio's worker threads glibc keeps
+/// freed memory in per-thread arenas (at 300,000 records, 5-10 MB more
+/// resident for the same heap).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 #[tokio::main]
 async fn main() {
     let flags = match Flags::parse_from_go_style(std::env::args()) {

@@ -3,6 +3,12 @@
 use std::process::ExitCode;
 use tokio_util::sync::CancellationToken;
 
+/// jemalloc, not glibc's malloc: under tokio's worker threads glibc keeps
+/// freed memory in per-thread arenas (at 300,000 records, 5-10 MB more
+/// resident for the same heap).
+#[global_allocator]
+static ALLOCATOR: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> ExitCode {
     let flags = match skydns::config::parse_args(std::env::args_os()) {
         Ok(flags) => flags,

@@ -110,30 +110,30 @@ fn start_mirror(store: &MemoryStore) -> (SharedSnapshot, CancellationToken) {
     (shared, stop)
 }
 
-#[tokio::test]
-async fn a_broken_watch_is_resumed_after_its_last_revision_without_a_reload() {
+/// A store with one record, mirrored, whose watch broke once and was
+/// followed by one more put, which the mirror has applied.
+async fn mirrored_after_one_break() -> (MemoryStore, SharedSnapshot, CancellationToken) {
     let store = MemoryStore::default();
     store.put("/skydns/local/cluster/a/x", A);
     let (shared, stop) = start_mirror(&store);
     until(&shared, "first load", |s| s.len() == 1).await;
-
     store.break_watches();
     store.put("/skydns/local/cluster/b/x", A);
     until(&shared, "the put after the break", |s| s.len() == 2).await;
+    (store, shared, stop)
+}
+
+#[tokio::test]
+async fn a_broken_watch_is_resumed_after_its_last_revision_without_a_reload() {
+    let (store, _shared, stop) = mirrored_after_one_break().await;
     assert_eq!(store.loads(), 1, "the mirror read everything again");
     stop.cancel();
 }
 
 #[tokio::test]
 async fn a_watch_that_breaks_again_at_once_means_a_reload() {
-    let store = MemoryStore::default();
-    store.put("/skydns/local/cluster/a/x", A);
-    let (shared, stop) = start_mirror(&store);
-    until(&shared, "first load", |s| s.len() == 1).await;
-
-    store.break_watches();
-    store.put("/skydns/local/cluster/b/x", A);
-    until(&shared, "the put after the first break", |s| s.len() == 2).await;
+    let (store, shared, stop) = mirrored_after_one_break().await;
+    // Within RESUME_AGAIN_AFTER (1 s) of the first break.
     store.break_watches();
     store.put("/skydns/local/cluster/c/x", A);
     until(&shared, "the put after the second break", |s| s.len() == 3).await;
