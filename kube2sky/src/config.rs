@@ -91,10 +91,11 @@ pub struct Flags {
     /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
     #[arg(long, default_value_t = crate::reconcile::MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
-    /// Pods per slice of a full sync of pods on etcd v3: the desired and
-    /// actual records of one slice of the pod subtree are held at a time.
-    #[arg(long, default_value_t = 10_000, value_parser = parse_pod_sync_chunk)]
-    pub pod_sync_chunk: usize,
+    /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods,
+    /// or of services with the PTRs they own): the desired and actual
+    /// records of one slice are held at a time, not a whole subtree's.
+    #[arg(long, default_value_t = 10_000, value_parser = parse_full_sync_chunk)]
+    pub full_sync_chunk: usize,
     /// How long /readiness waits for the first complete write of services and
     /// endpoints before it opens anyway (0s: open when the watches start, as 1.2).
     #[arg(long, default_value = "60s", value_parser = parse_duration)]
@@ -170,8 +171,8 @@ pub struct Config {
     pub loss_check: Option<Duration>,
     /// `--etcd-max-txn-ops`.
     pub max_txn_ops: usize,
-    /// `--pod-sync-chunk`.
-    pub pod_sync_chunk: usize,
+    /// `--full-sync-chunk`.
+    pub full_sync_chunk: usize,
     /// `--initial-sync-timeout`; zero: ready at once (1.2).
     pub initial_sync_timeout: Duration,
     /// `--leader-elect` and its settings; `None`: write without a Lease.
@@ -265,7 +266,7 @@ impl Flags {
             endpoints_deletions,
             etcd_loss_check_interval,
             etcd_max_txn_ops,
-            pod_sync_chunk,
+            full_sync_chunk,
             initial_sync_timeout,
             ..
         } = self.clone();
@@ -328,7 +329,7 @@ impl Flags {
             },
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
             max_txn_ops: etcd_max_txn_ops,
-            pod_sync_chunk,
+            full_sync_chunk,
             initial_sync_timeout,
             leader_election,
         })
@@ -466,10 +467,10 @@ fn parse_max_txn_ops(s: &str) -> Result<usize, String> {
     }
 }
 
-fn parse_pod_sync_chunk(s: &str) -> Result<usize, String> {
+fn parse_full_sync_chunk(s: &str) -> Result<usize, String> {
     match gocompat::int::parse(s) {
         Ok(n) if n >= 1 => usize::try_from(n).map_err(|e| e.to_string()),
-        Ok(n) => Err(format!("{n} is not a number of pods (at least 1)")),
+        Ok(n) => Err(format!("{n} is not a number of objects (at least 1)")),
         Err(e) => Err(e.to_string()),
     }
 }

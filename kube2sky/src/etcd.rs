@@ -90,8 +90,8 @@ pub struct WriterOptions {
     pub connect_attempts: (u32, Duration),
     /// Operations per v3 transaction at most (`--etcd-max-txn-ops`).
     pub max_txn_ops: usize,
-    /// Pods per slice of a full sync of pods on etcd v3 (`--pod-sync-chunk`).
-    pub pod_chunk: usize,
+    /// Pods or services per slice of a full sync on etcd v3 (`--full-sync-chunk`).
+    pub sync_chunk: usize,
 }
 
 /// What etcd answers to a transaction over its `--max-txn-ops`.
@@ -189,8 +189,8 @@ impl Writer {
     }
 
     /// Reconciles `scopes` (deduplicated; full scopes absorb their parts).
-    /// A full sync on etcd v3 goes `pod_chunk` objects at a time
-    /// ([`Index::pod_chunks`], [`Index::service_chunks`]: services by
+    /// A full sync on etcd v3 goes `sync_chunk` objects at a time
+    /// ([`Index::sync_chunks`], [`Index::service_chunks`]: services by
     /// namespace, then the PTRs): at 150,000 pods the desired and actual
     /// records of the whole subtree at once were 50 MB.
     /// Returns `Ok` early, after the request in flight, once shutdown is
@@ -226,8 +226,8 @@ impl Writer {
             let chunks = match round.as_slice() {
                 // One slice of a subtree in memory at a time (v3 ranges).
                 _ if !self.backend.has_transactions() => None,
-                [Scope::AllPods] => Some(index.pod_chunks(self.options.pod_chunk)),
-                [Scope::AllServices] => Some(index.service_chunks(self.options.pod_chunk)),
+                [Scope::AllPods] => Some(index.sync_chunks(self.options.sync_chunk)),
+                [Scope::AllServices] => Some(index.service_chunks(self.options.sync_chunk)),
                 _ => None,
             };
             if let Some(chunks) = chunks {

@@ -588,7 +588,7 @@ impl Index {
 
     /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
     /// each (whole namespaces), covering every key under `pod/`.
-    pub fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
+    pub fn sync_chunks(&self, pods: usize) -> Vec<Scope> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for (ns, _) in self.pod_ips.keys() {
             *counts.entry(format!("{ns}/")).or_default() += 1;

@@ -85,7 +85,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         features,
         loss_check,
         max_txn_ops,
-        pod_sync_chunk,
+        full_sync_chunk,
         initial_sync_timeout,
         leader_election,
     } = config;
@@ -104,7 +104,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         reverse: features.reverse,
         connect_attempts: ETCD_CONNECT_ATTEMPTS,
         max_txn_ops,
-        pod_chunk: pod_sync_chunk,
+        sync_chunk: full_sync_chunk,
     };
     let mut writer = tokio::select! {
         _ = shutdown.cancelled() => return Ok(()),

@@ -157,7 +157,7 @@ async fn health_port_answers_on_ipv4_and_ipv6() -> Result<()> {
     Ok(())
 }
 
-/// A full sync in slices of one object (`--pod-sync-chunk=1`, v3) writes
+/// A full sync in slices of one object (`--full-sync-chunk=1`, v3) writes
 /// every pod, keeps what is right and deletes stale keys in every slice,
 /// including those of namespaces with no pods left, which fall between or
 /// after the slices of live namespaces; services and PTRs the same.
@@ -202,7 +202,7 @@ async fn a_full_sync_of_pods_in_slices_leaves_exactly_the_pods() -> Result<()> {
     if api_flag.ends_with("v2") {
         return Ok(()); // slices are a v3 read; v2 syncs the subtree whole
     }
-    let k2s = Kube2sky::start(&etcd, &api, &["--pod-sync-chunk=1"])?;
+    let k2s = Kube2sky::start(&etcd, &api, &["--full-sync-chunk=1"])?;
     k2s.wait_for_log("full sync of pods done").await?;
     let mut expected: Vec<(String, String)> = [
         ("default", "10.244.0.1"),

@@ -394,7 +394,7 @@ fn an_endpoints_relist_without_stale_removal_touches_headless_services_only() {
 }
 
 #[test]
-fn pod_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
+fn sync_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
     let mut ix = index(Features::default());
     let pods: Vec<PodInfo> = [
         ("a", "p1", "10.1.0.1"),
@@ -410,7 +410,7 @@ fn pod_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
     .collect();
     ix.apply(Change::Pod(Update::Relisted(pods)));
     let names = Names::new("cluster.local");
-    let chunks = ix.pod_chunks(2);
+    let chunks = ix.sync_chunks(2);
     // `a-b/` sorts before `a/` in etcd; no namespace is split, and a
     // namespace larger than a chunk gets one of its own.
     let namespaces: Vec<Vec<String>> = chunks
@@ -459,7 +459,7 @@ fn pod_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
 fn no_pods_is_one_chunk_over_the_whole_subtree() {
     let ix = index(Features::default());
     let names = Names::new("cluster.local");
-    let chunks = ix.pod_chunks(10);
+    let chunks = ix.sync_chunks(10);
     assert_eq!(chunks.len(), 1);
     assert_eq!(
         chunks[0].reads(&names, false),
