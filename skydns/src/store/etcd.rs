@@ -31,6 +31,10 @@ pub const MAX_MESSAGE: usize = 32 * 1024 * 1024;
 /// An etcd v3 cluster as a [`Store`].
 pub struct EtcdStore {
     client: MemberClient,
+    /// The cluster the last load read: a watch is only resumed on the same
+    /// one (an etcd started again on empty data, or restored from a
+    /// snapshot, is a new cluster, and its revisions start again).
+    cluster: Option<u64>,
 }
 
 impl EtcdStore {
@@ -38,6 +42,7 @@ impl EtcdStore {
     pub fn new(options: EtcdOptions) -> Self {
         EtcdStore {
             client: MemberClient::new(options),
+            cluster: None,
         }
     }
 
@@ -62,8 +67,10 @@ impl Store for EtcdStore {
 
     async fn load_snapshot(&mut self, prefix: &str) -> Result<Snapshot, StoreError> {
         let result = async {
-            let kv = self.client.get().await?.kv_client();
-            let kv = kv.max_decoding_message_size(MAX_MESSAGE);
+            let mut client = self.client.get().await?;
+            let status = client.status().await.map_err(unavailable)?;
+            self.cluster = status.header().map(|h| h.cluster_id());
+            let kv = client.kv_client().max_decoding_message_size(MAX_MESSAGE);
             let mut snapshot = Snapshot::new(0, []);
             let revision = read_pages(kv, prefix, PAGE_KEYS, |page| {
                 snapshot.extend_loaded(super::parse_page(page));
@@ -106,6 +113,28 @@ impl Store for EtcdStore {
 
     fn forget_connection(&mut self) {
         self.client.forget();
+    }
+
+    async fn same_store(&mut self, revision: i64) -> Result<bool, StoreError> {
+        // A store whose revision is below one already seen was emptied or
+        // restored (an etcd started on empty data keeps its cluster ID when
+        // its name and peers are the same). A member that is merely behind
+        // catches up within milliseconds, so it is asked a few times.
+        for _ in 0..3 {
+            let result = async {
+                let mut client = self.client.get().await?;
+                let status = client.status().await.map_err(unavailable)?;
+                Ok(status.header().map(|h| (h.cluster_id(), h.revision())))
+            }
+            .await;
+            let header = self.forget_on_error(result)?;
+            match header {
+                Some((cluster, _)) if Some(cluster) != self.cluster => return Ok(false),
+                Some((_, now)) if now >= revision => return Ok(true),
+                _ => tokio::time::sleep(std::time::Duration::from_millis(100)).await,
+            }
+        }
+        Ok(false)
     }
 }
 

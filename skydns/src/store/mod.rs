@@ -110,6 +110,10 @@ pub enum StoreError {
         /// How many events.
         by: i64,
     },
+    /// The store is not the one loaded (emptied, restored): its revisions
+    /// start again, so everything must be read again.
+    #[error("the store was replaced (a new etcd cluster, or its revision went back); reading everything again")]
+    Replaced,
     /// The revision to watch from has been compacted away.
     #[error("revision {requested} is compacted (oldest kept: {compacted})")]
     Compacted {
@@ -176,6 +180,15 @@ pub trait Store: Send + 'static {
     /// Drops the connection after a watch broke, so the next request
     /// reconnects (to the next member of a cluster).
     fn forget_connection(&mut self) {}
+    /// Whether the store is still the one the last load read (etcd v3: the
+    /// same cluster ID, at `revision` or later), so a broken watch can go on
+    /// from `revision`.
+    fn same_store(
+        &mut self,
+        _revision: i64,
+    ) -> impl Future<Output = Result<bool, StoreError>> + Send {
+        async { Ok(true) }
+    }
     /// The store's current revision, without reading any key.
     fn current_revision(&mut self) -> impl Future<Output = Result<i64, StoreError>> + Send {
         async { Ok(0) }
@@ -327,7 +340,13 @@ async fn resume<S: Store>(
     let mut attempt = 1;
     loop {
         store.forget_connection();
-        match store.watch(prefix, revision).await {
+        let watch = async {
+            if !store.same_store(revision).await? {
+                return Err(StoreError::Replaced);
+            }
+            store.watch(prefix, revision).await
+        };
+        match watch.await {
             Err(StoreError::Unavailable(e)) if attempt < RESUME_ATTEMPTS => {
                 tracing::debug!(error = %e, attempt, "the watch cannot be made yet");
                 tokio::time::sleep(pause).await;
