@@ -1,0 +1,152 @@
+//! What the writer reconciles and where it reads: a [`Scope`] is a part of
+//! the owned key space diffed as a unit (one service, one PTR, one pod
+//! directory, a whole subtree or a slice of one), and [`Scope::reads`] names
+//! the etcd [`Read`]s that give its actual records.
+
+use super::ObjectKey;
+use crate::records::Names;
+use std::net::Ipv4Addr;
+
+/// A part of the owned key space that is reconciled as a unit.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Scope {
+    /// One service's directory.
+    Service(ObjectKey),
+    /// One PTR key.
+    Ptr(Ipv4Addr),
+    /// One pod IP's directory in a namespace.
+    PodDir {
+        /// Namespace.
+        namespace: String,
+        /// Pod IP.
+        ip: String,
+    },
+    /// Everything under `svc/` and every PTR we own.
+    AllServices,
+    /// Everything under `pod/`.
+    AllPods,
+    /// A slice of `pod/` in key order: the namespaces' pods are desired, and
+    /// every key from the directory of namespace `from` (the start of `pod/`
+    /// when `None`) up to that of `to` (the end when `None`) is read, so
+    /// keys of namespaces that are gone are deleted too. A full sync of
+    /// pods as several of these holds one slice in memory at a time.
+    PodChunk {
+        /// The namespaces with pods in this slice, in key order.
+        namespaces: Vec<String>,
+        /// First namespace directory read.
+        from: Option<String>,
+        /// First namespace directory not read.
+        to: Option<String>,
+    },
+    /// [`Scope::PodChunk`] for `svc/`: the services of `namespaces`, and the
+    /// PTRs of `ptrs` (the cluster IPs these services own), so a service and
+    /// its PTR stay in one transaction.
+    ServiceChunk {
+        /// The namespaces with services in this slice, in key order.
+        namespaces: Vec<String>,
+        /// First namespace directory read.
+        from: Option<String>,
+        /// First namespace directory not read.
+        to: Option<String>,
+        /// The cluster IPs owned by these services (with reverse records).
+        ptrs: Vec<Ipv4Addr>,
+    },
+    /// The owned PTRs of no service: every owned PTR key not in `held`
+    /// (the sorted PTR keys of every cluster IP) is deleted.
+    PtrSweep {
+        /// PTR keys of the cluster IPs services hold, sorted.
+        held: Vec<String>,
+    },
+}
+
+/// Where a scope's actual records live in etcd.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Read {
+    /// Every key with this prefix.
+    Prefix(String),
+    /// Every PTR key under this prefix whose value points into our domain.
+    OwnedPtrs(String),
+    /// This key, if its value points into our domain.
+    OwnedPtr(String),
+    /// Every key from `from` (inclusive) to `to` (exclusive): etcd v3 only.
+    Range {
+        /// First key.
+        from: String,
+        /// End key, not included.
+        to: String,
+    },
+    /// The PTR keys under `root` that point into our domain and are among
+    /// `keys` (sorted) when `listed`, or not among them otherwise: one read
+    /// of the PTR subtree keeping only those. etcd v3 only.
+    Ptrs {
+        /// The PTR root.
+        root: String,
+        /// Sorted keys.
+        keys: Vec<String>,
+        /// Keep the keys listed (or the others).
+        listed: bool,
+    },
+}
+
+impl Scope {
+    /// The etcd reads that give this scope's actual records.
+    pub fn reads(&self, names: &Names, reverse: bool) -> Vec<Read> {
+        match self {
+            Scope::Service(k) => vec![Read::Prefix(names.service_dir(&k.namespace, &k.name))],
+            Scope::Ptr(ip) => vec![Read::OwnedPtr(names.ptr_key(*ip))],
+            Scope::PodDir { namespace, ip } => vec![Read::Prefix(names.pod_dir(namespace, ip))],
+            Scope::AllServices if reverse => vec![
+                Read::Prefix(names.svc_root()),
+                Read::OwnedPtrs(names.ptr_root()),
+            ],
+            Scope::AllServices => vec![Read::Prefix(names.svc_root())],
+            Scope::AllPods => vec![Read::Prefix(names.pod_root())],
+            Scope::PodChunk { from, to, .. } => {
+                vec![namespace_range(&names.pod_root(), from, to)]
+            }
+            Scope::ServiceChunk { from, to, ptrs, .. } => {
+                let mut reads = vec![namespace_range(&names.svc_root(), from, to)];
+                if reverse && !ptrs.is_empty() {
+                    let mut keys: Vec<String> = ptrs.iter().map(|ip| names.ptr_key(*ip)).collect();
+                    keys.sort();
+                    reads.push(Read::Ptrs {
+                        root: names.ptr_root(),
+                        keys,
+                        listed: true,
+                    });
+                }
+                reads
+            }
+            Scope::PtrSweep { held } => vec![Read::Ptrs {
+                root: names.ptr_root(),
+                keys: held.clone(),
+                listed: false,
+            }],
+        }
+    }
+
+    /// A short description for logs and errors.
+    pub fn describe(&self, names: &Names) -> String {
+        match self.reads(names, true).first() {
+            Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p)) => p.clone(),
+            Some(Read::Range { from, to }) => format!("{from}..{to}"),
+            Some(Read::Ptrs { root, .. }) => root.clone(),
+            None => format!("{self:?}"),
+        }
+    }
+}
+
+/// The keys of the namespace directories `from` to `to` (exclusive) under
+/// `root`; the whole of `root` at either end when `None`.
+fn namespace_range(root: &str, from: &Option<String>, to: &Option<String>) -> Read {
+    let dir = |ns: &String| format!("{root}{ns}/");
+    Read::Range {
+        from: from.as_ref().map_or_else(|| root.to_string(), dir),
+        to: to.as_ref().map_or_else(|| end_of(root), dir),
+    }
+}
+
+/// The first key after every key under `root` (which ends in `/`).
+fn end_of(root: &str) -> String {
+    format!("{}0", root.trim_end_matches('/'))
+}
