@@ -84,6 +84,19 @@ pub struct Flags {
     /// Remove a headless service's records when its Endpoints are deleted.
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub endpoints_deletions: bool,
+    /// The Kubernetes DNS specification 1.1.0's records that 1.2 did not write:
+    /// one record per IP for endpoints sharing a hostname, PTRs for ready
+    /// headless endpoints with a hostname, every name of a shared IP in its PTRs,
+    /// and `dns-version.<domain>` TXT "1.1.0". `false`: 1.2's key set (the
+    /// legacy manifest). Dual-stack and IPv6 records need no switch.
+    #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
+    pub spec_records: bool,
+    /// Where headless services' endpoints come from: `endpoints` (v1
+    /// Endpoints, as 1.2), `endpointslices` (discovery.k8s.io/v1: dual-stack,
+    /// no 1000-address cap), or `auto`: EndpointSlices when the API server
+    /// serves them (Kubernetes 1.21+), else Endpoints.
+    #[arg(long, default_value = "auto", value_parser = parse_endpoints_source)]
+    pub endpoints_source: EndpointsSource,
     /// How often to check etcd for data loss (0s: never).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub etcd_loss_check_interval: Duration,
@@ -177,6 +190,30 @@ pub struct Config {
     pub initial_sync_timeout: Duration,
     /// `--leader-elect` and its settings; `None`: write without a Lease.
     pub leader_election: Option<crate::leader::Election>,
+    /// `--endpoints-source`.
+    pub endpoints_source: EndpointsSource,
+}
+
+/// `--endpoints-source`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EndpointsSource {
+    /// v1 Endpoints.
+    Endpoints,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    EndpointSlices,
+    /// EndpointSlices if the API server serves them, else Endpoints.
+    Auto,
+}
+
+fn parse_endpoints_source(s: &str) -> Result<EndpointsSource, String> {
+    match s {
+        "endpoints" => Ok(EndpointsSource::Endpoints),
+        "endpointslices" => Ok(EndpointsSource::EndpointSlices),
+        "auto" => Ok(EndpointsSource::Auto),
+        _ => Err(format!(
+            "invalid endpoints source {s:?} (use endpoints, endpointslices or auto)"
+        )),
+    }
 }
 
 /// Where the Kubernetes client configuration comes from (reference §3 step 4).
@@ -210,6 +247,8 @@ pub struct Features {
     pub remove_stale: bool,
     /// Endpoints deletions remove headless records.
     pub endpoints_deletions: bool,
+    /// The specification's records that change 1.2's key set.
+    pub spec_records: bool,
 }
 
 impl Default for Features {
@@ -221,6 +260,7 @@ impl Default for Features {
             atomic_updates: true,
             remove_stale: true,
             endpoints_deletions: true,
+            spec_records: true,
         }
     }
 }
@@ -264,6 +304,8 @@ impl Flags {
             atomic_updates,
             remove_stale,
             endpoints_deletions,
+            spec_records,
+            endpoints_source,
             etcd_loss_check_interval,
             etcd_max_txn_ops,
             full_sync_chunk,
@@ -326,12 +368,14 @@ impl Flags {
                 atomic_updates,
                 remove_stale,
                 endpoints_deletions,
+                spec_records,
             },
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
             max_txn_ops: etcd_max_txn_ops,
             full_sync_chunk,
             initial_sync_timeout,
             leader_election,
+            endpoints_source,
         })
     }
 

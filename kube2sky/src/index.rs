@@ -10,16 +10,20 @@
 //! that matches no object (stale-key removal). Until endpoints have been
 //! listed, headless services' records are unknown and their scopes are
 //! never returned ([`Index::is_known`]). Pods are kept as
-//! `(namespace, name, ip)` only.
+//! `(namespace, name, ips)` only. Endpoints come from v1 Endpoints or from
+//! EndpointSlices merged per service (`slices`); the PTR names of every IP
+//! (cluster IPs, and with the specification's records hostnamed headless
+//! endpoints) are kept in `reverse`, updated from what one object change
+//! adds and removes.
 
 use crate::config::Features;
 use crate::records::{
-    cluster_ipv4, pod_records, port_problems, ptr_record, service_kind, service_records, Names,
-    PortProblem, Records, ServiceKind,
+    cluster_ips, dns_version_records, endpoint_ptr_names, pod_records, port_problems, ptr_records,
+    service_kind, service_records, Names, Options, PortProblem, PtrName, Records, ServiceKind,
 };
 use k8s_openapi::api::core::v1::Endpoints;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// `namespace/name` of an object.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -45,8 +49,8 @@ impl ObjectKey {
 pub struct PodInfo {
     /// Namespace and name.
     pub key: ObjectKey,
-    /// `status.podIP`, empty when not assigned.
-    pub ip: String,
+    /// `status.podIPs` (`status.podIP` first), empty when not assigned.
+    pub ips: Vec<String>,
 }
 
 /// One watch event, already reduced.
@@ -82,6 +86,8 @@ pub enum Change {
     Endpoints(Update<Endpoints>),
     /// Pods.
     Pod(Update<PodInfo>),
+    /// EndpointSlices (instead of Endpoints).
+    EndpointSlice(Update<SliceInfo>),
 }
 
 /// The objects records are built from.
@@ -94,13 +100,17 @@ pub struct Index {
     // 11 values inline with slack.
     services: BTreeMap<ObjectKey, ServiceInfo>,
     endpoints: BTreeMap<ObjectKey, Box<Endpoints>>,
-    pods: BTreeMap<ObjectKey, String>,
+    /// EndpointSlices by slice key, and each service's slice names.
+    slices: Slices,
+    /// Each pod's IPs, space-separated (one allocation per pod).
+    pods: BTreeMap<ObjectKey, Box<str>>,
     pod_ips: BTreeMap<(String, String), usize>,
-    /// Which services hold each IPv4 cluster IP (the PTR goes to the first),
-    /// so a PTR costs O(log n) instead of a scan of every service.
-    /// (A sorted Vec, not a set: almost every IP has one holder, and a
-    /// one-element B-tree set costs a whole node.)
-    cluster_ips: BTreeMap<Ipv4Addr, Vec<ObjectKey>>,
+    /// The names each IP's PTR points at, sorted (without the
+    /// specification's records the first alone gets the PTR), so a PTR
+    /// costs O(log n) instead of a scan of every service. (A sorted Vec,
+    /// not a set: almost every IP has one name, and a one-element B-tree
+    /// set costs a whole node.)
+    reverse: BTreeMap<IpAddr, Vec<PtrName>>,
     services_listed: bool,
     endpoints_listed: bool,
 }
@@ -113,9 +123,10 @@ impl Index {
             features,
             services: BTreeMap::new(),
             endpoints: BTreeMap::new(),
+            slices: Slices::default(),
             pods: BTreeMap::new(),
             pod_ips: BTreeMap::new(),
-            cluster_ips: BTreeMap::new(),
+            reverse: BTreeMap::new(),
             services_listed: false,
             endpoints_listed: false,
         }
@@ -155,32 +166,35 @@ impl Index {
 
     fn record(&mut self, change: Change) -> Vec<Scope> {
         match change {
-            Change::Service(Update::Apply(svc)) => self.put_service(svc),
-            Change::Service(Update::Delete(svc)) => self.remove_service(&svc.key),
+            Change::Service(Update::Apply(svc)) => {
+                if self.services.get(&svc.key) != Some(&svc) {
+                    log_port_problems(&svc);
+                }
+                let key = svc.key.clone();
+                self.change_object(&key, |ix| ix.services.insert(svc.key.clone(), svc))
+            }
+            Change::Service(Update::Delete(svc)) => {
+                self.change_object(&svc.key, |ix| ix.services.remove(&svc.key))
+            }
             Change::Service(Update::Relisted(all)) => {
                 let old = std::mem::take(&mut self.services);
-                self.cluster_ips.clear();
                 for svc in all {
-                    let key = svc.key.clone();
-                    if old.get(&key) != Some(&svc) {
+                    if old.get(&svc.key) != Some(&svc) {
                         log_port_problems(&svc);
                     }
-                    self.hold_cluster_ip(&key, &svc);
-                    self.services.insert(key, svc);
+                    self.services.insert(svc.key.clone(), svc);
                 }
                 self.services_listed = true;
+                self.rebuild_reverse();
                 self.service_scopes()
             }
             Change::Endpoints(Update::Apply(ep)) => {
-                let key = ObjectKey::of(&ep.metadata);
-                self.endpoints.insert(key.clone(), Box::new(ep));
-                self.headless_scope(key)
+                self.set_endpoints(ObjectKey::of(&ep.metadata), Some(ep))
             }
             Change::Endpoints(Update::Delete(ep)) => {
-                let key = ObjectKey::of(&ep.metadata);
-                self.endpoints.remove(&key);
+                let scopes = self.set_endpoints(ObjectKey::of(&ep.metadata), None);
                 if self.features.endpoints_deletions {
-                    self.headless_scope(key)
+                    scopes
                 } else {
                     Vec::new()
                 }
@@ -190,83 +204,141 @@ impl Index {
                     .into_iter()
                     .map(|e| (ObjectKey::of(&e.metadata), Box::new(e)))
                     .collect();
-                self.endpoints_listed = true;
-                if self.features.remove_stale && self.services_listed {
-                    vec![Scope::AllServices]
-                } else {
-                    // Only headless services' records come from Endpoints.
-                    self.headless_scopes()
-                }
+                self.endpoints_relisted()
+            }
+            Change::EndpointSlice(Update::Relisted(all)) => {
+                self.endpoints = self.slices.relisted(all);
+                self.endpoints_relisted()
+            }
+            Change::EndpointSlice(update) => {
+                let merged = self.slices.apply(update);
+                merged
+                    .into_iter()
+                    .flat_map(|(key, ep)| self.set_endpoints(key, ep))
+                    .collect()
             }
             Change::Pod(update) => self.apply_pod(update),
         }
     }
 
-    fn put_service(&mut self, svc: ServiceInfo) -> Vec<Scope> {
-        let key = svc.key.clone();
-        let new_ip = svc.cluster_ipv4();
-        if self.services.get(&key) != Some(&svc) {
-            log_port_problems(&svc);
+    /// Replaces (or with `None` removes) a service's endpoints.
+    fn set_endpoints(&mut self, key: ObjectKey, ep: Option<Endpoints>) -> Vec<Scope> {
+        let mut scopes = self.change_object(&key, |ix| match ep {
+            Some(ep) => ix.endpoints.insert(key.clone(), Box::new(ep)).map(drop),
+            None => ix.endpoints.remove(&key).map(drop),
+        });
+        // Only headless services' records come from endpoints.
+        if !matches!(
+            self.services.get(&key).map(ServiceInfo::is_headless),
+            Some(true)
+        ) {
+            scopes.retain(|s| !matches!(s, Scope::Service(_)));
         }
-        self.hold_cluster_ip(&key, &svc);
-        let old_ip = self
-            .services
-            .insert(key.clone(), svc)
-            .and_then(|old| old.cluster_ipv4());
-        if old_ip != new_ip {
-            self.release_cluster_ip(&key, old_ip);
-        }
-        self.with_ptrs(Scope::Service(key), [old_ip, new_ip])
+        scopes
     }
 
-    fn remove_service(&mut self, key: &ObjectKey) -> Vec<Scope> {
-        let old_ip = self.services.remove(key).and_then(|old| old.cluster_ipv4());
-        self.release_cluster_ip(key, old_ip);
-        self.with_ptrs(Scope::Service(key.clone()), [old_ip, None])
-    }
-
-    fn hold_cluster_ip(&mut self, key: &ObjectKey, svc: &ServiceInfo) {
-        if let Some(ip) = svc.cluster_ipv4() {
-            // Almost every IP has one holder: room for one, not the four of
-            // a first push.
-            let holders = self
-                .cluster_ips
-                .entry(ip)
-                .or_insert_with(|| Vec::with_capacity(1));
-            if let Err(at) = holders.binary_search(key) {
-                holders.insert(at, key.clone());
-            }
-        }
-    }
-
-    fn release_cluster_ip(&mut self, key: &ObjectKey, ip: Option<Ipv4Addr>) {
-        let Some(ip) = ip else { return };
-        if let Some(holders) = self.cluster_ips.get_mut(&ip) {
-            holders.retain(|k| k != key);
-            if holders.is_empty() {
-                self.cluster_ips.remove(&ip);
-            }
-        }
-    }
-
-    fn with_ptrs(&self, scope: Scope, ips: [Option<Ipv4Addr>; 2]) -> Vec<Scope> {
-        let mut out = vec![scope];
-        if self.features.reverse {
+    /// After endpoints were listed anew: every service at once (with stale
+    /// removal) when services are known too, otherwise each headless one.
+    fn endpoints_relisted(&mut self) -> Vec<Scope> {
+        self.endpoints_listed = true;
+        self.rebuild_reverse();
+        if self.features.remove_stale && self.services_listed {
+            vec![Scope::AllServices]
+        } else {
+            // And the PTRs of endpoints (not of cluster IPs, which the
+            // endpoints do not change).
+            let mut out = self.headless_scopes();
             out.extend(
-                ips.into_iter()
-                    .flatten()
-                    .collect::<BTreeSet<_>>()
-                    .into_iter()
-                    .map(Scope::Ptr),
+                (self.reverse.iter())
+                    .filter(|(_, names)| names.iter().any(|n| n.hostname.is_some()))
+                    .map(|(ip, _)| Scope::Ptr(*ip)),
             );
+            out
         }
+    }
+
+    /// Applies `change` to the objects of service `key`; returns its scope
+    /// and the PTR scopes of the IPs whose names it changed.
+    fn change_object<R>(
+        &mut self,
+        key: &ObjectKey,
+        change: impl FnOnce(&mut Self) -> R,
+    ) -> Vec<Scope> {
+        let before = self.ptr_names(key);
+        change(self);
+        let after = self.ptr_names(key);
+        let mut ips = BTreeSet::new();
+        for gone in before.iter().filter(|n| !after.contains(n)) {
+            self.release_ptr(gone);
+            ips.insert(gone.0);
+        }
+        for new in after.iter().filter(|n| !before.contains(n)) {
+            self.hold_ptr(new.clone());
+            ips.insert(new.0);
+        }
+        let mut out = vec![Scope::Service(key.clone())];
+        out.extend(ips.into_iter().map(Scope::Ptr));
         out
     }
 
-    fn headless_scope(&self, key: ObjectKey) -> Vec<Scope> {
-        match self.services.get(&key).map(ServiceInfo::is_headless) {
-            Some(true) => vec![Scope::Service(key)],
+    /// The PTR names service `key` gives: its cluster IPs, and (with the
+    /// specification's records) its hostnamed endpoints when headless.
+    fn ptr_names(&self, key: &ObjectKey) -> Vec<(IpAddr, PtrName)> {
+        let Some(svc) = self.services.get(key).filter(|_| self.features.reverse) else {
+            return Vec::new();
+        };
+        let name = |hostname| PtrName {
+            namespace: key.namespace.as_str().into(),
+            name: key.name.as_str().into(),
+            hostname,
+        };
+        let service = svc.to_service();
+        match service_kind(&service) {
+            ServiceKind::ClusterIp(_) => cluster_ips(&service)
+                .into_iter()
+                .filter_map(|ip| Some((ip.parse().ok()?, name(None))))
+                .collect(),
+            ServiceKind::Headless if self.features.spec_records => self
+                .endpoints
+                .get(key)
+                .map(|ep| endpoint_ptr_names(ep))
+                .unwrap_or_default()
+                .into_iter()
+                .map(|(ip, hostname)| (ip, name(Some(hostname))))
+                .collect(),
             _ => Vec::new(),
+        }
+    }
+
+    fn hold_ptr(&mut self, (ip, name): (IpAddr, PtrName)) {
+        // Almost every IP has one name: room for one, not the four of a
+        // first push.
+        let holders = self
+            .reverse
+            .entry(ip)
+            .or_insert_with(|| Vec::with_capacity(1));
+        if let Err(at) = holders.binary_search(&name) {
+            holders.insert(at, name);
+        }
+    }
+
+    fn release_ptr(&mut self, (ip, name): &(IpAddr, PtrName)) {
+        if let Some(holders) = self.reverse.get_mut(ip) {
+            holders.retain(|n| n != name);
+            if holders.is_empty() {
+                self.reverse.remove(ip);
+            }
+        }
+    }
+
+    /// Every IP's PTR names from scratch (after a relist).
+    fn rebuild_reverse(&mut self) {
+        self.reverse.clear();
+        let keys: Vec<ObjectKey> = self.services.keys().cloned().collect();
+        for key in keys {
+            for name in self.ptr_names(&key) {
+                self.hold_ptr(name);
+            }
         }
     }
 
@@ -286,9 +358,7 @@ impl Index {
             return vec![Scope::AllServices];
         }
         let mut out: Vec<Scope> = self.services.keys().cloned().map(Scope::Service).collect();
-        if self.features.reverse {
-            out.extend(self.cluster_ips.keys().copied().map(Scope::Ptr));
-        }
+        out.extend(self.reverse.keys().copied().map(Scope::Ptr));
         out
     }
 
@@ -298,8 +368,9 @@ impl Index {
         }
         let mut touched = BTreeSet::new();
         match update {
-            // Status updates that keep the IP change no record (1.2 did nothing either).
-            Update::Apply(pod) if self.pods.get(&pod.key) == Some(&pod.ip) => {}
+            // Status updates that keep the IPs change no record (1.2 did nothing either).
+            Update::Apply(pod)
+                if self.pods.get(&pod.key).map(|ips| &**ips) == Some(&*pod.ips.join(" ")) => {}
             Update::Apply(pod) => {
                 touched.extend(self.forget_pod(&pod.key));
                 touched.extend(self.remember_pod(pod));
@@ -320,27 +391,44 @@ impl Index {
             .collect()
     }
 
-    fn remember_pod(&mut self, pod: PodInfo) -> Option<(String, String)> {
-        // No IP yet, or one `validate` reported: no record.
-        if !crate::validate::is_ip(&pod.ip) {
-            return None;
+    /// Records a pod's IPs (those `validate` did not report; none yet:
+    /// nothing); returns the pod directories it adds to.
+    fn remember_pod(&mut self, pod: PodInfo) -> Vec<(String, String)> {
+        let ips: Vec<String> = pod
+            .ips
+            .into_iter()
+            .filter(|ip| crate::validate::is_ip(ip))
+            .collect();
+        if ips.is_empty() {
+            return Vec::new();
         }
-        let dir = (pod.key.namespace.clone(), pod.ip.clone());
-        *self.pod_ips.entry(dir.clone()).or_default() += 1;
-        self.pods.insert(pod.key, pod.ip);
-        Some(dir)
+        let dirs: Vec<(String, String)> = ips
+            .iter()
+            .map(|ip| (pod.key.namespace.clone(), ip.clone()))
+            .collect();
+        for dir in &dirs {
+            *self.pod_ips.entry(dir.clone()).or_default() += 1;
+        }
+        self.pods.insert(pod.key, ips.join(" ").into_boxed_str());
+        dirs
     }
 
-    fn forget_pod(&mut self, key: &ObjectKey) -> Option<(String, String)> {
-        let ip = self.pods.remove(key)?;
-        let dir = (key.namespace.clone(), ip);
-        if let Some(count) = self.pod_ips.get_mut(&dir) {
-            *count -= 1;
-            if *count == 0 {
-                self.pod_ips.remove(&dir);
+    fn forget_pod(&mut self, key: &ObjectKey) -> Vec<(String, String)> {
+        let Some(ips) = self.pods.remove(key) else {
+            return Vec::new();
+        };
+        let mut dirs = Vec::new();
+        for ip in ips.split(' ') {
+            let dir = (key.namespace.clone(), ip.to_string());
+            if let Some(count) = self.pod_ips.get_mut(&dir) {
+                *count -= 1;
+                if *count == 0 {
+                    self.pod_ips.remove(&dir);
+                }
             }
+            dirs.push(dir);
         }
-        Some(dir)
+        dirs
     }
 
     fn pod_scopes(&self) -> Vec<Scope> {
@@ -364,7 +452,8 @@ impl Index {
 
     /// Every known scope, for a full rewrite after etcd lost its data.
     pub fn all_scopes(&self) -> Vec<Scope> {
-        let mut out = self.service_scopes();
+        let mut out = vec![Scope::DnsVersion];
+        out.extend(self.service_scopes());
         if self.features.pods {
             out.extend(self.pod_scopes());
         }
@@ -376,7 +465,8 @@ impl Index {
     pub fn desired(&self, scope: &Scope) -> Records {
         match scope {
             Scope::Service(key) => self.service(key),
-            Scope::Ptr(ip) => self.ptr(*ip).into_iter().collect(),
+            Scope::Ptr(ip) => self.ptr(*ip),
+            Scope::DnsVersion => dns_version_records(&self.names, self.options()),
             Scope::PodDir { namespace, ip }
                 if self.pod_ips.contains_key(&(namespace.clone(), ip.clone())) =>
             {
@@ -385,9 +475,7 @@ impl Index {
             Scope::PodDir { .. } => Records::new(),
             Scope::AllServices => {
                 let mut out: Records = self.services.keys().flat_map(|k| self.service(k)).collect();
-                if self.features.reverse {
-                    out.extend(self.cluster_ips.keys().filter_map(|ip| self.ptr(*ip)));
-                }
+                out.extend(self.reverse.keys().flat_map(|ip| self.ptr(*ip)));
                 out
             }
             Scope::PodChunk { namespaces, .. } => namespaces
@@ -414,7 +502,7 @@ impl Index {
                         .take_while(move |(k, _)| &k.namespace == ns)
                         .flat_map(|(k, _)| self.service(k))
                 })
-                .chain(ptrs.iter().filter_map(|ip| self.ptr(*ip)))
+                .chain(ptrs.iter().flat_map(|ip| self.ptr(*ip)))
                 .collect(),
             Scope::PtrSweep { .. } => Records::new(),
             Scope::AllPods => self
@@ -433,17 +521,24 @@ impl Index {
             &self.names,
             &svc.to_service(),
             self.endpoints.get(key).map(|e| &**e),
-            self.features.external_name,
+            self.options(),
         )
     }
 
-    /// The PTR of `ip`, owned by the lowest `ns/name` with that cluster IP.
-    fn ptr(&self, ip: Ipv4Addr) -> Option<(String, String)> {
-        if !self.features.reverse {
-            return None;
+    fn options(&self) -> Options {
+        Options {
+            external_name: self.features.external_name,
+            spec: self.features.spec_records,
         }
-        let key = self.cluster_ips.get(&ip)?.first()?;
-        Some(ptr_record(&self.names, ip, &key.namespace, &key.name))
+    }
+
+    /// The PTRs of `ip`: every name with the specification's records,
+    /// otherwise the lowest `ns/name` with that cluster IP.
+    fn ptr(&self, ip: IpAddr) -> Records {
+        match self.reverse.get(&ip) {
+            Some(targets) => ptr_records(&self.names, ip, targets, self.features.spec_records),
+            None => Records::new(),
+        }
     }
 }
 
@@ -466,20 +561,20 @@ fn log_port_problems(svc: &ServiceInfo) {
 mod chunks;
 mod scope;
 mod service_info;
+mod slices;
 pub use scope::{Read, Scope};
 pub use service_info::{PortInfo, ServiceInfo};
+use slices::Slices;
+pub use slices::{SliceInfo, SERVICE_NAME_LABEL};
 
 impl ServiceInfo {
-    /// The IPv4 cluster IP, if the service has one.
-    pub fn cluster_ipv4(&self) -> Option<Ipv4Addr> {
-        cluster_ipv4(&self.to_service())
-    }
-
     /// Whether the service is headless (its records come from Endpoints).
     pub fn is_headless(&self) -> bool {
         service_kind(&self.to_service()) == ServiceKind::Headless
     }
 }
 
+#[cfg(test)]
+mod spec_tests;
 #[cfg(test)]
 mod tests;

@@ -88,6 +88,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         full_sync_chunk,
         initial_sync_timeout,
         leader_election,
+        endpoints_source,
     } = config;
     let metrics = Arc::new(Metrics::default());
     let names = Names::new(&domain);
@@ -131,7 +132,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let Some(kubernetes) = wait_for_kubernetes(&client, &shutdown).await else {
         return Ok(());
     };
-    let scopes = index.apply(Change::Service(Update::Apply(kubernetes.into())));
+    let mut scopes = index.apply(Change::Service(Update::Apply(kubernetes.into())));
+    scopes.push(index::Scope::DnsVersion);
     writer.sync(&index, scopes).await?;
     tracing::info!("Successfully added DNS record for Kubernetes service.");
 
@@ -139,8 +141,12 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         return Ok(());
     }
 
+    let Some(source) = watch::decide_source(&client, endpoints_source, &shutdown).await else {
+        return Ok(());
+    };
     let (tx, rx) = mpsc::channel(1024);
-    let mut watches = watch::spawn_all(&client, features.pods, &tx, &metrics, &shutdown);
+    let watched = (source, features.pods, features.spec_records);
+    let mut watches = watch::spawn_all(&client, watched, &tx, &metrics, &shutdown);
     drop(tx);
     let (http, http_failed) = match early_http {
         Some(started) => started,
@@ -329,7 +335,7 @@ mod tests {
                 namespace: "d".into(),
                 name: format!("p{i}"),
             },
-            ip: format!("10.1.0.{i}"),
+            ips: vec![format!("10.1.0.{i}")],
         }))
     }
 

@@ -25,6 +25,8 @@ pub enum Kind {
     Endpoints,
     /// Pods.
     Pods,
+    /// EndpointSlices.
+    EndpointSlices,
 }
 
 /// The `kind` label.
@@ -62,7 +64,7 @@ pub struct Metrics {
     ready: AtomicBool,
     last_sync_age: Gauge<f64, AtomicU64>,
     last_full_sync: Mutex<Option<Instant>>,
-    watch_errors: [AtomicU32; 3],
+    watch_errors: [AtomicU32; 4],
     etcd_ok: AtomicBool,
 }
 
@@ -79,7 +81,7 @@ impl Default for Metrics {
             ready: AtomicBool::new(false),
             last_sync_age: Gauge::default(),
             last_full_sync: Mutex::new(None),
-            watch_errors: [AtomicU32::new(0), AtomicU32::new(0), AtomicU32::new(0)],
+            watch_errors: [const { AtomicU32::new(0) }; 4],
             etcd_ok: AtomicBool::new(true),
             registry: Registry::default(),
         };
@@ -160,7 +162,12 @@ impl Metrics {
     /// `None` when alive, otherwise why not.
     pub fn unhealthy(&self) -> Option<String> {
         let mut problems = Vec::new();
-        for kind in [Kind::Services, Kind::Endpoints, Kind::Pods] {
+        for kind in [
+            Kind::Services,
+            Kind::Endpoints,
+            Kind::Pods,
+            Kind::EndpointSlices,
+        ] {
             let errors = self.watch_errors[kind as usize].load(Ordering::Relaxed);
             if errors >= UNHEALTHY_WATCH_ERRORS {
                 problems.push(format!("{kind:?} watch failing ({errors} errors in a row)"));

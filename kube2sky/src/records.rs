@@ -5,19 +5,54 @@
 //! bytes are hashed into key labels, so they must never change). [`Names`]
 //! knows the domain and builds every name and key, including the prefixes of
 //! the subtrees kube2sky owns. No I/O, no clock, no state.
+//!
+//! Beyond 1.2 (Kubernetes DNS specification 1.1.0): every IP of a
+//! dual-stack Service or pod gets its record (A and AAAA under one name),
+//! IPv6 pod labels use dashes; with [`Options::spec`], endpoints sharing a
+//! hostname get one record each (`headless`), ready headless endpoints with
+//! a hostname get PTRs, an IP with several names gets a PTR per name
+//! (`reverse`), and `dns-version.<domain>` holds the schema version.
 
 use crate::validate;
-use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints, Service};
+use k8s_openapi::api::core::v1::{Endpoints, Service};
 use skydns::path::{fqdn, in_domain, PathPrefix};
 use skydns::record::Record;
-use std::collections::{BTreeMap, HashMap};
-use std::net::Ipv4Addr;
+use std::collections::BTreeMap;
+
+mod headless;
+mod reverse;
+pub use headless::{
+    endpoint_labels, headless_records, Address, EndpointLabels, HOSTNAMES_ANNOTATION,
+};
+pub use reverse::{endpoint_ptr_names, ptr_records, PtrName};
 
 /// etcd key → JSON value.
 pub type Records = BTreeMap<String, String>;
 
-/// The Endpoints annotation that maps IPs to hostnames (`{"<ip>":{"HostName":"<name>"}}`).
-pub const HOSTNAMES_ANNOTATION: &str = "endpoints.beta.kubernetes.io/hostnames-map";
+/// The schema version of the Kubernetes DNS specification the records
+/// follow with [`Options::spec`], served as `dns-version.<domain>` TXT.
+pub const SCHEMA_VERSION: &str = "1.1.0";
+
+/// Which records beyond kube2sky 1.2's are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Options {
+    /// Records for ExternalName services (`--external-name`).
+    pub external_name: bool,
+    /// The specification's records that change 1.2's key set for 1.2-era
+    /// objects (`--spec-records`): one record per IP for endpoints sharing
+    /// a hostname, PTRs for headless endpoints with a hostname, every name
+    /// of a shared IP in its PTRs, and `dns-version.<domain>`.
+    pub spec: bool,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            external_name: true,
+            spec: true,
+        }
+    }
+}
 
 /// Builds names and keys for one cluster domain.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -65,9 +100,19 @@ impl Names {
         format!("{}/", self.key(&self.service_fqdn(namespace, name)))
     }
 
-    /// `1-2-3-4.<ns>.pod.<domain>`.
+    /// `1-2-3-4.<ns>.pod.<domain>`; an IPv6 pod IP gets dashes for its
+    /// colons too (`2001-db8--1.<ns>.pod.<domain>`, the specification's form).
     pub fn pod_fqdn(&self, namespace: &str, ip: &str) -> String {
-        format!("{}.{namespace}.pod.{}", ip.replace('.', "-"), self.domain)
+        format!(
+            "{}.{namespace}.pod.{}",
+            ip.replace(['.', ':'], "-"),
+            self.domain
+        )
+    }
+
+    /// `/skydns/local/cluster/dns-version`: the schema version's TXT record.
+    pub fn dns_version_key(&self) -> String {
+        self.key(&format!("dns-version.{}", self.domain))
     }
 
     /// `/skydns/local/cluster/pod/<ns>/1-2-3-4/`: the records of one pod IP.
@@ -75,20 +120,10 @@ impl Names {
         format!("{}/", self.key(&self.pod_fqdn(namespace, ip)))
     }
 
-    /// `/skydns/arpa/in-addr/`: the PTR subtree (shared with other writers).
-    pub fn ptr_root(&self) -> String {
-        format!("{}/", self.key("in-addr.arpa."))
-    }
-
-    /// `/skydns/arpa/in-addr/10/0/0/1` for `10.0.0.1`.
-    pub fn ptr_key(&self, ip: Ipv4Addr) -> String {
-        let [a, b, c, d] = ip.octets();
-        self.key(&format!("{d}.{c}.{b}.{a}.in-addr.arpa."))
-    }
-
     /// The deepest directory above `key` that is never removed when it
     /// empties (etcd v2): the namespace directory of service and pod keys,
-    /// the PTR root of PTR keys; `None` for keys elsewhere.
+    /// the family's PTR root (`in-addr`, `ip6`) of PTR keys; `None` for keys
+    /// elsewhere.
     pub fn dir_floor(&self, key: &str) -> Option<String> {
         for root in [self.svc_root(), self.pod_root()] {
             if let Some(rest) = key.strip_prefix(&root) {
@@ -96,9 +131,10 @@ impl Names {
                 return Some(format!("{root}{namespace}"));
             }
         }
-        let ptr_root = self.ptr_root();
-        key.starts_with(&ptr_root)
-            .then(|| ptr_root.trim_end_matches('/').to_string())
+        self.ptr_family_roots()
+            .into_iter()
+            .find(|root| key.starts_with(root.as_str()))
+            .map(|root| root.trim_end_matches('/').to_string())
     }
 
     /// The unit a key belongs to, which the writer never splits across
@@ -116,11 +152,13 @@ impl Names {
             }
         }
         if key.starts_with(&self.ptr_root()) {
+            // `<name>.<ns>.svc.<domain>` or `<hostname>.<name>.<ns>.svc.<domain>`.
             let service = value
                 .and_then(|v| Record::from_json(v.as_bytes()).ok())
                 .and_then(|r| {
                     let suffix = format!(".svc.{}", self.domain);
-                    let (name, namespace) = r.host.strip_suffix(&suffix)?.split_once('.')?;
+                    let (rest, namespace) = r.host.strip_suffix(&suffix)?.rsplit_once('.')?;
+                    let name = rest.rsplit('.').next()?;
                     Some(self.service_dir(namespace, name))
                 });
             if let Some(dir) = service {
@@ -130,9 +168,11 @@ impl Names {
         key.to_string()
     }
 
-    /// Whether `key` is a PTR key.
+    /// Whether `key` is a PTR key (`in-addr.arpa` or `ip6.arpa`).
     pub fn is_ptr_key(&self, key: &str) -> bool {
-        key.starts_with(&self.ptr_root())
+        self.ptr_family_roots()
+            .iter()
+            .any(|root| key.starts_with(root.as_str()))
     }
 
     /// Whether a PTR value was written by us: its host is a service name in our domain.
@@ -143,7 +183,7 @@ impl Names {
 }
 
 /// The A-type JSON and its key label for `host`.
-fn address(host: &str) -> (String, String) {
+pub(crate) fn address(host: &str) -> (String, String) {
     let record = Record::kube2sky_address(host);
     (record.key_label(), record.to_json())
 }
@@ -151,7 +191,7 @@ fn address(host: &str) -> (String, String) {
 /// What kind of DNS a Service gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServiceKind<'a> {
-    /// A cluster IP (§5.1).
+    /// A cluster IP (§5.1): `spec.clusterIP`, the first of `spec.clusterIPs`.
     ClusterIp(&'a str),
     /// `clusterIP` `None` or empty (§5.2).
     Headless,
@@ -177,18 +217,27 @@ pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
     }
 }
 
-/// The IPv4 cluster IP of a Service, if it has one.
-pub fn cluster_ipv4(svc: &Service) -> Option<Ipv4Addr> {
-    match service_kind(svc) {
-        ServiceKind::ClusterIp(ip) => ip.parse().ok(),
-        _ => None,
+/// Every cluster IP of a Service, `spec.clusterIP` first, then the other
+/// entries of `spec.clusterIPs` (dual-stack) that are IPs; empty for other
+/// kinds of service.
+pub fn cluster_ips(svc: &Service) -> Vec<&str> {
+    let ServiceKind::ClusterIp(primary) = service_kind(svc) else {
+        return Vec::new();
+    };
+    let mut out = vec![primary];
+    let all = svc.spec.as_ref().and_then(|s| s.cluster_ips.as_deref());
+    for ip in all.unwrap_or_default() {
+        if validate::is_ip(ip) && !out.contains(&ip.as_str()) {
+            out.push(ip);
+        }
     }
+    out
 }
 
 /// `_<name>._<proto>` labels and the number of a port, or `None` when it
 /// gets no SRV record: name or protocol empty (1.2), or a name, protocol
 /// or number [`crate::validate`] rejects.
-fn port_labels(
+pub(crate) fn port_labels(
     name: Option<&str>,
     protocol: Option<&str>,
     number: i32,
@@ -235,47 +284,38 @@ pub fn port_problems(svc: &Service) -> Vec<PortProblem> {
         .collect()
 }
 
-/// All records of one Service. `endpoints` is used for headless services;
-/// `external_name` enables ExternalName records.
+/// All records of one Service. `endpoints` is used for headless services.
+/// A dual-stack Service's second IP gets its A/AAAA record; its SRVs are
+/// written once, under the first IP's label (one SRV per port, as the
+/// specification's examples).
 pub fn service_records(
     names: &Names,
     svc: &Service,
     endpoints: Option<&Endpoints>,
-    external_name: bool,
+    options: Options,
 ) -> Records {
     let namespace = svc.metadata.namespace.as_deref().unwrap_or("default");
     let name = svc.metadata.name.as_deref().unwrap_or("");
     let service = names.service_fqdn(namespace, name);
     let mut out = Records::new();
     match service_kind(svc) {
-        ServiceKind::ClusterIp(ip) => {
-            let (label, json) = address(ip);
-            out.insert(names.key(&format!("{label}.{service}")), json);
-            let ports = svc
-                .spec
-                .as_ref()
-                .and_then(|s| s.ports.as_deref())
-                .unwrap_or_default();
-            for port in ports {
-                let Some((pname, proto, number)) =
-                    port_labels(port.name.as_deref(), port.protocol.as_deref(), port.port)
-                else {
-                    continue;
-                };
-                let json = Record::kube2sky_service(&service, number).to_json();
-                out.insert(
-                    names.key(&format!("{label}.{pname}.{proto}.{service}")),
-                    json,
-                );
+        ServiceKind::ClusterIp(_) => {
+            for (i, ip) in cluster_ips(svc).into_iter().enumerate() {
+                let (label, json) = address(ip);
+                out.insert(names.key(&format!("{label}.{service}")), json);
+                if i == 0 {
+                    service_srvs(names, svc, &service, &label, &mut out);
+                }
             }
         }
         ServiceKind::Headless => {
             if let Some(endpoints) = endpoints {
-                out = headless_records(names, &service, endpoints);
+                out = headless_records(names, &service, endpoints, options.spec);
             }
         }
         ServiceKind::ExternalName(target)
-            if external_name && validate::is_external_name(&target.to_ascii_lowercase()) =>
+            if options.external_name
+                && validate::is_external_name(&target.to_ascii_lowercase()) =>
         {
             let (label, json) = address(&fqdn(&target.to_ascii_lowercase()));
             out.insert(names.key(&format!("{label}.{service}")), json);
@@ -285,140 +325,48 @@ pub fn service_records(
     out
 }
 
-/// Per-endpoint A and SRV records of a headless service named `service` (§5.2).
-pub fn headless_records(names: &Names, service: &str, endpoints: &Endpoints) -> Records {
-    let (labels, _) = endpoint_labels(endpoints);
-    let mut out = Records::new();
-    for (subset, labels) in endpoints
-        .subsets
-        .as_deref()
-        .unwrap_or_default()
-        .iter()
-        .zip(labels)
-    {
-        subset_records(names, service, subset, &labels, &mut out);
-    }
-    out
-}
-
-fn subset_records(
-    names: &Names,
-    service: &str,
-    subset: &EndpointSubset,
-    labels: &[(String, String)],
-    out: &mut Records,
-) {
-    for (ip, label) in labels {
-        let (_, json) = address(ip);
-        let endpoint = format!("{label}.{service}");
-        out.insert(names.key(&endpoint), json);
-        for port in subset.ports.as_deref().unwrap_or_default() {
-            let Some((pname, proto, number)) =
-                port_labels(port.name.as_deref(), port.protocol.as_deref(), port.port)
-            else {
-                continue;
-            };
-            let json = Record::kube2sky_service(&endpoint, number).to_json();
-            out.insert(
-                names.key(&format!("{label}.{pname}.{proto}.{service}")),
-                json,
-            );
-        }
-    }
-}
-
-/// `(ip, label)` of every ready address that gets records, subset by
-/// subset: the address's hostname if valid, else the annotation's, else
-/// the hash of its record (1.2). Addresses whose IP is not an IP are left
-/// out; so is an address whose label another address (with another IP)
-/// already has, returned second as `(ip, label)`: one name, one record.
-/// One IP in several subsets keeps its label in each (1.2 wrote the SRVs
-/// of every subset's ports).
-pub type EndpointLabels = (Vec<Vec<(String, String)>>, Vec<(String, String)>);
-
-/// See [`EndpointLabels`].
-pub fn endpoint_labels(endpoints: &Endpoints) -> EndpointLabels {
-    let hostnames = hostnames_map(endpoints);
-    let mut owner: HashMap<String, String> = HashMap::new();
-    let mut taken = Vec::new();
-    let mut subsets = Vec::new();
-    for subset in endpoints.subsets.as_deref().unwrap_or_default() {
-        let mut labels = Vec::new();
-        for entry in subset.addresses.as_deref().unwrap_or_default() {
-            let ip = entry.ip.as_str();
-            if !validate::is_ip(ip) {
-                continue;
-            }
-            let label = entry
-                .hostname
-                .as_deref()
-                .filter(|h| validate::is_dns1123_label(h))
-                .or_else(|| hostnames.get(ip).map(String::as_str))
-                .map_or_else(|| address(ip).0, str::to_string);
-            match owner.get(&label) {
-                // The same address again (another subset, other ports):
-                // its A record is the same key, its SRVs are its own.
-                Some(first) if first == ip => labels.push((ip.to_string(), label)),
-                Some(_) => taken.push((ip.to_string(), label)),
-                None => {
-                    owner.insert(label.clone(), ip.to_string());
-                    labels.push((ip.to_string(), label));
-                }
-            }
-        }
-        subsets.push(labels);
-    }
-    (subsets, taken)
-}
-
-/// IP → hostname from the hostnames-map annotation, valid labels only.
-/// 1.2 failed the whole mutation (and eventually exited) on invalid JSON; we
-/// fall back to hash labels instead.
-fn hostnames_map(endpoints: &Endpoints) -> HashMap<String, String> {
-    #[derive(serde::Deserialize)]
-    struct Entry {
-        #[serde(rename = "HostName", default)]
-        host_name: String,
-    }
-    let Some(raw) = endpoints
-        .metadata
-        .annotations
+/// The SRV records of a cluster-IP service's named ports, keyed under `label`.
+fn service_srvs(names: &Names, svc: &Service, service: &str, label: &str, out: &mut Records) {
+    let ports = svc
+        .spec
         .as_ref()
-        .and_then(|a| a.get(HOSTNAMES_ANNOTATION))
-    else {
-        return HashMap::new();
-    };
-    if raw.is_empty() {
-        return HashMap::new();
-    }
-    match serde_json::from_str::<HashMap<String, Entry>>(raw) {
-        Ok(map) => map
-            .into_iter()
-            .filter(|(_, e)| validate::is_dns1123_label(&e.host_name))
-            .map(|(ip, e)| (ip, e.host_name))
-            .collect(),
-        Err(error) => {
-            tracing::warn!(%error, annotation = HOSTNAMES_ANNOTATION, "ignoring invalid annotation; using hash labels");
-            HashMap::new()
-        }
+        .and_then(|s| s.ports.as_deref())
+        .unwrap_or_default();
+    for port in ports {
+        let Some((pname, proto, number)) =
+            port_labels(port.name.as_deref(), port.protocol.as_deref(), port.port)
+        else {
+            continue;
+        };
+        let json = Record::kube2sky_service(service, number).to_json();
+        out.insert(
+            names.key(&format!("{label}.{pname}.{proto}.{service}")),
+            json,
+        );
     }
 }
 
-/// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`.
+/// `dns-version.<domain>` TXT [`SCHEMA_VERSION`] (with [`Options::spec`]).
+pub fn dns_version_records(names: &Names, options: Options) -> Records {
+    if !options.spec {
+        return Records::new();
+    }
+    let record = Record {
+        text: SCHEMA_VERSION.into(),
+        ttl: 30,
+        ..Record::default()
+    };
+    Records::from([(names.dns_version_key(), record.to_json())])
+}
+
+/// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
+/// (AAAA for an IPv6 pod IP: `.../pod/<ns>/2001-db8--1/<hash>`).
 pub fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
     let (label, json) = address(ip);
     Records::from([(
         names.key(&format!("{label}.{}", names.pod_fqdn(namespace, ip))),
         json,
     )])
-}
-
-/// The PTR record of a cluster IP owned by service `namespace/name`.
-pub fn ptr_record(names: &Names, ip: Ipv4Addr, namespace: &str, name: &str) -> (String, String) {
-    (
-        names.ptr_key(ip),
-        Record::kube2sky_address(&names.service_fqdn(namespace, name)).to_json(),
-    )
 }
 
 #[cfg(test)]

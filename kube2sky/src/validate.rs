@@ -199,6 +199,9 @@ pub fn service(svc: &Service) -> Vec<Problem> {
         }
         _ => {}
     }
+    for ip in spec.cluster_ips.iter().flatten().filter(|ip| !is_ip(ip)) {
+        out.push(Problem::new(Field::ClusterIp, ip, "is not an IP address"));
+    }
     for port in spec.ports.as_deref().unwrap_or_default() {
         port_problems(
             &mut out,
@@ -210,8 +213,9 @@ pub fn service(svc: &Service) -> Vec<Problem> {
     out
 }
 
-/// Everything about an Endpoints object that cannot become records.
-pub fn endpoints(ep: &Endpoints) -> Vec<Problem> {
+/// Everything about an Endpoints object that cannot become records;
+/// `spec`: addresses may share a hostname (one record per IP).
+pub fn endpoints(ep: &Endpoints, spec: bool) -> Vec<Problem> {
     let mut out = meta_problems(&ep.metadata, is_dns1035_label, NOT_DNS1035_LABEL);
     for subset in ep.subsets.as_deref().unwrap_or_default() {
         for address in subset.addresses.as_deref().unwrap_or_default() {
@@ -233,8 +237,7 @@ pub fn endpoints(ep: &Endpoints) -> Vec<Problem> {
             );
         }
     }
-    let (_, taken) = endpoint_labels(ep);
-    for (ip, label) in taken {
+    for (ip, label) in endpoint_labels(ep, spec).taken {
         out.push(Problem {
             field: Field::Hostname,
             value: format!("{label} ({ip})"),
@@ -254,8 +257,8 @@ pub fn pod(pod: &PodInfo) -> Vec<Problem> {
             NOT_DNS1123_LABEL,
         ));
     }
-    if !pod.ip.is_empty() && !is_ip(&pod.ip) {
-        out.push(Problem::new(Field::Ip, &pod.ip, "is not an IP address"));
+    for ip in pod.ips.iter().filter(|ip| !ip.is_empty() && !is_ip(ip)) {
+        out.push(Problem::new(Field::Ip, ip, "is not an IP address"));
     }
     out
 }

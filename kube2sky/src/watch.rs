@@ -1,5 +1,7 @@
 //! The three Kubernetes watches (all namespaces): kube-rs `watcher` streams,
-//! reduced and sent to the writer as [`Change`]s.
+//! reduced and sent to the writer as [`Change`]s. Endpoints come from v1
+//! Endpoints or from discovery.k8s.io/v1 EndpointSlices ([`Source`];
+//! `auto` asks the API server's discovery which it serves).
 //!
 //! Errors are retried with a short backoff ([`backoff`]: 100 ms doubling to
 //! 500 ms, plus as much jitter, so at most 1 s; reset by the first event
@@ -20,7 +22,8 @@
 //! (k/k#22290), Services to a [`ServiceInfo`] and Endpoints to the fields
 //! records use.
 
-use crate::index::{Change, ObjectKey, PodInfo, ServiceInfo, Update};
+use crate::config::EndpointsSource;
+use crate::index::{Change, ObjectKey, PodInfo, ServiceInfo, SliceInfo, Update};
 use crate::metrics::{Kind, Metrics, SkippedLabels};
 use crate::records::HOSTNAMES_ANNOTATION;
 use crate::validate::{self, Problem};
@@ -28,6 +31,7 @@ use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service,
 };
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::{self, Event, ExponentialBackoff};
 use kube::runtime::WatchStreamExt;
@@ -77,10 +81,66 @@ pub fn is_too_large_resource_version(error: &watcher::Error) -> bool {
     cause || status.message.contains("Too large resource version")
 }
 
-/// Starts the endpoints, services and (if enabled) pods watches, in 1.2's order.
+/// Where endpoints come from, once `auto` is decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Source {
+    /// v1 Endpoints.
+    Endpoints,
+    /// discovery.k8s.io/v1 EndpointSlices.
+    EndpointSlices,
+}
+
+/// Decides `--endpoints-source`: `auto` is EndpointSlices when the API
+/// server's discovery lists `endpointslices` in `discovery.k8s.io/v1`
+/// (Kubernetes 1.21+), Endpoints when the group is not served (a 1.2-era
+/// API). A discovery request that fails otherwise is retried (every second,
+/// until shutdown: `None`), so a passing API outage cannot pick the wrong one.
+pub async fn decide_source(
+    client: &Client,
+    source: EndpointsSource,
+    shutdown: &CancellationToken,
+) -> Option<Source> {
+    match source {
+        EndpointsSource::Endpoints => return Some(Source::Endpoints),
+        EndpointsSource::EndpointSlices => return Some(Source::EndpointSlices),
+        EndpointsSource::Auto => {}
+    }
+    loop {
+        let asked = tokio::select! {
+            _ = shutdown.cancelled() => return None,
+            r = client.list_api_group_resources("discovery.k8s.io/v1") => r,
+        };
+        let source = match asked {
+            Ok(list) if list.resources.iter().any(|r| r.name == "endpointslices") => {
+                Source::EndpointSlices
+            }
+            Ok(_) => Source::Endpoints,
+            Err(kube::Error::Api(status)) if status.code == 404 => Source::Endpoints,
+            Err(error) => {
+                tracing::warn!(%error, "cannot tell whether the API server serves EndpointSlices; asking again in 1s");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return None,
+                    _ = tokio::time::sleep(Duration::from_secs(1)) => continue,
+                }
+            }
+        };
+        tracing::info!(
+            "--endpoints-source=auto: watching {}",
+            match source {
+                Source::EndpointSlices => "EndpointSlices (discovery.k8s.io/v1 is served)",
+                Source::Endpoints => "v1 Endpoints (discovery.k8s.io/v1 is not served)",
+            }
+        );
+        return Some(source);
+    }
+}
+
+/// Starts the endpoints (or EndpointSlices), services and (if enabled)
+/// pods watches, in 1.2's order. `spec`: endpoints may share hostnames
+/// (not reported as problems).
 pub fn spawn_all(
     client: &Client,
-    pods: bool,
+    (source, pods, spec): (Source, bool, bool),
     tx: &mpsc::Sender<Change>,
     metrics: &Arc<Metrics>,
     shutdown: &CancellationToken,
@@ -88,19 +148,31 @@ pub fn spawn_all(
     let mut set = JoinSet::new();
     let ctx = |kind| Ctx {
         kind,
+        spec,
         tx: tx.clone(),
         metrics: metrics.clone(),
         shutdown: shutdown.clone(),
     };
-    set.spawn(
-        run(
-            Api::<Endpoints>::all(client.clone()),
-            slim_endpoints,
-            Change::Endpoints,
-            ctx(Kind::Endpoints),
-        )
-        .instrument(tracing::info_span!("watch", kind = "endpoints")),
-    );
+    match source {
+        Source::Endpoints => set.spawn(
+            run(
+                Api::<Endpoints>::all(client.clone()),
+                slim_endpoints,
+                Change::Endpoints,
+                ctx(Kind::Endpoints),
+            )
+            .instrument(tracing::info_span!("watch", kind = "endpoints")),
+        ),
+        Source::EndpointSlices => set.spawn(
+            run(
+                Api::<EndpointSlice>::all(client.clone()),
+                SliceInfo::from,
+                Change::EndpointSlice,
+                ctx(Kind::EndpointSlices),
+            )
+            .instrument(tracing::info_span!("watch", kind = "endpointslices")),
+        ),
+    };
     set.spawn(
         run(
             Api::<Service>::all(client.clone()),
@@ -126,6 +198,7 @@ pub fn spawn_all(
 
 struct Ctx {
     kind: Kind,
+    spec: bool,
     tx: mpsc::Sender<Change>,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -168,16 +241,17 @@ pub fn is_gone(error: &watcher::Error) -> bool {
 }
 
 /// A reduced object, as [`crate::validate`] checks it.
+/// `spec`: the specification's records are on (endpoints may share a hostname).
 trait Checked {
     fn key(&self) -> ObjectKey;
-    fn problems(&self) -> Vec<Problem>;
+    fn problems(&self, spec: bool) -> Vec<Problem>;
 }
 
 impl Checked for ServiceInfo {
     fn key(&self) -> ObjectKey {
         self.key.clone()
     }
-    fn problems(&self) -> Vec<Problem> {
+    fn problems(&self, _: bool) -> Vec<Problem> {
         validate::service(&self.to_service())
     }
 }
@@ -186,8 +260,21 @@ impl Checked for Endpoints {
     fn key(&self) -> ObjectKey {
         ObjectKey::of(&self.metadata)
     }
-    fn problems(&self) -> Vec<Problem> {
-        validate::endpoints(self)
+    fn problems(&self, spec: bool) -> Vec<Problem> {
+        validate::endpoints(self, spec)
+    }
+}
+
+impl Checked for SliceInfo {
+    fn key(&self) -> ObjectKey {
+        self.key.clone()
+    }
+    /// A slice of no service is not a problem (it makes no records).
+    fn problems(&self, spec: bool) -> Vec<Problem> {
+        if self.service.is_none() {
+            return Vec::new();
+        }
+        validate::endpoints(&self.as_endpoints(), spec)
     }
 }
 
@@ -195,7 +282,7 @@ impl Checked for PodInfo {
     fn key(&self) -> ObjectKey {
         self.key.clone()
     }
-    fn problems(&self) -> Vec<Problem> {
+    fn problems(&self, _: bool) -> Vec<Problem> {
         validate::pod(self)
     }
 }
@@ -204,7 +291,7 @@ impl Checked for PodInfo {
 /// problem, per version received); `None` when the object as a whole must
 /// stay out of the index (its name or namespace would make a wrong key).
 fn admit<T: Checked>(obj: T, ctx: &Ctx) -> Option<T> {
-    let problems = obj.problems();
+    let problems = obj.problems(ctx.spec);
     if problems.is_empty() {
         return Some(obj);
     }
@@ -229,8 +316,8 @@ fn admit<T: Checked>(obj: T, ctx: &Ctx) -> Option<T> {
 
 /// [`admit`] without a report: for deletes, whose problems were reported
 /// when the object was received.
-fn admit_quietly<T: Checked>(obj: T) -> Option<T> {
-    (!obj.problems().iter().any(Problem::whole_object)).then_some(obj)
+fn admit_quietly<T: Checked>(obj: T, ctx: &Ctx) -> Option<T> {
+    (!obj.problems(ctx.spec).iter().any(Problem::whole_object)).then_some(obj)
 }
 
 async fn run<K, T>(api: Api<K>, reduce: fn(K) -> T, wrap: fn(Update<T>) -> Change, ctx: Ctx)
@@ -295,7 +382,7 @@ where
                 Some(obj) => Update::Apply(obj),
                 None => continue,
             },
-            Event::Delete(obj) => match admit_quietly(reduce(obj)) {
+            Event::Delete(obj) => match admit_quietly(reduce(obj), &ctx) {
                 Some(obj) => Update::Delete(obj),
                 None => continue,
             },
@@ -358,11 +445,23 @@ pub fn slim_endpoints(ep: Endpoints) -> Endpoints {
     }
 }
 
-/// The only part of a Pod kube2sky keeps.
+/// The only part of a Pod kube2sky keeps: `status.podIP` first, then the
+/// other `status.podIPs` (dual-stack).
 pub fn pod_info(pod: Pod) -> PodInfo {
+    let status = pod.status.unwrap_or_default();
+    let mut ips: Vec<String> = status
+        .pod_ip
+        .into_iter()
+        .filter(|ip| !ip.is_empty())
+        .collect();
+    for ip in status.pod_ips.into_iter().flatten().map(|p| p.ip) {
+        if !ip.is_empty() && !ips.contains(&ip) {
+            ips.push(ip);
+        }
+    }
     PodInfo {
         key: ObjectKey::of(&pod.metadata),
-        ip: pod.status.and_then(|s| s.pod_ip).unwrap_or_default(),
+        ips,
     }
 }
 

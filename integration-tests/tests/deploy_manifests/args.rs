@@ -182,6 +182,13 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
                     "{what}: readiness must hit kube2sky's own /readiness"
                 );
                 assert!(c.liveness_probe.is_some(), "{what}: liveness probe");
+                // The 1.2 pod keeps 1.2's key set; the others write the
+                // DNS specification's records.
+                assert_eq!(
+                    config.features.spec_records,
+                    m.flavour != "legacy",
+                    "{what}: --spec-records"
+                );
             }
             Accepted::Healthz(config) => {
                 assert_eq!(

@@ -184,22 +184,44 @@ fn kubernetes_manifests_parse_and_args_are_accepted() {
         _ => None,
     });
 
-    // Least privilege: read Services, Endpoints and Pods, nothing else.
-    let rules = role.rules.clone().unwrap_or_default();
-    assert_eq!(rules.len(), 1, "one rule");
-    let rule = &rules[0];
-    assert_eq!(rule.api_groups.as_deref(), Some(&[String::new()][..]));
+    // Least privilege: read Services, Endpoints and Pods, list and watch
+    // EndpointSlices (--endpoints-source=auto), nothing else.
     let set =
         |v: &Option<Vec<String>>| -> BTreeSet<String> { v.iter().flatten().cloned().collect() };
-    assert_eq!(
-        set(&rule.resources),
-        ["services", "endpoints", "pods"].map(String::from).into()
-    );
-    assert_eq!(
-        rule.verbs.iter().cloned().collect::<BTreeSet<_>>(),
-        ["get", "list", "watch"].map(String::from).into()
-    );
-    assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none());
+    let granted: BTreeSet<(String, String, String)> = role
+        .rules
+        .iter()
+        .flatten()
+        .inspect(|rule| assert!(rule.resource_names.is_none() && rule.non_resource_urls.is_none()))
+        .flat_map(|rule| {
+            let (groups, resources) = (set(&rule.api_groups), set(&rule.resources));
+            let verbs = rule.verbs.clone();
+            groups.into_iter().flat_map(move |g| {
+                let verbs = verbs.clone();
+                resources.clone().into_iter().flat_map(move |r| {
+                    let g = g.clone();
+                    verbs
+                        .clone()
+                        .into_iter()
+                        .map(move |v| (g.clone(), r.clone(), v))
+                })
+            })
+        })
+        .collect();
+    let mut want = BTreeSet::new();
+    for resource in ["services", "endpoints", "pods"] {
+        for verb in ["get", "list", "watch"] {
+            want.insert((String::new(), resource.to_owned(), verb.to_owned()));
+        }
+    }
+    for verb in ["list", "watch"] {
+        want.insert((
+            "discovery.k8s.io".to_owned(),
+            "endpointslices".to_owned(),
+            verb.to_owned(),
+        ));
+    }
+    assert_eq!(granted, want);
 
     // The binding ties that role to the pod's service account.
     assert_eq!(binding.role_ref.kind, "ClusterRole");

@@ -55,6 +55,42 @@ fn ptrs_around_their_targets(names: &Names, batch: &[Op]) -> Vec<Op> {
     out
 }
 
+/// Splits off the deletes that must go before `batch`'s puts: in v2 a key
+/// is a leaf or a directory, never both, so a leaf that becomes a directory
+/// (a hostname or IP that gets a second record) is deleted before the
+/// leaves below it are put, and the leaves of a directory that becomes a
+/// leaf again before the leaf is put (the directory, then empty, is pruned).
+fn leaf_dir_swaps(batch: Vec<Op>) -> (Vec<Op>, Vec<Op>) {
+    let puts: BTreeSet<&str> = batch
+        .iter()
+        .filter_map(|op| match op {
+            Op::Put { key, .. } => Some(key.as_str()),
+            Op::Delete { .. } => None,
+        })
+        .collect();
+    let conflicts = |key: &str| {
+        let dir = format!("{key}/");
+        let becomes_dir = puts
+            .range::<&str, _>(dir.as_str()..)
+            .next()
+            .is_some_and(|p| p.starts_with(&dir));
+        let becomes_leaf = key
+            .match_indices('/')
+            .any(|(at, _)| puts.contains(&key[..at]));
+        becomes_dir || becomes_leaf
+    };
+    let swapped: BTreeSet<String> = batch
+        .iter()
+        .filter_map(|op| match op {
+            Op::Delete { key } if conflicts(key) => Some(key.clone()),
+            _ => None,
+        })
+        .collect();
+    batch
+        .into_iter()
+        .partition(|op| matches!(op, Op::Delete { key } if swapped.contains(key)))
+}
+
 /// A response's `X-Etcd-Index` as a revision.
 fn revision(index: u64) -> i64 {
     i64::try_from(index).unwrap_or(i64::MAX)
@@ -111,6 +147,10 @@ impl V2 {
                 Read::Prefix(p) => (p.trim_end_matches('/'), false),
                 Read::OwnedPtrs(p) => (p.trim_end_matches('/'), true),
                 Read::OwnedPtr(key) => (key.as_str(), true),
+                Read::Key(key) => {
+                    seen = seen.max(self.read_key(key, &mut out).await?);
+                    continue;
+                }
                 Read::Range { from, to } => {
                     return Err(format!("a range read ({from}..{to}) needs etcd v3"));
                 }
@@ -143,6 +183,18 @@ impl V2 {
                 file_key(&self.names, &leaf.key, &leaf.value, ptr, out);
             }
             dirs.extend(resp.node.dirs());
+        }
+        Ok(outcome.revision())
+    }
+
+    /// Reads `key` alone (a leaf; a directory there is not ours).
+    async fn read_key(&self, key: &str, out: &mut Actual) -> Result<i64, String> {
+        let read = tolerate(self.client.get(key, false), ABSENT);
+        let outcome = bounded(&self.shutdown, read).await?;
+        if let Outcome::Found(resp) = &outcome {
+            for leaf in resp.node.leaves().into_iter().filter(|l| l.key == key) {
+                file_key(&self.names, &leaf.key, &leaf.value, false, out);
+            }
         }
         Ok(outcome.revision())
     }
@@ -211,6 +263,7 @@ impl V2 {
     /// removes forgotten last.
     pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
         let batch = ptrs_around_their_targets(&self.names, batch);
+        let (swaps, batch) = leaf_dir_swaps(batch);
         let batch = batch.as_slice();
         let new_hidden = batch.iter().filter_map(|op| match op {
             Op::Put { key, .. } => hidden_part(key, ""),
@@ -220,6 +273,12 @@ impl V2 {
             .add(&self.client, &self.shutdown, new_hidden)
             .await?;
         let mut deleted: Vec<&str> = Vec::new();
+        if !swaps.is_empty() {
+            // The only moment a name may briefly have no record in v2.
+            seen = seen.max(self.apply_run(&swaps).await?);
+            let keys: Vec<&str> = swaps.iter().map(Op::key).collect();
+            seen = seen.max(self.prune(&keys).await?.0);
+        }
         let ptr = |op: &Op| self.names.is_ptr_key(op.key());
         for run in batch.chunk_by(|a, b| {
             let same_kind = matches!(
@@ -355,6 +414,30 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_leaf_that_becomes_a_directory_or_back_is_deleted_first() {
+        let put = |key: &str| Op::Put {
+            key: key.into(),
+            value: "v".into(),
+        };
+        let del = |key: &str| Op::Delete { key: key.into() };
+        let dir = "/skydns/local/cluster/svc/ns/h/web";
+        let other = "/skydns/local/cluster/svc/ns/h/webx";
+        let batch = vec![
+            put(&format!("{dir}/a1")),
+            put(&format!("{dir}/b2")),
+            del(dir),
+            del(other),
+        ];
+        let (first, rest) = leaf_dir_swaps(batch);
+        assert_eq!(first, [del(dir)]);
+        assert_eq!(rest.len(), 3);
+        let batch = vec![put(dir), del(&format!("{dir}/a1")), del(other)];
+        let (first, rest) = leaf_dir_swaps(batch);
+        assert_eq!(first, [del(&format!("{dir}/a1"))]);
+        assert_eq!(rest, [put(dir), del(other)]);
+    }
 
     #[test]
     fn ptr_puts_go_last_and_ptr_deletes_first() {

@@ -140,18 +140,29 @@ impl V3 {
                 }
                 Read::Ptrs { root, keys, listed } => {
                     let end = prefix_end(root.as_bytes());
+                    let names = self.names.clone();
                     let keep = |key: &[u8]| {
-                        let found = keys.binary_search_by(|k| k.as_bytes().cmp(key)).is_ok();
+                        let base =
+                            std::str::from_utf8(key).map_or(key, |k| names.ptr_base(k).as_bytes());
+                        let found = keys.binary_search_by(|k| k.as_bytes().cmp(base)).is_ok();
                         found == *listed
                     };
                     self.read_range(root.as_bytes(), end, true, &mut out, keep)
                         .await?
                 }
                 Read::OwnedPtr(key) => {
+                    // The key, and the leaves below it (an IP with several names).
+                    let dir = format!("{key}/");
+                    let end = prefix_end(dir.as_bytes());
+                    let keep = |k: &[u8]| k == key.as_bytes() || k.starts_with(dir.as_bytes());
+                    self.read_range(key.as_bytes(), end, true, &mut out, keep)
+                        .await?
+                }
+                Read::Key(key) => {
                     let mut client = self.client().await?;
                     let resp = bounded(&self.shutdown, client.get(key.as_str(), None)).await?;
                     for kv in resp.kvs() {
-                        self.file(kv, true, &mut out);
+                        self.file(kv, false, &mut out);
                     }
                     revision(resp.header())
                 }

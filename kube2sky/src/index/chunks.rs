@@ -7,7 +7,7 @@
 
 use super::{Index, Scope};
 use std::collections::BTreeMap;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 impl Index {
     /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
@@ -38,13 +38,11 @@ impl Index {
         for key in self.services.keys() {
             *counts.entry(format!("{}/", key.namespace)).or_default() += 1;
         }
-        // Each cluster IP's PTR goes with the namespace of its owner.
-        let mut owned: BTreeMap<&str, Vec<Ipv4Addr>> = BTreeMap::new();
-        if self.features.reverse {
-            for (ip, holders) in &self.cluster_ips {
-                if let Some(owner) = holders.first() {
-                    owned.entry(owner.namespace.as_str()).or_default().push(*ip);
-                }
+        // Each IP's PTRs go with the namespace of its first name.
+        let mut owned: BTreeMap<&str, Vec<IpAddr>> = BTreeMap::new();
+        for (ip, holders) in &self.reverse {
+            if let Some(owner) = holders.first() {
+                owned.entry(&*owner.namespace).or_default().push(*ip);
             }
         }
         let mut from = None;
@@ -62,7 +60,7 @@ impl Index {
             .collect();
         if self.features.reverse {
             let mut held: Vec<String> = self
-                .cluster_ips
+                .reverse
                 .keys()
                 .map(|ip| self.names.ptr_key(*ip))
                 .collect();

@@ -5,15 +5,17 @@
 
 use super::ObjectKey;
 use crate::records::Names;
-use std::net::Ipv4Addr;
+use std::net::IpAddr;
 
 /// A part of the owned key space that is reconciled as a unit.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Scope {
     /// One service's directory.
     Service(ObjectKey),
-    /// One PTR key.
-    Ptr(Ipv4Addr),
+    /// The PTRs of one IP: its key, or the leaves below it.
+    Ptr(IpAddr),
+    /// `dns-version.<domain>`.
+    DnsVersion,
     /// One pod IP's directory in a namespace.
     PodDir {
         /// Namespace.
@@ -48,13 +50,13 @@ pub enum Scope {
         from: Option<String>,
         /// First namespace directory not read.
         to: Option<String>,
-        /// The cluster IPs owned by these services (with reverse records).
-        ptrs: Vec<Ipv4Addr>,
+        /// The IPs whose first PTR name is one of these services'.
+        ptrs: Vec<IpAddr>,
     },
-    /// The owned PTRs of no service: every owned PTR key not in `held`
-    /// (the sorted PTR keys of every cluster IP) is deleted.
+    /// The owned PTRs of no service: every owned PTR key not of an IP in
+    /// `held` (the sorted PTR keys of every IP with a name) is deleted.
     PtrSweep {
-        /// PTR keys of the cluster IPs services hold, sorted.
+        /// PTR keys of the IPs services hold, sorted.
         held: Vec<String>,
     },
 }
@@ -66,8 +68,11 @@ pub enum Read {
     Prefix(String),
     /// Every PTR key under this prefix whose value points into our domain.
     OwnedPtrs(String),
-    /// This key, if its value points into our domain.
+    /// The PTRs of one IP: this key and the keys below it, if their
+    /// values point into our domain.
     OwnedPtr(String),
+    /// This key alone.
+    Key(String),
     /// Every key from `from` (inclusive) to `to` (exclusive): etcd v3 only.
     Range {
         /// First key.
@@ -75,9 +80,10 @@ pub enum Read {
         /// End key, not included.
         to: String,
     },
-    /// The PTR keys under `root` that point into our domain and are among
-    /// `keys` (sorted) when `listed`, or not among them otherwise: one read
-    /// of the PTR subtree keeping only those. etcd v3 only.
+    /// The PTR keys under `root` that point into our domain and belong to
+    /// an IP of `keys` (sorted; see [`Names::ptr_base`]) when `listed`, or
+    /// not otherwise: one read of the PTR subtree keeping only those. etcd
+    /// v3 only.
     Ptrs {
         /// The PTR root.
         root: String,
@@ -94,6 +100,7 @@ impl Scope {
         match self {
             Scope::Service(k) => vec![Read::Prefix(names.service_dir(&k.namespace, &k.name))],
             Scope::Ptr(ip) => vec![Read::OwnedPtr(names.ptr_key(*ip))],
+            Scope::DnsVersion => vec![Read::Key(names.dns_version_key())],
             Scope::PodDir { namespace, ip } => vec![Read::Prefix(names.pod_dir(namespace, ip))],
             Scope::AllServices if reverse => vec![
                 Read::Prefix(names.svc_root()),
@@ -128,7 +135,9 @@ impl Scope {
     /// A short description for logs and errors.
     pub fn describe(&self, names: &Names) -> String {
         match self.reads(names, true).first() {
-            Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p)) => p.clone(),
+            Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p) | Read::Key(p)) => {
+                p.clone()
+            }
             Some(Read::Range { from, to }) => format!("{from}..{to}"),
             Some(Read::Ptrs { root, .. }) => root.clone(),
             None => format!("{self:?}"),

@@ -33,6 +33,8 @@ pub struct ServiceInfo {
     pub type_: Option<Box<str>>,
     /// `spec.clusterIP`.
     pub cluster_ip: Option<Box<str>>,
+    /// `spec.clusterIPs` (dual-stack: both families).
+    pub cluster_ips: Option<Box<[Box<str>]>>,
     /// `spec.externalName`.
     pub external_name: Option<Box<str>>,
     /// `spec.ports`; `None` when the spec has no port list at all.
@@ -58,6 +60,11 @@ impl From<Service> for ServiceInfo {
             key,
             type_: boxed(spec.type_),
             cluster_ip: boxed(spec.cluster_ip),
+            // Single-stack services carry `[clusterIP]`: keep nothing then.
+            cluster_ips: spec
+                .cluster_ips
+                .filter(|ips| ips.len() > 1)
+                .map(|ips| ips.into_iter().map(String::into_boxed_str).collect()),
             external_name: boxed(spec.external_name),
             ports: spec.ports.map(|ports| {
                 ports
@@ -81,6 +88,10 @@ impl ServiceInfo {
         let spec = self.has_spec.then(|| ServiceSpec {
             type_: unboxed(&self.type_),
             cluster_ip: unboxed(&self.cluster_ip),
+            cluster_ips: self
+                .cluster_ips
+                .as_ref()
+                .map(|ips| ips.iter().map(|ip| ip.to_string()).collect()),
             external_name: unboxed(&self.external_name),
             ports: self.ports.as_ref().map(|ports| {
                 ports

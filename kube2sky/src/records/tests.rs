@@ -20,7 +20,7 @@ fn cluster_ip_service_gets_a_and_srv_with_the_same_label() {
         .ip("10.0.0.1")
         .port("https", "TCP", 443);
     assert_eq!(
-        pairs(&service_records(&names(), &s, None, true)),
+        pairs(&service_records(&names(), &s, None, Options::default())),
         [
             (
                 "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https/c88f1059",
@@ -38,11 +38,14 @@ fn ports_without_name_or_protocol_get_no_srv() {
         .port("", "TCP", 80)
         .port("web", "", 81);
     assert_eq!(
-        pairs(&service_records(&names(), &s, None, true)),
+        pairs(&service_records(&names(), &s, None, Options::default())),
         [("/skydns/local/cluster/svc/default/x/c88f1059", A1)]
     );
     let no_ports = svc("default", "x").ip("10.0.0.1");
-    assert_eq!(service_records(&names(), &no_ports, None, true).len(), 1);
+    assert_eq!(
+        service_records(&names(), &no_ports, None, Options::default()).len(),
+        1
+    );
 }
 
 #[test]
@@ -54,7 +57,12 @@ fn headless_example_of_section_5_2() {
         vec![subset(&["10.244.1.6"], &[("http", "TCP", 80)])],
     );
     assert_eq!(
-        pairs(&service_records(&names(), &s, Some(&ep), true)),
+        pairs(&service_records(
+            &names(),
+            &s,
+            Some(&ep),
+            Options::default()
+        )),
         [
             (
                 "/skydns/local/cluster/svc/default/web/_tcp/_http/ad649af9",
@@ -82,7 +90,7 @@ fn headless_two_subsets_give_ten_keys() {
             subset(&["10.0.0.3", "10.0.0.4"], &[("https", "TCP", 443)]),
         ],
     );
-    let records = service_records(&names(), &s, Some(&ep), true);
+    let records = service_records(&names(), &s, Some(&ep), Options::default());
     assert_eq!(records.len(), 10);
     assert_eq!(records.keys().filter(|k| k.contains("/_tcp/")).count(), 6);
     assert!(records.contains_key("/skydns/local/cluster/svc/default/h/_tcp/_http1/c88f1059"));
@@ -91,9 +99,9 @@ fn headless_two_subsets_give_ten_keys() {
 #[test]
 fn headless_without_endpoints_or_addresses_writes_nothing() {
     let s = svc("default", "h").ip("None");
-    assert!(service_records(&names(), &s, None, true).is_empty());
+    assert!(service_records(&names(), &s, None, Options::default()).is_empty());
     let empty = endpoints("default", "h", vec![]);
-    assert!(service_records(&names(), &s, Some(&empty), true).is_empty());
+    assert!(service_records(&names(), &s, Some(&empty), Options::default()).is_empty());
 }
 
 #[test]
@@ -114,7 +122,7 @@ fn hostnames_from_annotation_and_from_the_address_field() {
         )]
         .into(),
     );
-    let records = service_records(&names(), &s, Some(&ep), true);
+    let records = service_records(&names(), &s, Some(&ep), Options::default());
     assert_eq!(records["/skydns/local/cluster/svc/default/db/db-0"], A1);
     assert_eq!(
         records["/skydns/local/cluster/svc/default/db/_tcp/_pg/db-1"],
@@ -134,7 +142,12 @@ fn invalid_annotation_json_falls_back_to_hash_labels() {
     ep.metadata.annotations =
         Some([(HOSTNAMES_ANNOTATION.to_string(), "{not json".to_string())].into());
     assert_eq!(
-        pairs(&service_records(&names(), &s, Some(&ep), true)),
+        pairs(&service_records(
+            &names(),
+            &s,
+            Some(&ep),
+            Options::default()
+        )),
         [("/skydns/local/cluster/svc/default/db/c88f1059", A1)]
     );
 }
@@ -142,7 +155,7 @@ fn invalid_annotation_json_falls_back_to_hash_labels() {
 #[test]
 fn external_name_record_points_at_the_fqdn() {
     let s = svc("default", "ext").external("Example.COM");
-    let records = service_records(&names(), &s, None, true);
+    let records = service_records(&names(), &s, None, Options::default());
     let json = r#"{"host":"example.com.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
     let label = format!("{:x}", skydns::record::fnv1a32(json.as_bytes()));
     assert_eq!(
@@ -152,7 +165,16 @@ fn external_name_record_points_at_the_fqdn() {
             json
         )]
     );
-    assert!(service_records(&names(), &s, None, false).is_empty());
+    assert!(service_records(
+        &names(),
+        &s,
+        None,
+        Options {
+            external_name: false,
+            spec: true
+        }
+    )
+    .is_empty());
 }
 
 #[test]
@@ -169,16 +191,183 @@ fn pod_record_example() {
 #[test]
 fn ptr_record_and_ownership() {
     let n = names();
-    let (key, value) = ptr_record(&n, "10.0.0.1".parse().expect("ip"), "default", "kubernetes");
-    assert_eq!(key, "/skydns/arpa/in-addr/10/0/0/1");
+    let kubernetes = PtrName {
+        namespace: "default".into(),
+        name: "kubernetes".into(),
+        hostname: None,
+    };
+    let ip = "10.0.0.1".parse().expect("ip");
+    let records = ptr_records(&n, ip, &[kubernetes], true);
+    let value = &records["/skydns/arpa/in-addr/10/0/0/1"];
     assert_eq!(
         value,
         r#"{"host":"kubernetes.default.svc.cluster.local.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
     );
-    assert!(n.owns_ptr_value(&value));
+    assert_eq!(records.len(), 1);
+    assert!(n.owns_ptr_value(value));
     assert!(!n.owns_ptr_value(r#"{"host":"router.example.org."}"#));
     assert!(!n.owns_ptr_value(r#"{"host":"x.default.svc.other.local."}"#));
     assert!(!n.owns_ptr_value("garbage"));
+}
+
+#[test]
+fn an_ip_with_several_names_gets_a_ptr_per_name_below_its_key() {
+    let n = names();
+    let name = |ns: &str, svc: &str, host: Option<&str>| PtrName {
+        namespace: ns.into(),
+        name: svc.into(),
+        hostname: host.map(Into::into),
+    };
+    let targets = [name("a", "db", Some("db-0")), name("b", "web", None)];
+    let ip = "10.1.0.7".parse().expect("ip");
+    let every = ptr_records(&n, ip, &targets, true);
+    let mut hosts: Vec<String> = every
+        .values()
+        .map(|v| {
+            Record::from_json(v.as_bytes())
+                .expect("json")
+                .host
+                .to_string()
+        })
+        .collect();
+    hosts.sort();
+    assert_eq!(
+        hosts,
+        ["db-0.db.a.svc.cluster.local.", "web.b.svc.cluster.local."]
+    );
+    assert_eq!(every.len(), 2);
+    for key in every.keys() {
+        assert!(key.starts_with("/skydns/arpa/in-addr/10/1/0/7/"), "{key}");
+    }
+    // Without the specification's records: the lowest name alone, as a leaf.
+    let first = ptr_records(&n, ip, &targets, false);
+    assert_eq!(
+        first.keys().collect::<Vec<_>>(),
+        ["/skydns/arpa/in-addr/10/1/0/7"]
+    );
+    assert!(first.values().all(|v| v.contains("db-0.db.a.svc")));
+    // An endpoint's PTR belongs to its service's transaction unit.
+    let leaf = every
+        .iter()
+        .find(|(_, v)| v.contains("db-0"))
+        .expect("db-0");
+    assert_eq!(
+        n.unit_of(leaf.0, Some(leaf.1)),
+        "/skydns/local/cluster/svc/a/db/"
+    );
+}
+
+#[test]
+fn ipv6_ptr_keys_have_32_nibbles_and_bases_cut_leaves() {
+    let n = names();
+    let key = n.ptr_key("2001:db8::567:89ab".parse().expect("ip"));
+    assert_eq!(
+        key,
+        "/skydns/arpa/ip6/2/0/0/1/0/d/b/8/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/5/6/7/8/9/a/b"
+    );
+    assert_eq!(n.ptr_base(&key), key);
+    assert_eq!(n.ptr_base(&format!("{key}/c88f1059")), key);
+    assert_eq!(
+        n.ptr_base("/skydns/arpa/in-addr/10/0/0/1/abc"),
+        "/skydns/arpa/in-addr/10/0/0/1"
+    );
+    assert_eq!(
+        n.ptr_base("/skydns/local/cluster/x"),
+        "/skydns/local/cluster/x"
+    );
+    assert!(n.is_ptr_key(&key));
+    assert_eq!(n.dir_floor(&key).as_deref(), Some("/skydns/arpa/ip6"));
+}
+
+#[test]
+fn dual_stack_services_and_pods_get_both_families() {
+    let mut s = svc("d", "web").ip("10.0.0.5").port("http", "TCP", 80);
+    if let Some(spec) = s.spec.as_mut() {
+        spec.cluster_ips = Some(vec!["10.0.0.5".into(), "fd00:10::5".into()]);
+    }
+    let records = service_records(&names(), &s, None, Options::default());
+    let v6 = Record::kube2sky_address("fd00:10::5");
+    assert_eq!(
+        records[&format!("/skydns/local/cluster/svc/d/web/{}", v6.key_label())],
+        v6.to_json()
+    );
+    let srvs: Vec<&String> = records.keys().filter(|k| k.contains("/_tcp/")).collect();
+    assert_eq!(srvs.len(), 1, "one SRV per port: {records:#?}");
+    assert_eq!(records.len(), 3);
+    let pod = pod_records(&names(), "d", "2001:db8::1");
+    let key = pod.keys().next().expect("one record");
+    assert!(
+        key.starts_with("/skydns/local/cluster/pod/d/2001-db8--1/"),
+        "{key}"
+    );
+    assert_eq!(
+        names().pod_fqdn("d", "2001:db8::1"),
+        "2001-db8--1.d.pod.cluster.local."
+    );
+}
+
+#[test]
+fn endpoints_sharing_a_hostname_get_one_record_each() {
+    let ep = endpoints(
+        "d",
+        "h",
+        vec![
+            subset(
+                &["10.1.0.1=web", "10.1.0.2=web", "10.1.0.3=db"],
+                &[("http", "TCP", 80)],
+            ),
+            subset(&["fd00::3=db"], &[("http", "TCP", 80)]),
+        ],
+    );
+    let records = service_records(&names(), &svc("d", "h"), Some(&ep), Options::default());
+    let dir = |label: &str, ip: &str| {
+        format!(
+            "/skydns/local/cluster/svc/d/h/{label}/{}",
+            Record::kube2sky_address(ip).key_label()
+        )
+    };
+    for (label, ip) in [
+        ("web", "10.1.0.1"),
+        ("web", "10.1.0.2"),
+        ("db", "10.1.0.3"),
+        ("db", "fd00::3"),
+    ] {
+        assert_eq!(
+            records[&dir(label, ip)],
+            Record::kube2sky_address(ip).to_json(),
+            "{records:#?}"
+        );
+    }
+    assert!(!records.contains_key("/skydns/local/cluster/svc/d/h/web"));
+    assert!(records.contains_key("/skydns/local/cluster/svc/d/h/_tcp/_http/web"));
+    assert!(records.contains_key("/skydns/local/cluster/svc/d/h/_tcp/_http/db"));
+    assert_eq!(records.len(), 6, "{records:#?}");
+    let ptrs = endpoint_ptr_names(&ep);
+    assert_eq!(ptrs.len(), 4, "{ptrs:?}");
+    // 1.2's set: the first keeps the hostname, as a leaf.
+    let legacy = Options {
+        external_name: true,
+        spec: false,
+    };
+    let old = service_records(&names(), &svc("d", "h"), Some(&ep), legacy);
+    assert!(old["/skydns/local/cluster/svc/d/h/web"].contains("10.1.0.1"));
+}
+
+#[test]
+fn dns_version_is_a_txt_record_with_the_spec_records() {
+    let records = dns_version_records(&names(), Options::default());
+    assert_eq!(
+        pairs(&records),
+        [(
+            "/skydns/local/cluster/dns-version",
+            r#"{"text":"1.1.0","ttl":30,"targetstrip":0}"#
+        )]
+    );
+    let legacy = Options {
+        external_name: true,
+        spec: false,
+    };
+    assert!(dns_version_records(&names(), legacy).is_empty());
 }
 
 #[test]
@@ -186,7 +375,7 @@ fn owned_roots_and_dirs() {
     let n = Names::new("cluster.local.");
     assert_eq!(n.svc_root(), "/skydns/local/cluster/svc/");
     assert_eq!(n.pod_root(), "/skydns/local/cluster/pod/");
-    assert_eq!(n.ptr_root(), "/skydns/arpa/in-addr/");
+    assert_eq!(n.ptr_root(), "/skydns/arpa/");
     assert_eq!(n.service_dir("ns", "a"), "/skydns/local/cluster/svc/ns/a/");
     assert_eq!(
         n.pod_dir("ns", "1.2.3.4"),
@@ -245,11 +434,12 @@ fn one_address_in_two_subsets_gets_the_srvs_of_both() {
             subset(&["10.1.0.5"], &[("dns", "UDP", 53)]),
         ],
     );
-    let keys: Vec<String> = service_records(&names(), &svc("d", "h"), Some(&ep), true)
-        .into_keys()
-        .collect();
+    let keys: Vec<String> =
+        service_records(&names(), &svc("d", "h"), Some(&ep), Options::default())
+            .into_keys()
+            .collect();
     assert_eq!(keys.len(), 3, "{keys:#?}");
     assert!(keys.iter().any(|k| k.contains("/_tcp/_http/")), "{keys:#?}");
     assert!(keys.iter().any(|k| k.contains("/_udp/_dns/")), "{keys:#?}");
-    assert!(crate::validate::endpoints(&ep).is_empty());
+    assert!(crate::validate::endpoints(&ep, false).is_empty());
 }

@@ -1,7 +1,13 @@
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
 use crate::index::ObjectKey;
-use crate::records::{service_records, Names};
+use crate::records::{service_records, Names, Options};
+
+/// 1.2's key set: the first address keeps a shared hostname.
+const LEGACY: Options = Options {
+    external_name: true,
+    spec: false,
+};
 
 fn fields(problems: &[Problem]) -> Vec<(Field, &str)> {
     problems
@@ -11,7 +17,7 @@ fn fields(problems: &[Problem]) -> Vec<(Field, &str)> {
 }
 
 fn records(s: &Service, ep: Option<&Endpoints>) -> Vec<String> {
-    service_records(&Names::new("cluster.local"), s, ep, true)
+    service_records(&Names::new("cluster.local"), s, ep, LEGACY)
         .into_keys()
         .collect()
 }
@@ -124,12 +130,21 @@ fn endpoints_skip_bad_addresses_and_duplicate_hostnames() {
         )],
     );
     assert_eq!(
-        fields(&super::endpoints(&ep)),
+        fields(&super::endpoints(&ep, false)),
         [
             (Field::Ip, "10.7.7.7/24"),
             (Field::Hostname, "Bad_Host"),
             (Field::PortNumber, "0"),
             (Field::Hostname, "web (10.1.0.2)"),
+        ]
+    );
+    // The specification's records: a shared hostname is no problem.
+    assert_eq!(
+        fields(&super::endpoints(&ep, true)),
+        [
+            (Field::Ip, "10.7.7.7/24"),
+            (Field::Hostname, "Bad_Host"),
+            (Field::PortNumber, "0"),
         ]
     );
     let keys = records(&headless, Some(&ep));
@@ -138,7 +153,7 @@ fn endpoints_skip_bad_addresses_and_duplicate_hostnames() {
     assert!(keys
         .iter()
         .all(|k| !k.contains("10.7.7.7") && !k.contains("/24")));
-    let one = service_records(&Names::new("cluster.local"), &headless, Some(&ep), true);
+    let one = service_records(&Names::new("cluster.local"), &headless, Some(&ep), LEGACY);
     assert!(
         one["/skydns/local/cluster/svc/z/h/web"].contains("10.1.0.1"),
         "the first address keeps its hostname: {one:#?}"
@@ -152,7 +167,7 @@ fn pods_with_a_bad_namespace_or_ip_are_reported() {
             namespace: namespace.into(),
             name: "p".into(),
         },
-        ip: ip.into(),
+        ips: vec![ip.into()],
     };
     assert!(pod_problems(&pod("d", "10.1.0.1")).is_empty());
     assert!(pod_problems(&pod("d", "")).is_empty(), "no IP yet");
