@@ -13,7 +13,12 @@ use test_support::http::metric;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_gives_exactly_the_section_9_records() -> Result<()> {
-    let (etcd, api, kubectl, _k2s) = cluster(&["--reverse=false"]).await?;
+    let (etcd, api, kubectl, _k2s) = cluster(&[
+        "--reverse=false",
+        "--spec-records=false",
+        "--spec-records=false",
+    ])
+    .await?;
     kubectl.with_manifest("create", KUBE_DNS)?;
     create_pod(&api, "default", "p", "1.2.3.4")?;
     wait_exact(&etcd, "/skydns", &section9()).await
@@ -50,7 +55,8 @@ async fn etcdctl_v2_lists_the_section_9_layout() -> Result<()> {
     let etcd = Etcd::start_with(Api::V2)?;
     let api = apiserver(&[KUBERNETES, KUBE_DNS]).await?;
     create_pod(&api, "default", "p", "1.2.3.4")?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
+    // The legacy manifest's flags: 1.2's key set.
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--spec-records=false"])?;
     k2s.wait_ready().await?;
     eventually("the §9 layout in etcdctl ls", DEADLINE, async || {
         let out = etcd.etcdctl_v2(&["ls", "--recursive", "/skydns"])?;
@@ -111,7 +117,14 @@ async fn ptr_records_point_cluster_ips_at_service_names() -> Result<()> {
         ),
     ]);
     wait_exact(&etcd, "/skydns/arpa/", &expected).await?;
-    wait_exact(&etcd, "/skydns/local/", &section9()).await
+    // And, by default, the DNS specification's schema version.
+    let mut local = section9();
+    local.push((
+        "/skydns/local/cluster/dns-version".to_string(),
+        r#"{"text":"1.1.0","ttl":30,"targetstrip":0}"#.to_string(),
+    ));
+    local.sort();
+    wait_exact(&etcd, "/skydns/local/", &local).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +132,15 @@ async fn readiness_opens_only_after_the_kubernetes_records_exist() -> Result<()>
     let etcd = Etcd::start()?;
     let api = apiserver(&[]).await?;
     let kubectl = Kubectl::new(&api.url())?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false"])?;
+    let mut k2s = Kube2sky::start(
+        &etcd,
+        &api,
+        &[
+            "--reverse=false",
+            "--spec-records=false",
+            "--spec-records=false",
+        ],
+    )?;
     k2s.wait_for_log("waiting for service default/kubernetes")
         .await?;
     ensure!(
@@ -277,6 +298,7 @@ async fn mutation_timeout_exits_non_zero_naming_the_key() -> Result<()> {
     let (mut etcd, _api, kubectl, mut k2s) = cluster(&[
         "--etcd-mutation-timeout=1s",
         "--reverse=false",
+        "--spec-records=false",
         "--pods=false",
     ])
     .await?;

@@ -28,6 +28,7 @@ async fn kube2sky_writes_to_an_etcd_that_requires_client_certificates() -> Resul
         flag("etcd-keyfile", certs.key("client")),
         flag("etcd-cafile", certs.ca()),
         "--reverse=false".to_string(),
+        "--spec-records=false".to_string(),
     ];
     let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
     let mut k2s = Kube2sky::start(&etcd, &api, &tls)?;
@@ -37,7 +38,12 @@ async fn kube2sky_writes_to_an_etcd_that_requires_client_certificates() -> Resul
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_come_back_when_only_the_marker_key_is_lost() -> Result<()> {
-    let (etcd, _api, _kubectl, _k2s) = cluster(&["--reverse=false"]).await?;
+    let (etcd, _api, _kubectl, _k2s) = cluster(&[
+        "--reverse=false",
+        "--spec-records=false",
+        "--spec-records=false",
+    ])
+    .await?;
     wait_exact(&etcd, "/skydns", &kubernetes_records()).await?;
     // The record first, then the marker: both deletes move the revision
     // forward, so only the missing marker can tell kube2sky.
@@ -51,7 +57,15 @@ async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Res
     // The index of hidden (`_tcp`, `_udp`) directories exists on v2 only.
     let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
     let api = apiserver(&[KUBERNETES]).await?;
-    let mut k2s = Kube2sky::start(etcd, &api, &["--reverse=false"])?;
+    let mut k2s = Kube2sky::start(
+        etcd,
+        &api,
+        &[
+            "--reverse=false",
+            "--spec-records=false",
+            "--spec-records=false",
+        ],
+    )?;
     k2s.wait_ready().await?;
     let index = (
         "/kube2sky/cluster.local/hidden/skydns/local/cluster/svc/default/kubernetes".to_string(),

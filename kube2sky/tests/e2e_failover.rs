@@ -11,13 +11,11 @@
 mod support;
 
 use anyhow::{ensure, Context, Result};
-use std::process::Command;
 use std::time::{Duration, Instant};
 use support::*;
 use test_support::dns::{query, Transport};
 use test_support::dnsperf::{self, Dnsperf};
 use test_support::etcd_cluster::EtcdCluster;
-use test_support::ports::on_free_port;
 use test_support::process::Process;
 
 /// The Lease's duration: short, so the test waits seconds.
@@ -73,30 +71,7 @@ async fn skydns_with(
     etcd: &EtcdCluster,
     extra: &[&str],
 ) -> Result<(Process, u16, tempfile::TempDir)> {
-    let binary = test_support::bins::built_binary("skydns");
-    on_free_port(async |port| {
-        let dir = tempfile::tempdir()?;
-        let log = dir.path().join("skydns.log");
-        let mut command = Command::new(&binary);
-        command
-            .arg(format!("-machines={endpoints}"))
-            .args(etcd.api().skydns_flags())
-            .arg(format!("-addr=127.0.0.1:{port}"))
-            .args(["-domain=cluster.local.", "-no-rec"])
-            .args(extra)
-            .env("RUST_LOG", "skydns=debug,info");
-        let mut process = Process::spawn_logged("skydns", command, &log)?;
-        let answered = process
-            .until_ready(DEADLINE, async || {
-                let r = query(port, QUESTIONS[0].0, "A", Transport::Udp).await?;
-                ensure!(r.answer.len() == 1, "{r:?}");
-                Ok(())
-            })
-            .await;
-        answered.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-        Ok((process, port, dir))
-    })
-    .await
+    skydns_binary(endpoints, etcd.api(), extra, QUESTIONS[0].0).await
 }
 
 /// Waits until `name` has an A answer of `ip`; returns when it did.

@@ -167,7 +167,12 @@ async fn delete_during_a_dropped_watch_is_replayed() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn records_come_back_after_etcd_is_wiped() -> Result<()> {
-    let (mut etcd, api, kubectl, _k2s) = cluster(&["--reverse=false"]).await?;
+    let (mut etcd, api, kubectl, _k2s) = cluster(&[
+        "--reverse=false",
+        "--spec-records=false",
+        "--spec-records=false",
+    ])
+    .await?;
     kubectl.with_manifest("create", KUBE_DNS)?;
     create_pod(&api, "default", "p", "1.2.3.4")?;
     wait_exact(&etcd, "/skydns", &section9()).await?;
@@ -177,8 +182,12 @@ async fn records_come_back_after_etcd_is_wiped() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn control_records_stay_lost_without_the_data_loss_check() -> Result<()> {
-    let (mut etcd, _api, _kubectl, k2s) =
-        cluster(&["--reverse=false", "--etcd-loss-check-interval=0s"]).await?;
+    let (mut etcd, _api, _kubectl, k2s) = cluster(&[
+        "--reverse=false",
+        "--spec-records=false",
+        "--etcd-loss-check-interval=0s",
+    ])
+    .await?;
     wait_for_keys(&etcd, "/skydns", 2).await?;
     etcd.restart_empty()?;
     // A negative control: give the enabled check (200ms period) many periods.

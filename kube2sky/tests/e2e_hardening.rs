@@ -64,7 +64,11 @@ async fn readiness_waits_for_the_first_lists_of_services_and_endpoints() -> Resu
     let etcd = Etcd::start()?;
     let api = apiserver_at("127.0.0.1:0".parse()?, &services(20, &[])).await?;
     api.hold_lists("endpoints");
-    let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false", "--pods=false"])?;
+    let mut k2s = Kube2sky::start(
+        &etcd,
+        &api,
+        &["--reverse=false", "--spec-records=false", "--pods=false"],
+    )?;
     // The services list arrives and every cluster-IP service is written...
     // 20 A records, and kubernetes's A and SRV.
     wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/", 22).await?;
@@ -175,7 +179,11 @@ async fn an_api_server_restored_to_an_older_resource_version_is_listed_again() -
     let etcd = Etcd::start()?;
     let api = apiserver_at("127.0.0.1:0".parse()?, &services(3, &[])).await?;
     let kubectl = Kubectl::new(&api.url())?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false", "--pods=false"])?;
+    let mut k2s = Kube2sky::start(
+        &etcd,
+        &api,
+        &["--reverse=false", "--spec-records=false", "--pods=false"],
+    )?;
     k2s.wait_ready().await?;
     for name in ["late-a", "late-b", "late-c", "late-d"] {
         kubectl.with_manifest("create", &svc_manifest(name, "", &[]))?;
@@ -252,7 +260,11 @@ async fn fields_that_cannot_be_records_are_skipped_with_a_warning() -> Result<()
     let api = apiserver_at("127.0.0.1:0".parse()?, &hostile).await?;
     let kubectl = Kubectl::new(&api.url())?;
     let k2s = {
-        let mut k2s = Kube2sky::start(&etcd, &api, &["--reverse=false", "--pods=false"])?;
+        let mut k2s = Kube2sky::start(
+            &etcd,
+            &api,
+            &["--reverse=false", "--spec-records=false", "--pods=false"],
+        )?;
         k2s.wait_ready().await?;
         k2s
     };
