@@ -21,6 +21,8 @@ use support::*;
 /// The namespace of the querying "pod" and of the test's objects.
 const NS: &str = "conf";
 
+/// The namespace.
+const NAMESPACE: &str = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"conf"}}"#;
 /// A dual-stack ClusterIP service with a named port.
 const DUAL: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"dual","namespace":"conf"},
  "spec":{"clusterIP":"10.0.0.20","clusterIPs":["10.0.0.20","fd00:10::20"],"ipFamilyPolicy":"RequireDualStack",
@@ -145,7 +147,7 @@ async fn conformance(source: &str, endpoints: &str) -> Result<()> {
     let etcd = Etcd::start()?;
     let api = apiserver(&[KUBERNETES]).await?;
     let kubectl = Kubectl::new(&api.url())?;
-    for manifest in [DUAL, HEADLESS, EXTERNAL] {
+    for manifest in [NAMESPACE, DUAL, HEADLESS, EXTERNAL] {
         kubectl.with_manifest("create", manifest)?;
     }
     kubectl.with_manifest("create", endpoints)?;
@@ -199,6 +201,7 @@ async fn the_legacy_pod_on_a_1_2_api_writes_exactly_1_2s_keys() -> Result<()> {
     .with_seed_text(KUBERNETES)?;
     let api = ApiServer::start(config).await?;
     let kubectl = Kubectl::new(&api.url())?;
+    kubectl.with_manifest("create", NAMESPACE)?;
     kubectl.with_manifest("create", HEADLESS)?;
     kubectl.with_manifest(
         "create",
