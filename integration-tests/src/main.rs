@@ -11,7 +11,8 @@ use anyhow::Context;
 use clap::Parser;
 use integration_tests::apiserver::{ApiServer, Config, Ipv4Cidr};
 
-/// An in-memory Kubernetes core/v1 API server for tests and demos.
+/// An in-memory Kubernetes API server (core/v1, leases, endpoint slices) for
+/// tests and demos.
 #[derive(Debug, Parser)]
 #[command(name = "kube-api-test-server", version)]
 struct Args {
@@ -39,6 +40,10 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 5)]
     bookmark_interval: u64,
+    /// Serve an API without discovery.k8s.io/v1 EndpointSlices, as
+    /// Kubernetes 1.2's: the group is not listed and its URLs are 404.
+    #[arg(long)]
+    no_endpointslices: bool,
 }
 
 #[tokio::main]
@@ -58,6 +63,7 @@ async fn main() -> anyhow::Result<()> {
         insecure_listen: args.insecure_listen,
         history: args.history,
         bookmark_interval: Duration::from_secs(args.bookmark_interval),
+        endpoint_slices: !args.no_endpointslices,
         ..Config::default()
     };
     if let Some(seed) = &args.seed {

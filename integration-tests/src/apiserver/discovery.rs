@@ -1,8 +1,9 @@
 //! Discovery and health endpoints: what kubectl reads before it does anything.
 //!
 //! Serves `/version`, `/api` (APIVersions), `/api/v1` and
-//! `/apis/<group>/<version>` (APIResourceLists built from
-//! [`ResourceKind::ALL`]), `/apis` (the APIGroupList of the named groups), and the
+//! `/apis/<group>/<version>` (APIResourceLists of the served kinds of
+//! [`ResourceKind::ALL`]), `/apis` (the APIGroupList of the named groups
+//! with a served kind; a group not served is 404 like any unknown one), and the
 //! `/healthz`, `/livez`, `/readyz` probes. Responses are plain
 //! `application/json`, so clients asking for aggregated discovery fall back
 //! to these legacy documents exactly as they do with older servers.
@@ -16,7 +17,7 @@ use axum::Router;
 use http::StatusCode;
 use serde_json::{json, Value};
 
-use super::resource::ResourceKind;
+use super::resource::{ResourceKind, Served};
 use super::status::{json_response, ApiError};
 use super::AppState;
 
@@ -63,16 +64,17 @@ async fn api_versions(State(app): State<Arc<AppState>>) -> Response {
     )
 }
 
-async fn api_v1() -> Response {
-    json_response(StatusCode::OK, &api_resource_list("v1"))
+async fn api_v1(State(app): State<Arc<AppState>>) -> Response {
+    json_response(StatusCode::OK, &api_resource_list(app.served, "v1"))
 }
 
 /// The named groups (every served `api_version` but core's `v1`), each with
 /// its one version.
-async fn apis() -> Response {
-    let versions: std::collections::BTreeSet<&str> = ResourceKind::ALL
-        .iter()
-        .map(|k| k.api_version())
+async fn apis(State(app): State<Arc<AppState>>) -> Response {
+    let versions: std::collections::BTreeSet<&str> = app
+        .served
+        .kinds()
+        .map(ResourceKind::api_version)
         .filter(|v| v.contains('/'))
         .collect();
     let groups: Vec<Value> = versions
@@ -89,12 +91,15 @@ async fn apis() -> Response {
     )
 }
 
-async fn group_version(Path((group, version)): Path<(String, String)>) -> Response {
+async fn group_version(
+    State(app): State<Arc<AppState>>,
+    Path((group, version)): Path<(String, String)>,
+) -> Response {
     let gv = format!("{group}/{version}");
-    if ResourceKind::of_version(&gv).next().is_none() {
+    if app.served.of_version(&gv).next().is_none() {
         return ApiError::no_such_resource().into_response();
     }
-    json_response(StatusCode::OK, &api_resource_list(&gv))
+    json_response(StatusCode::OK, &api_resource_list(app.served, &gv))
 }
 
 async fn health() -> &'static str {
@@ -102,7 +107,7 @@ async fn health() -> &'static str {
 }
 
 /// The APIResourceList of `api_version` (`v1`: `/api/v1`).
-pub(crate) fn api_resource_list(api_version: &str) -> Value {
+pub(crate) fn api_resource_list(served: Served, api_version: &str) -> Value {
     let verbs = [
         "create",
         "delete",
@@ -114,7 +119,7 @@ pub(crate) fn api_resource_list(api_version: &str) -> Value {
         "watch",
     ];
     let mut resources = Vec::new();
-    for kind in ResourceKind::of_version(api_version) {
+    for kind in served.of_version(api_version) {
         let mut entry = json!({
             "name": kind.plural(),
             "singularName": kind.singular(),

@@ -157,6 +157,9 @@ fn dispatch(
         body,
     } = request;
     let target = Target::parse(api_version, rest)?;
+    if !app.served.serves(target.kind) {
+        return Err(ApiError::no_such_resource());
+    }
     match &target.subresource {
         Some(sub) if sub == "status" && target.kind.has_status() => {}
         Some(_) => return Err(ApiError::no_such_resource()),

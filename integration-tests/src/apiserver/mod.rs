@@ -1,12 +1,23 @@
-//! An in-memory Kubernetes core/v1 API server for tests and the local demo.
+//! An in-memory Kubernetes API server for tests and the local demo.
 //!
-//! Serves `namespaces`, `services`, `endpoints` and `pods` over plain HTTP
-//! with kube-apiserver's observable semantics: a global resourceVersion,
-//! optimistic concurrency, list paging, watch with history replay, bookmarks
-//! and 410 Expired, discovery and Table printing for kubectl, `Status`
-//! errors. Create/update bodies may be JSON, YAML or protobuf (the envelope
+//! Serves core/v1 `namespaces`, `services`, `endpoints` and `pods`,
+//! `coordination.k8s.io/v1` `leases` and `discovery.k8s.io/v1`
+//! `endpointslices` over plain HTTP with kube-apiserver's observable
+//! semantics: a global resourceVersion, optimistic concurrency, list paging,
+//! label and field selectors, watch with history replay, bookmarks and 410
+//! Expired, discovery and Table printing for kubectl, validation and
+//! `Status` errors. The cluster is dual-stack, IPv4 first: Services carry
+//! `clusterIPs`, `ipFamilies` and `ipFamilyPolicy` (IPv4 cluster IPs from
+//! [`Config::service_cidr`], IPv6 ones from `fd00:10:96::/112`, any free
+//! IPv6 address when asked for; see `dualstack.rs`), Pods `status.podIPs`
+//! (`podips.rs`).
+//! [`Config::endpoint_slices`] off serves an API from before EndpointSlices
+//! (Kubernetes 1.2's): no `discovery.k8s.io` group at all.
+//!
+//! Create/update bodies may be JSON, YAML or protobuf (the envelope
 //! kubectl's typed generators send; see `protobuf.rs`); other media types get
-//! 415. Responses are always JSON, which kubectl and client-go accept. [`ApiServer::start`] runs it on a loopback port and returns an
+//! 415. Responses are always JSON, which kubectl and client-go accept.
+//! [`ApiServer::start`] runs it on a loopback port and returns an
 //! [`ApiServerHandle`] that exposes the fault switches tests need and stops
 //! the server when dropped.
 //!
@@ -21,12 +32,15 @@
 //! ```
 
 mod discovery;
+mod dualstack;
+mod endpointslice;
 mod faults;
 mod handlers;
 mod history;
 mod ipalloc;
 mod list;
 mod patch;
+mod podips;
 mod protobuf;
 mod resource;
 mod seed;
@@ -77,6 +91,11 @@ pub struct Config {
     pub bookmark_interval: Duration,
     /// Objects to create before serving (see [`load_file`]).
     pub seed: Vec<Value>,
+    /// Whether `discovery.k8s.io/v1` EndpointSlices are served. Off, the
+    /// API is one from before them (Kubernetes 1.2's): `/apis` does not
+    /// list the group and its URLs are 404, as for any unknown group; seed
+    /// EndpointSlices are refused. Default true.
+    pub endpoint_slices: bool,
 }
 
 impl Default for Config {
@@ -89,6 +108,7 @@ impl Default for Config {
             history: 1000,
             bookmark_interval: Duration::from_secs(5),
             seed: Vec::new(),
+            endpoint_slices: true,
         }
     }
 }
@@ -132,6 +152,7 @@ pub(crate) struct AppState {
     pub(crate) bookmark_interval: Duration,
     pub(crate) addr: SocketAddr,
     pub(crate) insecure_addr: Option<SocketAddr>,
+    pub(crate) served: resource::Served,
 }
 
 /// Marks a request that came in on [`Config::insecure_listen`].
@@ -147,7 +168,10 @@ impl ApiServer {
     /// handle is dropped or [`ApiServerHandle::shutdown`] is called.
     pub async fn start(config: Config) -> Result<ApiServerHandle, StartError> {
         let store = Store::new(config.service_cidr, config.history);
-        seed::apply(&store, &config.seed)?;
+        let served = resource::Served {
+            endpoint_slices: config.endpoint_slices,
+        };
+        seed::apply(&store, &config.seed, served)?;
         let listener = tokio::net::TcpListener::bind(config.listen)
             .await
             .map_err(|source| StartError::Bind {
@@ -175,6 +199,7 @@ impl ApiServer {
             bookmark_interval: config.bookmark_interval.max(Duration::from_millis(10)),
             addr,
             insecure_addr: insecure.as_ref().map(|(_, a)| *a),
+            served,
         });
         let secure = serve(listener, router(state.clone()), state.shutdown.clone());
         let insecure = insecure.map(|(listener, addr)| {
@@ -259,7 +284,8 @@ impl ApiServerHandle {
         self.state.insecure_addr.map(|a| format!("http://{a}"))
     }
 
-    /// Direct access to the store (create/update/delete without HTTP).
+    /// Direct access to the store (create/update/delete without HTTP; it
+    /// takes every kind, served over HTTP or not).
     pub fn store(&self) -> &Store {
         &self.state.store
     }

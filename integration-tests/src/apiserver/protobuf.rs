@@ -80,7 +80,7 @@ pub(crate) fn decode(kind: ResourceKind, body: &[u8]) -> Result<Value, ApiError>
             m.encode_to_vec()
         }
         // kubectl sends protobuf for core kinds only.
-        ResourceKind::Lease => raw,
+        ResourceKind::Lease | ResourceKind::EndpointSlice => raw,
     };
     if !all_zero(&residue) {
         return Err(ApiError::unsupported_media_type(

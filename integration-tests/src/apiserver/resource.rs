@@ -1,18 +1,23 @@
 //! The resource types the server knows, and their per-type rules.
 //!
 //! [`ResourceKind`] names each served resource (API group and version,
-//! plural, kind, scope, short names): core/v1's, and `coordination.k8s.io/v1`
-//! Leases (what leader election uses). It owns the type-specific parts of a write: validating a body
-//! by deserializing it into the k8s-openapi type, filling in the defaults the
-//! real API server applies, and which parts are the `status` subresource.
+//! plural, kind, scope, short names): core/v1's, `coordination.k8s.io/v1`
+//! Leases (what leader election uses) and `discovery.k8s.io/v1`
+//! EndpointSlices. It owns the type-specific parts of a write: decoding a
+//! body by deserializing it into the k8s-openapi type (with the v1
+//! conversions and decode-time defaults the real server applies), the
+//! defaults of a create, validation, and which parts are the `status`
+//! subresource. [`Served`] is which of the kinds a server serves.
 
 use k8s_openapi::api::coordination::v1::Lease;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::status::ApiError;
+use super::{endpointslice, podips};
 
 /// A resource served by the test server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -27,22 +32,26 @@ pub enum ResourceKind {
     Pod,
     /// `leases` (`coordination.k8s.io/v1`).
     Lease,
+    /// `endpointslices` (`discovery.k8s.io/v1`).
+    EndpointSlice,
 }
 
 impl ResourceKind {
     /// All served resources, in discovery order.
-    pub const ALL: [ResourceKind; 5] = [
+    pub const ALL: [ResourceKind; 6] = [
         Self::Namespace,
         Self::Service,
         Self::Endpoints,
         Self::Pod,
         Self::Lease,
+        Self::EndpointSlice,
     ];
 
     /// The `apiVersion`: `v1` for the core group, `<group>/<version>` otherwise.
     pub fn api_version(self) -> &'static str {
         match self {
             Self::Lease => "coordination.k8s.io/v1",
+            Self::EndpointSlice => "discovery.k8s.io/v1",
             _ => "v1",
         }
     }
@@ -63,6 +72,7 @@ impl ResourceKind {
             Self::Endpoints => "endpoints",
             Self::Pod => "pods",
             Self::Lease => "leases",
+            Self::EndpointSlice => "endpointslices",
         }
     }
 
@@ -74,6 +84,7 @@ impl ResourceKind {
             Self::Endpoints => "endpoints",
             Self::Pod => "pod",
             Self::Lease => "lease",
+            Self::EndpointSlice => "endpointslice",
         }
     }
 
@@ -85,6 +96,7 @@ impl ResourceKind {
             Self::Endpoints => "Endpoints",
             Self::Pod => "Pod",
             Self::Lease => "Lease",
+            Self::EndpointSlice => "EndpointSlice",
         }
     }
 
@@ -95,7 +107,7 @@ impl ResourceKind {
             Self::Service => &["svc"],
             Self::Endpoints => &["ep"],
             Self::Pod => &["po"],
-            Self::Lease => &[],
+            Self::Lease | Self::EndpointSlice => &[],
         }
     }
 
@@ -106,7 +118,7 @@ impl ResourceKind {
 
     /// Whether the resource has a `status` subresource.
     pub fn has_status(self) -> bool {
-        !matches!(self, Self::Endpoints | Self::Lease)
+        !matches!(self, Self::Endpoints | Self::Lease | Self::EndpointSlice)
     }
 
     /// Whether a PUT to a missing object creates it (true for endpoints only).
@@ -124,11 +136,13 @@ impl ResourceKind {
         Self::ALL.into_iter().find(|k| k.kind() == kind)
     }
 
-    /// Validates `body` as this kind and returns its normalized JSON form.
+    /// Decodes `body` as this kind and returns its normalized JSON form.
     ///
     /// Missing `apiVersion`/`kind` are filled in (as the server does from the
     /// URL); wrong ones, unknown enum values, wrong field types and the like
     /// are a 400 BadRequest, just as a decode failure is on the real server.
+    /// What the real server does on every decode happens here too: a Pod's
+    /// `podIP`/`podIPs` conversion, an EndpointSlice's port defaults.
     pub fn decode(self, mut body: Value) -> Result<Value, ApiError> {
         let Some(obj) = body.as_object_mut() else {
             return Err(ApiError::bad_request(
@@ -154,9 +168,39 @@ impl ResourceKind {
             Self::Namespace => roundtrip::<Namespace>(body),
             Self::Service => roundtrip::<Service>(body),
             Self::Endpoints => roundtrip::<Endpoints>(body),
-            Self::Pod => roundtrip::<Pod>(body),
             Self::Lease => roundtrip::<Lease>(body),
+            Self::EndpointSlice => {
+                let mut obj = roundtrip::<EndpointSlice>(body)?;
+                endpointslice::default(&mut obj);
+                Ok(obj)
+            }
+            Self::Pod => {
+                let mut obj = roundtrip::<Pod>(body)?;
+                podips::convert_pod_ips(&mut obj);
+                Ok(obj)
+            }
         }
+    }
+
+    /// Checks an object about to be stored (`old`: the stored one, on an
+    /// update) as the real server's validation does, for the fields it
+    /// checks here: a 422 Invalid listing every field error.
+    pub fn validate(self, obj: &Value, old: Option<&Value>) -> Result<(), ApiError> {
+        let errors = match self {
+            Self::EndpointSlice => endpointslice::validate(obj, old),
+            Self::Pod => podips::validate_pod_ips(obj),
+            Self::Namespace | Self::Service | Self::Endpoints | Self::Lease => Vec::new(),
+        };
+        if errors.is_empty() {
+            return Ok(());
+        }
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        Err(ApiError::invalid_fields(
+            self.kind(),
+            self.plural(),
+            name,
+            &errors,
+        ))
     }
 
     /// Applies the defaults kube-apiserver sets on create.
@@ -169,7 +213,7 @@ impl ResourceKind {
                 obj["status"] = json!({ "phase": "Active" });
             }
             Self::Service => default_service(obj),
-            Self::Endpoints | Self::Lease => {}
+            Self::Endpoints | Self::Lease | Self::EndpointSlice => {}
             Self::Pod => default_pod(obj),
         }
     }
@@ -179,27 +223,21 @@ impl ResourceKind {
         match self {
             Self::Service => obj["status"] = json!({ "loadBalancer": {} }),
             Self::Pod => obj["status"] = json!({ "phase": "Pending", "qosClass": "BestEffort" }),
-            Self::Namespace | Self::Endpoints | Self::Lease => {}
+            Self::Namespace | Self::Endpoints | Self::Lease | Self::EndpointSlice => {}
         }
     }
 
     /// Checks a name the way the real server does for this kind.
     pub fn validate_name(self, name: &str) -> Result<(), String> {
-        let label = |s: &str| {
-            !s.is_empty()
-                && s.len() <= 63
-                && s.bytes()
-                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-                && !s.starts_with('-')
-                && !s.ends_with('-')
-        };
         let ok = match self {
             // DNS-1035 label for services, DNS-1123 label for namespaces.
-            Self::Service => label(name) && name.starts_with(|c: char| c.is_ascii_lowercase()),
-            Self::Namespace => label(name),
+            Self::Service => {
+                dns1123_label(name) && name.starts_with(|c: char| c.is_ascii_lowercase())
+            }
+            Self::Namespace => dns1123_label(name),
             // DNS-1123 subdomain for the rest.
-            Self::Endpoints | Self::Pod | Self::Lease => {
-                name.len() <= 253 && name.split('.').all(label)
+            Self::Endpoints | Self::Pod | Self::Lease | Self::EndpointSlice => {
+                dns1123_subdomain(name)
             }
         };
         if ok {
@@ -210,6 +248,49 @@ impl ResourceKind {
             ))
         }
     }
+}
+
+/// Which kinds a server serves: all, or all but EndpointSlices (an API from
+/// before `discovery.k8s.io`, such as Kubernetes 1.2's).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Served {
+    /// Whether `discovery.k8s.io/v1` EndpointSlices are served.
+    pub(crate) endpoint_slices: bool,
+}
+
+impl Served {
+    /// Whether `kind` is served.
+    pub(crate) fn serves(self, kind: ResourceKind) -> bool {
+        kind != ResourceKind::EndpointSlice || self.endpoint_slices
+    }
+
+    /// The served kinds, in discovery order.
+    pub(crate) fn kinds(self) -> impl Iterator<Item = ResourceKind> {
+        ResourceKind::ALL
+            .into_iter()
+            .filter(move |k| self.serves(*k))
+    }
+
+    /// The served kinds of `api_version`, in discovery order.
+    pub(crate) fn of_version(self, api_version: &str) -> impl Iterator<Item = ResourceKind> + '_ {
+        ResourceKind::of_version(api_version).filter(move |k| self.serves(*k))
+    }
+}
+
+/// A DNS-1123 label: 1-63 lowercase alphanumerics or `-`, alphanumeric at
+/// both ends.
+pub(crate) fn dns1123_label(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 63
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+}
+
+/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
+pub(crate) fn dns1123_subdomain(s: &str) -> bool {
+    s.len() <= 253 && s.split('.').all(dns1123_label)
 }
 
 fn roundtrip<T: DeserializeOwned + Serialize>(body: Value) -> Result<Value, ApiError> {
@@ -228,14 +309,10 @@ fn default_service(obj: &mut Value) {
         ("type", "ClusterIP"),
         ("sessionAffinity", "None"),
         ("internalTrafficPolicy", "Cluster"),
-        ("ipFamilyPolicy", "SingleStack"),
     ] {
         if spec.get(field).is_none() {
             spec[field] = json!(value);
         }
-    }
-    if spec.get("ipFamilies").is_none() {
-        spec["ipFamilies"] = json!(["IPv4"]);
     }
     if let Some(ports) = spec.get_mut("ports").and_then(Value::as_array_mut) {
         for port in ports {

@@ -12,7 +12,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 
 use super::history::Key;
-use super::resource::ResourceKind;
+use super::resource::{ResourceKind, Served};
 use super::store::Store;
 
 /// Errors while reading or applying a seed.
@@ -94,8 +94,9 @@ fn describe(obj: &Value) -> String {
     )
 }
 
-/// Creates every object in `store` (keeping given status).
-pub(crate) fn apply(store: &Store, objects: &[Value]) -> Result<(), SeedError> {
+/// Creates every object in `store` (keeping given status); a kind not
+/// `served` is refused.
+pub(crate) fn apply(store: &Store, objects: &[Value], served: Served) -> Result<(), SeedError> {
     for obj in objects {
         let rejected = |reason: String| SeedError::Rejected {
             what: describe(obj),
@@ -104,8 +105,10 @@ pub(crate) fn apply(store: &Store, objects: &[Value]) -> Result<(), SeedError> {
         let kind = obj["kind"]
             .as_str()
             .and_then(ResourceKind::from_kind)
+            .filter(|k| served.serves(*k))
             .ok_or_else(|| {
-                rejected("unsupported kind (served: Namespace, Service, Endpoints, Pod)".into())
+                let kinds: Vec<&str> = served.kinds().map(ResourceKind::kind).collect();
+                rejected(format!("unsupported kind (served: {})", kinds.join(", ")))
             })?;
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         if kind == ResourceKind::Namespace {

@@ -101,7 +101,9 @@ pub(crate) fn field_labels(kind: ResourceKind) -> &'static [&'static str] {
             "spec.type",
         ],
         ResourceKind::Namespace => &["metadata.name", "metadata.namespace", "status.phase"],
-        ResourceKind::Endpoints | ResourceKind::Lease => &["metadata.name", "metadata.namespace"],
+        ResourceKind::Endpoints | ResourceKind::Lease | ResourceKind::EndpointSlice => {
+            &["metadata.name", "metadata.namespace"]
+        }
     }
 }
 

@@ -152,6 +152,17 @@ impl ApiError {
         .about(plural, name)
     }
 
+    /// 422 Invalid for several field errors at once: one reads as with
+    /// [`Self::invalid`], more as `[error, error]`, as `errors.NewInvalid`
+    /// aggregates them.
+    pub fn invalid_fields(kind: &str, plural: &str, name: &str, field_errors: &[String]) -> Self {
+        let body = match field_errors {
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        Self::invalid(kind, plural, name, &body)
+    }
+
     /// 422 for invalid list/watch options, in the form of apiserver's
     /// `errors.NewInvalid(ListOptions.meta.k8s.io, "", errs)`.
     pub fn invalid_list_options(field_errors: &[String]) -> Self {

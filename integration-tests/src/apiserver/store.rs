@@ -180,6 +180,7 @@ impl Store {
         let new = if status_only {
             let mut new = old.clone();
             set_status(&mut new, status_of(&obj));
+            key.kind.validate(&new, Some(&old))?;
             new
         } else {
             writes::prepare_update(&mut inner, key, &old, obj)?

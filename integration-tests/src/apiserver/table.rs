@@ -3,7 +3,8 @@
 //! When a GET's `Accept` header asks for `as=Table`, lists and single objects
 //! are rendered as a Table with the same columns kube-apiserver prints for
 //! each kind (NAME, TYPE, CLUSTER-IP, ... for services; NAME, READY, STATUS,
-//! ... for pods), with each row carrying the object as PartialObjectMetadata
+//! ... for pods; NAME, ADDRESSTYPE, PORTS, ENDPOINTS, AGE for endpoint
+//! slices), with each row carrying the object as PartialObjectMetadata
 //! (or in full, or not at all, per `includeObject`).
 
 use http::HeaderMap;
@@ -51,6 +52,13 @@ fn columns(kind: ResourceKind) -> Vec<Value> {
         ],
         ResourceKind::Namespace => vec![name, column("Status", "string", "", 0), age],
         ResourceKind::Lease => vec![name, column("Holder", "string", "", 0), age],
+        ResourceKind::EndpointSlice => vec![
+            name,
+            column("AddressType", "string", "", 0),
+            column("Ports", "string", "", 0),
+            column("Endpoints", "string", "", 0),
+            age,
+        ],
     }
 }
 
@@ -128,6 +136,47 @@ fn cells(kind: ResourceKind, obj: &Value) -> Vec<Value> {
         }
         ResourceKind::Namespace => vec![name, json!(s(&obj["status"]["phase"])), age],
         ResourceKind::Lease => vec![name, json!(s(&spec["holderIdentity"])), age],
+        ResourceKind::EndpointSlice => slice_cells(obj, name, age),
+    }
+}
+
+/// An EndpointSlice's row: name, address type, ports, addresses, age.
+fn slice_cells(obj: &Value, name: Value, age: Value) -> Vec<Value> {
+    let ports = obj["ports"].as_array().into_iter().flatten().map(|p| {
+        p["port"]
+            .as_i64()
+            .map_or_else(|| or_star(s(&p["name"])), |n| n.to_string())
+    });
+    let addresses = obj["endpoints"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|e| e["addresses"].as_array().into_iter().flatten().map(s));
+    vec![
+        name,
+        json!(s(&obj["addressType"])),
+        json!(first_three(ports)),
+        json!(first_three(addresses)),
+        age,
+    ]
+}
+
+fn or_star(v: String) -> String {
+    if v.is_empty() {
+        "*".into()
+    } else {
+        v
+    }
+}
+
+/// kubectl's `listWithMoreString`: up to three items, then `+ N more...`;
+/// `<unset>` for none.
+fn first_three(items: impl Iterator<Item = String>) -> String {
+    let items: Vec<String> = items.collect();
+    match items.len() {
+        0 => "<unset>".into(),
+        1..=3 => items.join(","),
+        n => format!("{} + {} more...", items[..3].join(","), n - 3),
     }
 }
 

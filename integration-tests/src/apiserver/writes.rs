@@ -1,9 +1,12 @@
 //! The rules of create and update: what the server fills in, checks, keeps.
 //!
 //! Owns the metadata the server manages (`uid`, `creationTimestamp`,
-//! `generateName`), namespace existence checks, name validation, immutable
-//! fields on update (identity, Service `clusterIP`), the status/spec split of
-//! a main-resource update, and cluster IP allocation/release for Services.
+//! `generateName`, `generation`), namespace existence checks, name
+//! validation, the per-kind validation of [`ResourceKind::validate`],
+//! immutable fields on update (identity), the status/spec split of a
+//! main-resource update, and hands Services to [`super::dualstack`] for
+//! their cluster IPs (allocated on create, kept or changed on update, freed
+//! on delete).
 
 use std::hash::{BuildHasher, RandomState};
 
@@ -13,6 +16,7 @@ use super::history::Key;
 use super::resource::{set_status, status_of, ResourceKind};
 use super::status::ApiError;
 use super::store::{Inner, Store};
+use super::{dualstack, endpointslice};
 
 /// Fills in and checks a new object; returns its key. Nothing is stored yet.
 pub(crate) fn prepare_create(
@@ -62,8 +66,12 @@ pub(crate) fn prepare_create(
         kind.reset_status_on_create(obj);
     }
     kind.apply_create_defaults(obj);
+    if kind == ResourceKind::EndpointSlice {
+        endpointslice::set_generation(obj, None);
+    }
+    kind.validate(obj, None)?;
     if kind == ResourceKind::Service {
-        allocate_cluster_ip(inner, &key, obj)?;
+        dualstack::create_service(&mut inner.ips, &key.name, obj)?;
     }
     Ok(key)
 }
@@ -130,59 +138,10 @@ fn random_suffix() -> String {
         .collect()
 }
 
-fn needs_cluster_ip(svc: &Value) -> bool {
-    svc["spec"]["type"].as_str() != Some("ExternalName")
-}
-
-/// An ExternalName Service has no cluster IP and no IP families.
-fn clear_cluster_ip(spec: &mut Value) {
-    if let Some(spec) = spec.as_object_mut() {
-        for field in ["clusterIP", "clusterIPs", "ipFamilies", "ipFamilyPolicy"] {
-            spec.remove(field);
-        }
-    }
-}
-
-fn allocate_cluster_ip(inner: &mut Inner, key: &Key, obj: &mut Value) -> Result<(), ApiError> {
-    if !needs_cluster_ip(obj) {
-        clear_cluster_ip(&mut obj["spec"]);
-        return Ok(());
-    }
-    let spec = &mut obj["spec"];
-    let requested = spec["clusterIP"]
-        .as_str()
-        .or_else(|| spec["clusterIPs"][0].as_str())
-        .unwrap_or_default()
-        .to_string();
-    let ip = match requested.as_str() {
-        "None" => requested,
-        "" => inner.ips.allocate().ok_or_else(|| {
-            ApiError::invalid(
-                "Service",
-                "services",
-                &key.name,
-                "spec.clusterIPs: Internal error: failed to allocate a serviceIP: range is full",
-            )
-        })?,
-        ip => {
-            inner
-                .ips
-                .reserve(ip)
-                .map_err(|e| ApiError::invalid("Service", "services", &key.name, &e))?;
-            requested
-        }
-    };
-    spec["clusterIP"] = json!(ip);
-    spec["clusterIPs"] = json!([ip]);
-    Ok(())
-}
-
-/// Frees what a deleted object held (its cluster IP).
+/// Frees what a deleted object held (its cluster IPs).
 pub(crate) fn release(inner: &mut Inner, key: &Key, obj: &Value) {
     if key.kind == ResourceKind::Service {
-        if let Some(ip) = obj["spec"]["clusterIP"].as_str() {
-            inner.ips.release(ip);
-        }
+        dualstack::release_service(&mut inner.ips, obj);
     }
 }
 
@@ -225,6 +184,7 @@ pub(crate) fn prepare_update(
         "creationTimestamp",
         "resourceVersion",
         "generateName",
+        "generation",
     ] {
         match old["metadata"].get(field) {
             Some(v) => obj["metadata"][field] = v.clone(),
@@ -239,66 +199,18 @@ pub(crate) fn prepare_update(
         set_status(&mut obj, status_of(old));
     }
     match key.kind {
-        ResourceKind::Service => {
-            key.kind.apply_create_defaults(&mut obj);
-            keep_cluster_ip(inner, key, old, &mut obj)?;
-        }
+        ResourceKind::Service => key.kind.apply_create_defaults(&mut obj),
         ResourceKind::Namespace => {
             obj["spec"] = old["spec"].clone();
             let name = key.name.clone();
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
         }
+        ResourceKind::EndpointSlice => endpointslice::set_generation(&mut obj, Some(old)),
         ResourceKind::Pod | ResourceKind::Endpoints | ResourceKind::Lease => {}
     }
-    Ok(obj)
-}
-
-/// Cluster IP handling on update, as kube-apiserver's Service REST does:
-/// the IP is immutable while the type needs one; a change to ExternalName
-/// drops it (unless a different one was asked for) and frees it; a change
-/// from ExternalName allocates one (or reserves the requested one).
-fn keep_cluster_ip(
-    inner: &mut Inner,
-    key: &Key,
-    old: &Value,
-    obj: &mut Value,
-) -> Result<(), ApiError> {
-    let ip_of = |v: &Value| {
-        v["spec"]["clusterIP"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string()
-    };
-    let (old_ip, new_ip) = (ip_of(old), ip_of(obj));
-    match (needs_cluster_ip(old), needs_cluster_ip(obj)) {
-        (false, _) => allocate_cluster_ip(inner, key, obj),
-        (true, false) => {
-            if !new_ip.is_empty() && new_ip != old_ip {
-                return Err(ApiError::invalid(
-                    "Service",
-                    "services",
-                    &key.name,
-                    "spec.clusterIPs: Invalid value: must be empty for type ExternalName",
-                ));
-            }
-            clear_cluster_ip(&mut obj["spec"]);
-            if old_ip != "None" {
-                inner.ips.release(&old_ip);
-            }
-            Ok(())
-        }
-        (true, true) if new_ip.is_empty() || new_ip == old_ip => {
-            obj["spec"]["clusterIP"] = old["spec"]["clusterIP"].clone();
-            obj["spec"]["clusterIPs"] = old["spec"]["clusterIPs"].clone();
-            Ok(())
-        }
-        (true, true) => Err(ApiError::invalid(
-            "Service",
-            "services",
-            &key.name,
-            &format!(
-                "spec.clusterIPs[0]: Invalid value: []string{{\"{new_ip}\"}}: may not change once set"
-            ),
-        )),
+    key.kind.validate(&obj, Some(old))?;
+    if key.kind == ResourceKind::Service {
+        dualstack::update_service(&mut inner.ips, &key.name, old, &mut obj)?;
     }
+    Ok(obj)
 }
