@@ -63,7 +63,8 @@ fn services_in(keys: &[String]) -> BTreeSet<String> {
 async fn readiness_waits_for_the_first_lists_of_services_and_endpoints() -> Result<()> {
     let etcd = Etcd::start()?;
     let api = apiserver_at("127.0.0.1:0".parse()?, &services(20, &[])).await?;
-    api.hold_lists("endpoints");
+    // `--endpoints-source=auto` lists EndpointSlices on this API.
+    api.hold_lists("endpointslices");
     let mut k2s = Kube2sky::start(
         &etcd,
         &api,
@@ -93,7 +94,8 @@ async fn readiness_waits_for_the_first_lists_of_services_and_endpoints() -> Resu
 async fn readiness_opens_after_the_initial_sync_timeout_without_endpoints() -> Result<()> {
     let etcd = Etcd::start()?;
     let api = apiserver_at("127.0.0.1:0".parse()?, &[]).await?;
-    api.hold_lists("endpoints");
+    // `--endpoints-source=auto` lists EndpointSlices on this API.
+    api.hold_lists("endpointslices");
     let mut k2s = Kube2sky::start(&etcd, &api, &["--initial-sync-timeout=1s"])?;
     k2s.wait_ready().await?;
     ensure!(

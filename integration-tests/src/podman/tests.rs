@@ -119,6 +119,7 @@ fn the_legacy_replication_controller_becomes_its_pod() {
         container(&spec, "kube2sky").args.as_deref().unwrap(),
         [
             "--domain=cluster.local",
+            "--spec-records=false",
             "--kubecfg-file=/etc/kube2sky/kubeconfig"
         ]
     );
