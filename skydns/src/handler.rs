@@ -553,3 +553,5 @@ mod tests_hot;
 mod tests_limits;
 #[cfg(test)]
 mod tests_sizes;
+#[cfg(test)]
+mod tests_spec;

@@ -74,7 +74,7 @@ pub(super) fn address_records(
             HostKind::Ip(IpAddr::V6(ip)) if family != Family::V4 => {
                 out.push(rr(owner.name.clone(), s.ttl, RData::AAAA(AAAA(ip))));
             }
-            HostKind::Ip(_) => {}
+            HostKind::Ip(_) | HostKind::None => {}
             HostKind::Name(host) => {
                 let target = fqdn(host);
                 if let Some(records) = chase(ctx, owner, &target, s.ttl, family, chain) {

@@ -101,7 +101,7 @@ pub(super) fn answer_cname(zone: &Zone, snapshot: &Snapshot, q: &Question) -> An
             let target = name(&fqdn(host))?;
             Some(rr(q.qname.clone(), s.ttl, RData::CNAME(CNAME(target))))
         }
-        HostKind::Ip(_) => None,
+        HostKind::Ip(_) | HostKind::None => None,
     });
     Answer::records(cname.into_iter().collect())
 }
@@ -165,6 +165,9 @@ pub fn reverse(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Option<Record>
         return None;
     }
     let leaf = snapshot.get(&path)?;
+    if leaf.record.host_kind() == HostKind::None {
+        return None;
+    }
     let target = name(&fqdn(&leaf.record.host))?;
     let ttl = match leaf.record.ttl {
         0 => zone.ttl,

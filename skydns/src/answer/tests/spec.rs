@@ -1,0 +1,109 @@
+//! The records of the Kubernetes DNS specification 1.1.0 as kube2sky writes
+//! them: PTR directories for addresses with several names (IPv4 and IPv6),
+//! ExternalName CNAMEs one level below the service name, the
+//! `dns-version` TXT leaf, and dual-stack and headless hostname directories.
+
+use super::*;
+
+const REV4: &str = "/skydns/arpa/in-addr";
+const REV6: &str =
+    "/skydns/arpa/ip6/f/d/0/0/0/0/1/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/1";
+
+fn addr(host: &str) -> SkyRecord {
+    SkyRecord::kube2sky_address(host)
+}
+
+fn dns_version() -> SkyRecord {
+    SkyRecord::from_json(br#"{"text":"1.1.0","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#)
+        .unwrap()
+}
+
+/// The kube2sky §9 records plus what specification 1.1.0 adds.
+pub(crate) fn spec() -> Snapshot {
+    let svc = "/skydns/local/cluster/svc";
+    let added = [
+        // 10.0.0.7 is shared by two names (one written twice), 10.0.0.8 by one.
+        (
+            format!("{REV4}/10/0/0/7/1a"),
+            addr("y.a.svc.cluster.local."),
+        ),
+        (
+            format!("{REV4}/10/0/0/7/2b"),
+            addr("x.a.svc.cluster.local."),
+        ),
+        (
+            format!("{REV4}/10/0/0/7/3c"),
+            addr("y.a.svc.cluster.local."),
+        ),
+        (format!("{REV4}/10/0/0/8"), addr("z.a.svc.cluster.local.")),
+        (format!("{REV6}/5e"), addr("web.default.svc.cluster.local.")),
+        (
+            format!("{REV6}/6f"),
+            addr("w-0.web.default.svc.cluster.local."),
+        ),
+        // ExternalName services.
+        (format!("{svc}/default/ext/9a1"), addr("example.com.")),
+        (
+            format!("{svc}/default/inner/9a2"),
+            addr("kubernetes.default.svc.cluster.local."),
+        ),
+        (
+            format!("{svc}/default/gone/9a3"),
+            addr("nosuch.default.svc.cluster.local."),
+        ),
+        (format!("{svc}/default/two/1"), addr("first.example.com.")),
+        (format!("{svc}/default/two/2"), addr("second.example.com.")),
+        ("/skydns/local/cluster/dns-version".into(), dns_version()),
+        // A dual-stack service, a headless one with a shared hostname.
+        (format!("{svc}/ds/both/a1"), addr("10.0.1.1")),
+        (format!("{svc}/ds/both/a2"), addr("fd00:10::1")),
+        (format!("{svc}/ds/both/a3"), addr("10.0.1.2")),
+        (format!("{svc}/ds/hl/w-0/b1"), addr("10.0.2.1")),
+        (format!("{svc}/ds/hl/w-0/b2"), addr("10.0.2.2")),
+        (format!("{svc}/ds/hl/w-0/b3"), addr("fd00:10::2")),
+        (format!("{svc}/ds/hl/w-1"), addr("10.0.2.3")),
+        (
+            "/skydns/local/cluster/pod/ds/2001-db8--1/c1".into(),
+            addr("2001:db8::1"),
+        ),
+    ];
+    cluster().with_changes(
+        2,
+        added
+            .into_iter()
+            .map(|(k, r)| crate::snapshot::Change::Put(k, r)),
+    )
+}
+
+fn answers(name: &str, qtype: RecordType) -> Vec<String> {
+    sections(ask_in(&spec(), name, qtype)).0
+}
+
+#[test]
+fn dns_version_is_a_txt_record_and_nodata_for_addresses() {
+    let name = "dns-version.cluster.local.";
+    assert_eq!(
+        answers(name, RecordType::TXT),
+        ["dns-version.cluster.local. 30 TXT 1.1.0"]
+    );
+    for qtype in [
+        RecordType::A,
+        RecordType::AAAA,
+        RecordType::CNAME,
+        RecordType::SRV,
+        RecordType::MX,
+        RecordType::HINFO,
+    ] {
+        assert_eq!(
+            ask_in(&spec(), name, qtype),
+            Answer::records(Vec::new()),
+            "{qtype}"
+        );
+    }
+    // Listed below the apex, it adds nothing to an address answer.
+    let apex = answers(D, RecordType::A);
+    assert!(apex.iter().all(|l| !l.contains(" CNAME . ")), "{apex:?}");
+    assert!(answers(D, RecordType::SRV)
+        .iter()
+        .all(|l| !l.ends_with(" .")));
+}
