@@ -4,7 +4,7 @@
 
 use super::tests::{ask_msg, assert_soa_authority, handler, request};
 use super::*;
-use crate::answer::tests::spec::spec;
+use crate::answer::tests::spec::{spec, FD00_10_1};
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();
@@ -16,6 +16,44 @@ fn data(r: &Message) -> Vec<String> {
         .iter()
         .map(|a| format!("{} {}", a.record_type(), a.data))
         .collect()
+}
+
+#[test]
+fn ptr_directories_answer_every_name_in_both_trees_not_authoritatively() {
+    let h = handler(Some(spec()));
+    let r = ask(&h, "7.0.0.10.in-addr.arpa.", RecordType::PTR);
+    assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+    assert!(!r.metadata.authoritative);
+    assert_eq!(
+        data(&r),
+        ["PTR y.a.svc.cluster.local.", "PTR x.a.svc.cluster.local."]
+    );
+    let r = ask(&h, FD00_10_1, RecordType::PTR);
+    assert_eq!(r.metadata.response_code, ResponseCode::NoError);
+    assert!(!r.metadata.authoritative);
+    assert_eq!(
+        data(&r),
+        [
+            "PTR web.default.svc.cluster.local.",
+            "PTR w-0.web.default.svc.cluster.local."
+        ]
+    );
+}
+
+#[test]
+fn other_types_under_ip6_arpa_are_forwarded_as_under_in_addr_arpa() {
+    // No upstreams in the test handler: forwarding ends in SERVFAIL, AA=0
+    // (SkyDNS answered an AAAA question here with a PTR record).
+    let h = handler(Some(spec()));
+    for (name, qtype) in [
+        (FD00_10_1, RecordType::AAAA),
+        (FD00_10_1, RecordType::TXT),
+        ("7.0.0.10.in-addr.arpa.", RecordType::A),
+    ] {
+        let r = ask(&h, name, qtype);
+        assert_eq!(r.metadata.response_code, ResponseCode::ServFail, "{qtype}");
+        assert!(r.answers.is_empty() && !r.metadata.authoritative, "{qtype}");
+    }
 }
 
 #[test]

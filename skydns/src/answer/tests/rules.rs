@@ -269,7 +269,7 @@ fn reverse_reads_one_leaf() {
     );
     let ptr = reverse(&zone(), &snap, &q).expect("a PTR");
     assert_eq!(
-        lines(&[ptr]),
+        lines(&ptr),
         ["1.0.0.10.in-addr.arpa. 3600 PTR kubernetes.default.svc.cluster.local."]
     );
     let dir = Question::new(

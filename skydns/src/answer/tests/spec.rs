@@ -8,6 +8,9 @@ use super::*;
 const REV4: &str = "/skydns/arpa/in-addr";
 const REV6: &str =
     "/skydns/arpa/ip6/f/d/0/0/0/0/1/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/1";
+/// `fd00:10::1` in the ip6.arpa tree.
+pub(crate) const FD00_10_1: &str =
+    "1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.0.0.0.d.f.ip6.arpa.";
 
 fn addr(host: &str) -> SkyRecord {
     SkyRecord::kube2sky_address(host)
@@ -77,6 +80,73 @@ pub(crate) fn spec() -> Snapshot {
 
 fn answers(name: &str, qtype: RecordType) -> Vec<String> {
     sections(ask_in(&spec(), name, qtype)).0
+}
+
+fn ptr(name: &str) -> Option<Vec<String>> {
+    let q = Question::new(
+        Name::from_ascii(name).unwrap(),
+        RecordType::PTR,
+        DNSClass::IN,
+    );
+    reverse(&zone(), &spec(), &q).map(|records| lines(&records))
+}
+
+#[test]
+fn a_ptr_directory_answers_every_name_once_in_key_order() {
+    assert_eq!(
+        ptr("7.0.0.10.in-addr.arpa.").unwrap(),
+        [
+            "7.0.0.10.in-addr.arpa. 30 PTR y.a.svc.cluster.local.",
+            "7.0.0.10.in-addr.arpa. 30 PTR x.a.svc.cluster.local.",
+        ]
+    );
+    assert_eq!(
+        ptr("8.0.0.10.in-addr.arpa.").unwrap(),
+        ["8.0.0.10.in-addr.arpa. 30 PTR z.a.svc.cluster.local."]
+    );
+}
+
+#[test]
+fn a_partial_reverse_name_is_not_answered_from_the_addresses_below_it() {
+    // 10.0.0.* are leaves one level below `0.0.10.in-addr.arpa.`.
+    assert_eq!(ptr("0.0.10.in-addr.arpa."), None);
+    assert_eq!(ptr("9.0.0.10.in-addr.arpa."), None);
+    assert_eq!(ptr("*.0.0.10.in-addr.arpa."), None);
+}
+
+#[test]
+fn ip6_ptr_directories_answer_every_name() {
+    assert_eq!(
+        ptr(FD00_10_1).unwrap(),
+        [
+            format!("{FD00_10_1} 30 PTR web.default.svc.cluster.local."),
+            format!("{FD00_10_1} 30 PTR w-0.web.default.svc.cluster.local."),
+        ]
+    );
+    // Upper-case nibbles are the same name.
+    let upper = FD00_10_1.replace("d.f.ip6", "D.F.ip6");
+    assert_eq!(ptr(&upper).map(|p| p.len()), Some(2));
+    // 31 nibbles: the directory of 16 addresses, not an address.
+    assert_eq!(ptr(&FD00_10_1[2..]), None);
+}
+
+#[test]
+fn a_ptr_leaf_without_host_gives_no_ptr() {
+    let snap = Snapshot::new(
+        1,
+        [
+            (format!("{REV4}/10/0/0/5/1"), SkyRecord::default()),
+            (format!("{REV4}/10/0/0/6"), SkyRecord::default()),
+        ],
+    );
+    for name in ["5.0.0.10.in-addr.arpa.", "6.0.0.10.in-addr.arpa."] {
+        let q = Question::new(
+            Name::from_ascii(name).unwrap(),
+            RecordType::PTR,
+            DNSClass::IN,
+        );
+        assert_eq!(reverse(&zone(), &snap, &q), None, "{name}");
+    }
 }
 
 #[test]
