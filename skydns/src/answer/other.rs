@@ -1,12 +1,13 @@
 //! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT.
 //!
 //! Each follows reference §6.3 and §7.3: TXT splits long text into 255-byte
-//! strings, CNAME looks at the exact key only, NS exists only at the apex and
-//! reads `ns.dns.<domain>`, the SOA serial is the current hour, PTR reads a
-//! leaf or the leaves directly below a directory of the reverse tree, and
-//! CHAOS answers the `version.bind` family.
+//! strings, CNAME looks at the key and the keys one level below it, NS
+//! exists only at the apex and reads `ns.dns.<domain>`, the SOA serial is
+//! the current hour, PTR reads a leaf or the leaves directly below a
+//! directory of the reverse tree, and CHAOS answers the `version.bind`
+//! family.
 
-use super::records::{group, records};
+use super::records::{group, records, Service};
 use super::{name, rr, Answer, Question, Zone};
 use crate::path::{fqdn, labels};
 use crate::record::HostKind;
@@ -92,18 +93,34 @@ fn unescape(raw: &[u8]) -> Vec<u8> {
     out
 }
 
-/// CNAME: only the exact key; the first service must have a name host.
+/// CNAME: the CNAME an A query for the name starts with. Its records are
+/// the leaf at the name or the leaves one level below it (an ExternalName
+/// service's `<svc>/<hash>`; SkyDNS read the exact key only); deeper
+/// leaves belong to other names. Of several name hosts the last wins, as
+/// the A answer's de-duplication keeps the last CNAME of an owner; a host
+/// equal to the query name is skipped, as there.
 pub(super) fn answer_cname(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
-    let Some(services) = records(zone, snapshot, &q.name, true) else {
+    let Some(services) = records(zone, snapshot, &q.name, false) else {
         return Answer::NameError;
     };
-    let first = group(services).into_iter().next();
-    let cname = first.and_then(|s| match s.record.host_kind() {
-        HostKind::Name(host) => {
-            let target = name(&fqdn(host))?;
-            Some(rr(q.qname.clone(), s.ttl, RData::CNAME(CNAME(target))))
+    let depth = zone.prefix.path(&q.name).split('/').count() + 1;
+    let near: Vec<Service> = services
+        .into_iter()
+        .filter(|s| s.key.split('/').count() <= depth)
+        .collect();
+    let cname = group(near).into_iter().rev().find_map(|s| {
+        let HostKind::Name(host) = s.record.host_kind() else {
+            return None;
+        };
+        let target = fqdn(host);
+        if target == q.qname_text {
+            return None;
         }
-        HostKind::Ip(_) | HostKind::None => None,
+        Some(rr(
+            q.qname.clone(),
+            s.ttl,
+            RData::CNAME(CNAME(name(&target)?)),
+        ))
     });
     Answer::records(cname.into_iter().collect())
 }

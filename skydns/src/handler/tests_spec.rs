@@ -2,9 +2,10 @@
 //! PTR directories in both reverse trees, ExternalName CNAMEs whose target
 //! fails upstream, and the `dns-version` TXT leaf.
 
-use super::tests::{ask_msg, assert_soa_authority, handler, request};
+use super::tests::{ask_msg, assert_soa_authority, handler, handler_with, request};
 use super::*;
 use crate::answer::tests::spec::{spec, FD00_10_1};
+use crate::fake_upstream::nxdomain_udp;
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();
@@ -53,6 +54,32 @@ fn other_types_under_ip6_arpa_are_forwarded_as_under_in_addr_arpa() {
         let r = ask(&h, name, qtype);
         assert_eq!(r.metadata.response_code, ResponseCode::ServFail, "{qtype}");
         assert!(r.answers.is_empty() && !r.metadata.authoritative, "{qtype}");
+    }
+}
+
+#[test]
+fn an_external_name_keeps_its_cname_when_upstream_fails_or_says_nxdomain() {
+    let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let dead_addr = dead.local_addr().unwrap();
+    drop(dead);
+    for upstream in [nxdomain_udp(), dead_addr] {
+        let h = handler_with(
+            Some(spec()),
+            Options {
+                round_robin: false,
+                nameservers: vec![upstream],
+                read_timeout: Duration::from_millis(300),
+                ..Options::default()
+            },
+        );
+        for qtype in [RecordType::A, RecordType::AAAA] {
+            let r = ask(&h, "ext.default.svc.cluster.local.", qtype);
+            assert_eq!(r.metadata.response_code, ResponseCode::NoError, "{qtype}");
+            assert!(r.metadata.authoritative);
+            assert_eq!(data(&r), ["CNAME example.com."], "{qtype} via {upstream}");
+        }
+        let r = ask(&h, "ext.default.svc.cluster.local.", RecordType::CNAME);
+        assert_eq!(data(&r), ["CNAME example.com."]);
     }
 }
 

@@ -4,6 +4,7 @@
 //! `dns-version` TXT leaf, and dual-stack and headless hostname directories.
 
 use super::*;
+use crate::response::dedup;
 
 const REV4: &str = "/skydns/arpa/in-addr";
 const REV6: &str =
@@ -147,6 +148,102 @@ fn a_ptr_leaf_without_host_gives_no_ptr() {
         );
         assert_eq!(reverse(&zone(), &snap, &q), None, "{name}");
     }
+}
+
+#[test]
+fn cname_query_for_an_external_name_service() {
+    assert_eq!(
+        answers("ext.default.svc.cluster.local.", RecordType::CNAME),
+        ["ext.default.svc.cluster.local. 30 CNAME example.com."]
+    );
+    assert_eq!(
+        answers("Ext.Default.svc.cluster.local.", RecordType::CNAME),
+        ["Ext.Default.svc.cluster.local. 30 CNAME example.com."]
+    );
+    // Services with addresses, a namespace, the apex: no CNAME.
+    for name in [
+        "kubernetes.default.svc.cluster.local.",
+        "web.default.svc.cluster.local.",
+        "default.svc.cluster.local.",
+        D,
+    ] {
+        assert!(answers(name, RecordType::CNAME).is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn cname_query_picks_the_cname_the_a_answer_keeps() {
+    let name = "two.default.svc.cluster.local.";
+    let Answer::Records { answers: mut a, .. } = ask_in(&spec(), name, RecordType::A) else {
+        panic!("records");
+    };
+    dedup(&mut a);
+    let kept: Vec<String> = lines(&a)
+        .into_iter()
+        .filter(|l| l.contains(" CNAME "))
+        .collect();
+    assert_eq!(
+        kept,
+        ["two.default.svc.cluster.local. 30 CNAME second.example.com."]
+    );
+    assert_eq!(answers(name, RecordType::CNAME), kept);
+}
+
+#[test]
+fn an_external_name_keeps_its_cname_when_the_target_does_not_resolve() {
+    let name = "ext.default.svc.cluster.local.";
+    let cname = ["ext.default.svc.cluster.local. 30 CNAME example.com."];
+    // Forwarding off, a failed lookup, an NXDOMAIN (also a failed lookup).
+    assert_eq!(answers(name, RecordType::A), cname);
+    assert_eq!(answers(name, RecordType::AAAA), cname);
+    let q = Question::new(Name::from_ascii(name).unwrap(), RecordType::A, DNSClass::IN);
+    let mut lookups = Lookups::new();
+    lookups.insert(
+        Name::from_ascii("example.com.").unwrap(),
+        RecordType::A,
+        None,
+    );
+    let (ans, _) = sections(authoritative(&zone(), &spec(), &q, NOW, &lookups));
+    assert_eq!(ans, cname);
+    assert!(lookups.take_missing().is_empty());
+    // And the target's addresses when it resolves.
+    let upstream = hickory_proto::rr::Record::from_rdata(
+        Name::from_ascii("example.com.").unwrap(),
+        60,
+        RData::A(A::new(192, 0, 2, 1)),
+    );
+    lookups.insert(
+        Name::from_ascii("example.com.").unwrap(),
+        RecordType::A,
+        Some(vec![upstream]),
+    );
+    let (ans, _) = sections(authoritative(&zone(), &spec(), &q, NOW, &lookups));
+    assert_eq!(
+        ans,
+        [
+            "ext.default.svc.cluster.local. 30 CNAME example.com.",
+            "example.com. 60 A 192.0.2.1"
+        ]
+    );
+}
+
+#[test]
+fn an_internal_target_is_followed_and_kept_when_absent_or_of_the_other_family() {
+    assert_eq!(
+        answers("inner.default.svc.cluster.local.", RecordType::A),
+        [
+            "inner.default.svc.cluster.local. 30 CNAME kubernetes.default.svc.cluster.local.",
+            "kubernetes.default.svc.cluster.local. 30 A 10.0.0.1",
+        ]
+    );
+    assert_eq!(
+        answers("inner.default.svc.cluster.local.", RecordType::AAAA),
+        ["inner.default.svc.cluster.local. 30 CNAME kubernetes.default.svc.cluster.local."]
+    );
+    assert_eq!(
+        answers("gone.default.svc.cluster.local.", RecordType::A),
+        ["gone.default.svc.cluster.local. 30 CNAME nosuch.default.svc.cluster.local."]
+    );
 }
 
 #[test]
