@@ -274,3 +274,61 @@ fn dns_version_is_a_txt_record_and_nodata_for_addresses() {
         .iter()
         .all(|l| !l.ends_with(" .")));
 }
+
+#[test]
+fn a_dual_stack_service_answers_each_family_with_its_own_addresses() {
+    let name = "both.ds.svc.cluster.local.";
+    assert_eq!(
+        answers(name, RecordType::A),
+        [
+            "both.ds.svc.cluster.local. 30 A 10.0.1.1",
+            "both.ds.svc.cluster.local. 30 A 10.0.1.2",
+        ]
+    );
+    assert_eq!(
+        answers(name, RecordType::AAAA),
+        ["both.ds.svc.cluster.local. 30 AAAA fd00:10::1"]
+    );
+}
+
+#[test]
+fn a_shared_hostname_directory_answers_every_address_of_the_family() {
+    assert_eq!(
+        answers("w-0.hl.ds.svc.cluster.local.", RecordType::A),
+        [
+            "w-0.hl.ds.svc.cluster.local. 30 A 10.0.2.1",
+            "w-0.hl.ds.svc.cluster.local. 30 A 10.0.2.2",
+        ]
+    );
+    assert_eq!(
+        answers("w-0.hl.ds.svc.cluster.local.", RecordType::AAAA),
+        ["w-0.hl.ds.svc.cluster.local. 30 AAAA fd00:10::2"]
+    );
+    assert_eq!(
+        answers("w-1.hl.ds.svc.cluster.local.", RecordType::A),
+        ["w-1.hl.ds.svc.cluster.local. 30 A 10.0.2.3"]
+    );
+    // The service name still lists every endpoint, at any depth.
+    assert_eq!(
+        answers("hl.ds.svc.cluster.local.", RecordType::A),
+        [
+            "hl.ds.svc.cluster.local. 30 A 10.0.2.1",
+            "hl.ds.svc.cluster.local. 30 A 10.0.2.2",
+            "hl.ds.svc.cluster.local. 30 A 10.0.2.3",
+        ]
+    );
+    assert_eq!(
+        answers("hl.ds.svc.cluster.local.", RecordType::AAAA),
+        ["hl.ds.svc.cluster.local. 30 AAAA fd00:10::2"]
+    );
+}
+
+#[test]
+fn an_ipv6_pod_name_answers_aaaa() {
+    let name = "2001-db8--1.ds.pod.cluster.local.";
+    assert_eq!(
+        answers(name, RecordType::AAAA),
+        ["2001-db8--1.ds.pod.cluster.local. 30 AAAA 2001:db8::1"]
+    );
+    assert!(answers(name, RecordType::A).is_empty());
+}
