@@ -1,10 +1,11 @@
 //! skydns end to end: a real etcd, the records of reference kube2sky.md §9
+//! (and those the Kubernetes DNS specification 1.1.0 adds)
 //! written with `etcdctl`, skydns running in-process on a free port, and
 //! `dig` as the client.
 
 mod skydns_support;
 
-use skydns_support::{SkyDns, KUBERNETES_A};
+use skydns_support::{black_hole, SkyDns, KUBERNETES_A};
 use test_support::etcd::{Api, Etcd};
 use test_support::ports::free_port;
 
@@ -153,6 +154,124 @@ async fn dig_gets_the_reference_answers() {
         ])
         .await;
     assert_eq!(r.answer.len(), 1);
+    dns.shutdown().await;
+}
+
+/// What kube2sky writes for the Kubernetes DNS specification 1.1.0:
+/// an address with two names (both reverse trees), an ExternalName
+/// service, the `dns-version` TXT, a dual-stack service and a headless
+/// hostname shared by two addresses.
+const SPEC_RECORDS: &[(&str, &str)] = &[
+    (
+        "/skydns/arpa/in-addr/10/0/0/7/1a",
+        r#"{"host":"y.a.svc.cluster.local.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/arpa/in-addr/10/0/0/7/2b",
+        r#"{"host":"x.a.svc.cluster.local.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/arpa/ip6/f/d/0/0/0/0/1/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/0/1/3c",
+        r#"{"host":"both.ds.svc.cluster.local.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/default/ext/5d1e2f3a",
+        r#"{"host":"example.com.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/dns-version",
+        r#"{"text":"1.1.0","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/ds/both/a1",
+        r#"{"host":"10.0.1.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/ds/both/a2",
+        r#"{"host":"fd00:10::1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/ds/hl/w-0/b1",
+        r#"{"host":"10.0.2.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+    (
+        "/skydns/local/cluster/svc/ds/hl/w-0/b2",
+        r#"{"host":"10.0.2.2","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    ),
+];
+
+fn sorted(mut lines: Vec<String>) -> Vec<String> {
+    lines.sort();
+    lines
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dig_gets_the_specification_1_1_0_records() {
+    let etcd = seeded_etcd();
+    for (k, v) in SPEC_RECORDS {
+        etcd.put(k, v).unwrap();
+    }
+    // A forwarder that never answers: the ExternalName target cannot resolve.
+    let (_hole, dead) = black_hole();
+    let upstream = format!("-nameservers=127.0.0.1:{dead}");
+    let dns = SkyDns::start(&etcd, &[&upstream, "-rtimeout=300ms"]).await;
+
+    let r = dns.dig(&["-x", "10.0.0.7"]).await;
+    assert_eq!(
+        r.answer,
+        [
+            "7.0.0.10.in-addr.arpa. 30 IN PTR y.a.svc.cluster.local.",
+            "7.0.0.10.in-addr.arpa. 30 IN PTR x.a.svc.cluster.local.",
+        ],
+        "{r:?}"
+    );
+    let r = dns.dig(&["-x", "fd00:10::1"]).await;
+    assert_eq!(
+        r.answer,
+        ["1.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.0.1.0.0.0.0.d.f.ip6.arpa. 30 IN PTR both.ds.svc.cluster.local."],
+        "{r:?}"
+    );
+
+    let ext = "ext.default.svc.cluster.local";
+    let cname = "ext.default.svc.cluster.local. 30 IN CNAME example.com.";
+    for qtype in ["CNAME", "A", "AAAA"] {
+        let r = dns.dig(&["+time=20", ext, qtype]).await;
+        assert_eq!(r.status, "NOERROR", "{qtype}: {r:?}");
+        assert_eq!(r.answer, [cname], "{qtype}: {r:?}");
+    }
+
+    let r = dns.dig(&["dns-version.cluster.local", "TXT"]).await;
+    assert_eq!(r.answer, ["dns-version.cluster.local. 30 IN TXT \"1.1.0\""]);
+    for qtype in ["A", "AAAA"] {
+        let r = dns.dig(&["dns-version.cluster.local", qtype]).await;
+        assert_eq!(r.status, "NOERROR", "{qtype}: {r:?}");
+        assert!(r.answer.is_empty(), "{qtype}: {r:?}");
+        assert!(r.authority[0].starts_with(SOA), "{qtype}: {r:?}");
+    }
+
+    let r = dns.dig(&["both.ds.svc.cluster.local", "A"]).await;
+    assert_eq!(r.answer, ["both.ds.svc.cluster.local. 30 IN A 10.0.1.1"]);
+    let r = dns.dig(&["both.ds.svc.cluster.local", "AAAA"]).await;
+    assert_eq!(
+        r.answer,
+        ["both.ds.svc.cluster.local. 30 IN AAAA fd00:10::1"]
+    );
+    let w0 = dns.dig(&["w-0.hl.ds.svc.cluster.local", "A"]).await;
+    assert_eq!(
+        sorted(w0.answer),
+        [
+            "w-0.hl.ds.svc.cluster.local. 30 IN A 10.0.2.1",
+            "w-0.hl.ds.svc.cluster.local. 30 IN A 10.0.2.2",
+        ]
+    );
+    let hl = dns.dig(&["hl.ds.svc.cluster.local", "A"]).await;
+    assert_eq!(
+        sorted(hl.answer),
+        [
+            "hl.ds.svc.cluster.local. 30 IN A 10.0.2.1",
+            "hl.ds.svc.cluster.local. 30 IN A 10.0.2.2",
+        ]
+    );
     dns.shutdown().await;
 }
 

@@ -149,3 +149,22 @@ pub(crate) fn oversized_udp(n: u16) -> SocketAddr {
     });
     addr
 }
+
+/// A UDP upstream that echoes every query back with rcode NXDOMAIN.
+pub(crate) fn nxdomain_udp() -> SocketAddr {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+            let mut reply = buf[..len].to_vec();
+            reply[2] |= 0x80;
+            reply[3] = (reply[3] & 0xf0) | 3;
+            let _ = socket.send_to(&reply, peer);
+        }
+    });
+    addr
+}

@@ -337,16 +337,18 @@ impl Handler {
             }
             return Route::Pending(pending::Route::Stub(servers));
         }
-        let reverse = (q.qtype == RecordType::PTR && q.name.ends_with(".in-addr.arpa."))
-            || q.name.ends_with(".ip6.arpa.");
+        // PTR in either reverse tree; SkyDNS sent every type under
+        // `.ip6.arpa.` here and answered an AAAA question with a PTR.
+        let reverse = q.qtype == RecordType::PTR
+            && (q.name.ends_with(".in-addr.arpa.") || q.name.ends_with(".ip6.arpa."));
         if reverse {
-            let ptr = snapshot
+            let ptrs = snapshot
                 .as_deref()
                 .and_then(|s| answer::reverse(&self.inner.zone, s, q));
-            return match ptr {
-                Some(ptr) => {
+            return match ptrs {
+                Some(ptrs) => {
                     reply.metadata.authoritative = false;
-                    reply.answers.push(ptr);
+                    reply.answers = ptrs;
                     Route::Reply(reply)
                 }
                 None => self.forward_route(reply, q),
@@ -553,3 +555,5 @@ mod tests_hot;
 mod tests_limits;
 #[cfg(test)]
 mod tests_sizes;
+#[cfg(test)]
+mod tests_spec;

@@ -44,6 +44,9 @@ pub enum HostKind<'a> {
     Ip(IpAddr),
     /// A domain name (not necessarily fully qualified).
     Name(&'a str),
+    /// No host at all: a text-only record such as kube2sky's
+    /// `dns-version` TXT. It gives no address, CNAME, SRV, MX or PTR.
+    None,
 }
 
 /// A JSON value that is not a valid SkyDNS record.
@@ -128,7 +131,12 @@ impl Record {
 
     /// Classifies the `host` field. An IPv4-mapped IPv6 address
     /// (`::ffff:10.5.2.1`) is IPv4, as Go's `To4()` made it for SkyDNS.
+    /// An empty host is [`HostKind::None`] (SkyDNS chased it as the root
+    /// name `.`).
     pub fn host_kind(&self) -> HostKind<'_> {
+        if self.host.is_empty() {
+            return HostKind::None;
+        }
         match self.host.parse::<IpAddr>() {
             Ok(IpAddr::V6(v6)) => match v6.to_ipv4_mapped() {
                 Some(v4) => HostKind::Ip(IpAddr::V4(v4)),
@@ -299,5 +307,6 @@ mod tests {
             Record::kube2sky_address("a.b.").host_kind(),
             HostKind::Name("a.b.")
         );
+        assert_eq!(Record::default().host_kind(), HostKind::None);
     }
 }

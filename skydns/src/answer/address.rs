@@ -4,8 +4,10 @@
 //! case). A name host gives `CNAME qname → host` followed by the addresses of
 //! the host, looked up again in the snapshot: a chain is cut after 8 links or
 //! on a loop, a CNAME to the query name itself is skipped (that is why the
-//! SRV leaf of a cluster-IP service never shows up in its A answer), and a
-//! CNAME whose target yields nothing is left out.
+//! SRV leaf of a cluster-IP service never shows up in its A answer). A CNAME
+//! whose target yields nothing is kept (an ExternalName service answers its
+//! CNAME whatever the target resolves to; SkyDNS left such a CNAME out),
+//! unless that nothing comes from a loop or the chain limit below it.
 
 use super::records::{group, records};
 use super::{name, rr, Answer, Ctx, Question};
@@ -64,29 +66,55 @@ pub(super) fn address_records(
     family: Family,
     chain: &[Record],
 ) -> Option<Vec<Record>> {
+    resolve(ctx, owner, family, chain).map(|r| r.records)
+}
+
+/// What resolving one name gave.
+#[derive(Default)]
+struct Resolved {
+    records: Vec<Record>,
+    /// A CNAME below was dropped for a loop or the chain limit.
+    cut: bool,
+}
+
+/// What one name host gave.
+enum Link {
+    /// `CNAME owner → target`, then whatever the target resolved to.
+    Records(Vec<Record>),
+    /// Dropped for a loop or the chain limit; an owner left with nothing
+    /// else is dropped by the CNAME above it too.
+    Cut,
+    /// Not a CNAME to follow: the owner itself, or not a valid name.
+    Skip,
+}
+
+fn resolve(ctx: &Ctx<'_>, owner: &Owner<'_>, family: Family, chain: &[Record]) -> Option<Resolved> {
     let services = group(records(ctx.zone, ctx.snapshot, owner.lower, false)?);
-    let mut out = Vec::new();
+    let mut out = Resolved::default();
     for s in services {
         match s.record.host_kind() {
             HostKind::Ip(IpAddr::V4(ip)) if family != Family::V6 => {
-                out.push(rr(owner.name.clone(), s.ttl, RData::A(A(ip))));
+                out.records
+                    .push(rr(owner.name.clone(), s.ttl, RData::A(A(ip))));
             }
             HostKind::Ip(IpAddr::V6(ip)) if family != Family::V4 => {
-                out.push(rr(owner.name.clone(), s.ttl, RData::AAAA(AAAA(ip))));
+                out.records
+                    .push(rr(owner.name.clone(), s.ttl, RData::AAAA(AAAA(ip))));
             }
-            HostKind::Ip(_) => {}
-            HostKind::Name(host) => {
-                let target = fqdn(host);
-                if let Some(records) = chase(ctx, owner, &target, s.ttl, family, chain) {
-                    out.extend(records);
-                }
-            }
+            HostKind::Ip(_) | HostKind::None => {}
+            HostKind::Name(host) => match chase(ctx, owner, &fqdn(host), s.ttl, family, chain) {
+                Link::Records(records) => out.records.extend(records),
+                Link::Cut => out.cut = true,
+                Link::Skip => {}
+            },
         }
     }
     Some(out)
 }
 
-/// `CNAME owner → target` plus the target's addresses, or `None` to skip.
+/// `CNAME owner → target` plus the target's addresses. The CNAME stays
+/// when the target does not resolve (absent, no address of the family, or
+/// an upstream lookup that failed): only loops and over-long chains drop it.
 fn chase(
     ctx: &Ctx<'_>,
     owner: &Owner<'_>,
@@ -94,16 +122,21 @@ fn chase(
     ttl: u32,
     family: Family,
     chain: &[Record],
-) -> Option<Vec<Record>> {
-    if owner.text == target || chain.len() > MAX_CHAIN {
-        return None;
+) -> Link {
+    if owner.text == target {
+        return Link::Skip;
     }
-    let target_name = name(target)?;
+    if chain.len() > MAX_CHAIN {
+        return Link::Cut;
+    }
+    let Some(target_name) = name(target) else {
+        return Link::Skip;
+    };
     let looped = chain
         .iter()
         .any(|r| matches!(&r.data, RData::CNAME(c) if c.0 == target_name));
     if looped {
-        return None;
+        return Link::Cut;
     }
     let cname = rr(
         owner.name.clone(),
@@ -118,24 +151,24 @@ fn chase(
         text: target,
         lower: &lower,
     };
-    let found = match address_records(ctx, &next, family, &next_chain) {
-        // From the store, a CNAME is only worth it with addresses behind it.
-        Some(found) if found.is_empty() => return None,
-        Some(found) => found,
-        // Not in the store: a target outside the domain is asked upstream;
-        // a successful lookup keeps the CNAME even without addresses.
+    let found = match resolve(ctx, &next, family, &next_chain) {
+        Some(found) if found.records.is_empty() && found.cut => return Link::Cut,
+        Some(found) => found.records,
+        // Not in the store: a target outside the domain is asked upstream.
         None if !in_domain(&lower, &ctx.zone.domain) => {
             let qtype = if family == Family::V6 {
                 RecordType::AAAA
             } else {
                 RecordType::A
             };
-            ctx.lookups.external(&target_name, qtype)?
+            ctx.lookups
+                .external(&target_name, qtype)
+                .unwrap_or_default()
         }
-        None => return None,
+        None => Vec::new(),
     };
     let mut out = Vec::with_capacity(found.len() + 1);
     out.push(cname);
     out.extend(found);
-    Some(out)
+    Link::Records(out)
 }

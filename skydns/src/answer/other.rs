@@ -1,17 +1,20 @@
 //! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT.
 //!
 //! Each follows reference §6.3 and §7.3: TXT splits long text into 255-byte
-//! strings, CNAME looks at the exact key only, NS exists only at the apex and
-//! reads `ns.dns.<domain>`, the SOA serial is the current hour, PTR reads one
-//! leaf under the reverse tree, and CHAOS answers the `version.bind` family.
+//! strings, CNAME looks at the key and the keys one level below it, NS
+//! exists only at the apex and reads `ns.dns.<domain>`, the SOA serial is
+//! the current hour, PTR reads a leaf or the leaves directly below a
+//! directory of the reverse tree, and CHAOS answers the `version.bind`
+//! family.
 
-use super::records::{group, records};
+use super::records::{group, records, Service};
 use super::{name, rr, Answer, Question, Zone};
-use crate::path::fqdn;
+use crate::path::{fqdn, labels};
 use crate::record::HostKind;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Leaf, Snapshot};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, TXT};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use std::collections::HashSet;
 use std::net::IpAddr;
 
 /// The version SkyDNS 2.5.2c reports for `version.bind`.
@@ -90,18 +93,34 @@ fn unescape(raw: &[u8]) -> Vec<u8> {
     out
 }
 
-/// CNAME: only the exact key; the first service must have a name host.
+/// CNAME: the CNAME an A query for the name starts with. Its records are
+/// the leaf at the name or the leaves one level below it (an ExternalName
+/// service's `<svc>/<hash>`; SkyDNS read the exact key only); deeper
+/// leaves belong to other names. Of several name hosts the last wins, as
+/// the A answer's de-duplication keeps the last CNAME of an owner; a host
+/// equal to the query name is skipped, as there.
 pub(super) fn answer_cname(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answer {
-    let Some(services) = records(zone, snapshot, &q.name, true) else {
+    let Some(services) = records(zone, snapshot, &q.name, false) else {
         return Answer::NameError;
     };
-    let first = group(services).into_iter().next();
-    let cname = first.and_then(|s| match s.record.host_kind() {
-        HostKind::Name(host) => {
-            let target = name(&fqdn(host))?;
-            Some(rr(q.qname.clone(), s.ttl, RData::CNAME(CNAME(target))))
+    let depth = zone.prefix.path(&q.name).split('/').count() + 1;
+    let near: Vec<Service> = services
+        .into_iter()
+        .filter(|s| s.key.split('/').count() <= depth)
+        .collect();
+    let cname = group(near).into_iter().rev().find_map(|s| {
+        let HostKind::Name(host) = s.record.host_kind() else {
+            return None;
+        };
+        let target = fqdn(host);
+        if target == q.qname_text {
+            return None;
         }
-        HostKind::Ip(_) => None,
+        Some(rr(
+            q.qname.clone(),
+            s.ttl,
+            RData::CNAME(CNAME(name(&target)?)),
+        ))
     });
     Answer::records(cname.into_iter().collect())
 }
@@ -157,20 +176,58 @@ pub fn soa(zone: &Zone, now: u64, ttl: u32) -> Record {
     )
 }
 
-/// PTR from the reverse tree: the name must be exactly one leaf (no
-/// wildcard, no directory). `None` sends the question upstream.
-pub fn reverse(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Option<Record> {
+/// PTR from the reverse tree: the leaf at the name, or, when an address
+/// has several names, every leaf directly below its directory (kube2sky's
+/// `<ip path>/<label>`; SkyDNS refused a directory). One PTR per distinct
+/// target, in key order; records without a host give none. No wildcards.
+/// `None` (nothing to answer) sends the question upstream.
+pub fn reverse(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Option<Vec<Record>> {
     let (path, star) = zone.prefix.path_with_wildcard(&q.name);
     if star {
         return None;
     }
-    let leaf = snapshot.get(&path)?;
-    let target = name(&fqdn(&leaf.record.host))?;
-    let ttl = match leaf.record.ttl {
-        0 => zone.ttl,
-        t => t,
+    let leaves: Vec<Leaf> = match snapshot.get(&path) {
+        Some(leaf) => vec![leaf],
+        // Only a whole address has names below it: `0.0.10.in-addr.arpa.`
+        // is the directory of 10.0.0.*, whose leaves are other addresses.
+        None if !is_address_name(&q.name) => return None,
+        None => {
+            let dir = format!("{path}/");
+            snapshot
+                .scan_prefix(&dir)
+                .filter(|leaf| {
+                    let label = &leaf.key[dir.len()..];
+                    !label.contains('/') && !label.starts_with('_')
+                })
+                .collect()
+        }
     };
-    Some(rr(q.qname.clone(), ttl, RData::PTR(PTR(target))))
+    let mut seen = HashSet::new();
+    let mut answers = Vec::new();
+    for leaf in leaves {
+        if leaf.record.host_kind() == HostKind::None {
+            continue;
+        }
+        let Some(target) = name(&fqdn(&leaf.record.host)) else {
+            continue;
+        };
+        if !seen.insert(target.to_lowercase()) {
+            continue;
+        }
+        let ttl = match leaf.record.ttl {
+            0 => zone.ttl,
+            t => t,
+        };
+        answers.push(rr(q.qname.clone(), ttl, RData::PTR(PTR(target))));
+    }
+    (!answers.is_empty()).then_some(answers)
+}
+
+/// Whether `name` (lowercase) is a whole address in a reverse tree: four
+/// labels before `in-addr.arpa.` or 32 before `ip6.arpa.`.
+fn is_address_name(name: &str) -> bool {
+    let count = |suffix: &str| name.strip_suffix(suffix).map(|head| labels(head).count());
+    count(".in-addr.arpa.") == Some(4) || count(".ip6.arpa.") == Some(32)
 }
 
 /// CHAOS class: TXT for the authors, version and hostname names.

@@ -22,7 +22,12 @@ pub(super) fn answer(ctx: &Ctx<'_>, q: &Question) -> Answer {
     let Some(services) = records(ctx.zone, ctx.snapshot, &q.name, false) else {
         return Answer::NameError;
     };
-    let services = group(services);
+    // Text-only records (no host) have no target: they neither answer
+    // nor count in the weights.
+    let services: Vec<Service> = group(services)
+        .into_iter()
+        .filter(|s| s.record.host_kind() != HostKind::None)
+        .collect();
     let weights = weights(&services);
     let mut targets = Targets::default();
     let mut answers = Vec::with_capacity(services.len());
@@ -107,6 +112,7 @@ impl Targets {
                 }
                 Some(target)
             }
+            HostKind::None => None,
             HostKind::Ip(ip) => {
                 let full = ctx.zone.prefix.domain(&s.key);
                 let target = name(&target_strip(&full, s.record.targetstrip))?;

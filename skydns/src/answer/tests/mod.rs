@@ -1,11 +1,13 @@
 //! Table tests of the authoritative answers: the reference §11 rows over the
-//! kube2sky §9 records here, the finer rules in `rules`.
+//! kube2sky §9 records here, the finer rules in `rules`, the records of the
+//! Kubernetes DNS specification 1.1.0 in `spec`.
 
 use super::*;
 use crate::record::Record as SkyRecord;
 use hickory_proto::rr::rdata::{A, CNAME, SRV};
 
 mod rules;
+pub(crate) mod spec;
 
 pub(super) const D: &str = "cluster.local.";
 pub(super) const NOW: u64 = 1_700_003_599;
