@@ -58,9 +58,9 @@ pub struct Settings {
     pub ndot: i64,
     /// `dnssec`: DNSSEC key file (unsupported).
     pub dnssec: String,
-    /// `local`: the name `local.dns.<domain>` stands for (unsupported).
+    /// `local`: the name `local.dns.<domain>` stands for.
     pub local: String,
-    /// `systemd`: socket activation (unsupported).
+    /// `systemd`: serve the sockets systemd passes (socket activation).
     pub systemd: bool,
     /// `scache`: signature cache (DNSSEC only, ignored).
     pub scache: i64,
@@ -101,6 +101,13 @@ pub struct Config {
     pub tcp: crate::server::TcpLimits,
     /// Where to serve metrics, if anywhere.
     pub metrics_addr: Option<SocketAddr>,
+    /// The name `local.dns.<domain>` stands for (`-local`), lowercase and
+    /// fully qualified.
+    pub local: Option<String>,
+    /// Take the listening sockets from systemd (`-systemd`).
+    pub systemd: bool,
+    /// Follow the etcd cluster's members (`-discover`).
+    pub discover: bool,
     /// Path of the metrics endpoint.
     pub metrics_path: String,
 }
@@ -119,6 +126,7 @@ impl Config {
             rcache_ttl: self.rcache_ttl,
             stubzones: self.stubzones,
             max_pending_forwards: self.max_pending_forwards,
+            local: self.local.clone(),
         }
     }
 }
@@ -177,17 +185,10 @@ impl Settings {
         flags: &Flags,
         resolv_conf: impl FnOnce() -> Result<Vec<SocketAddr>, String>,
     ) -> Result<Config, ConfigError> {
-        for (on, what) in [
-            (!self.dnssec.is_empty(), "-dnssec (DNSSEC signing)"),
-            (!self.local.is_empty(), "-local"),
-            (self.systemd, "-systemd"),
-            (flags.discover, "-discover"),
-        ] {
-            if on {
-                return Err(ConfigError(format!(
-                    "{what} is not supported by this implementation"
-                )));
-            }
+        if !self.dnssec.is_empty() {
+            return Err(ConfigError(
+                "-dnssec (DNSSEC signing) is not supported by this implementation".into(),
+            ));
         }
         let domain = fqdn_lower(if self.domain.is_empty() {
             "skydns.local."
@@ -269,8 +270,30 @@ impl Settings {
             read_timeout,
             etcd: flags.etcd_options(),
             verbose: flags.verbose,
+            local: local_name(&self.local)?,
+            systemd: self.systemd,
+            discover: flags.discover,
         })
     }
+}
+
+/// `-local`: a domain name (lowercased, made fully qualified), or none.
+fn local_name(local: &str) -> Result<Option<String>, ConfigError> {
+    let local = local.trim();
+    if local.is_empty() {
+        return Ok(None);
+    }
+    let name = fqdn_lower(local);
+    let labels_ok = name
+        .trim_end_matches('.')
+        .split('.')
+        .all(|l| !l.is_empty() && l.len() <= 63 && crate::path::is_addressable_label(l.as_bytes()));
+    if !labels_ok || name.len() > 254 {
+        return Err(ConfigError(format!(
+            "local is not a domain name: {local:?}"
+        )));
+    }
+    Ok(Some(name))
 }
 
 /// The TCP flags; a zero limit or timeout is an error.

@@ -69,6 +69,8 @@ pub struct Options {
     /// past it they get SERVFAIL at once, counted as
     /// `skydns_dns_limit_count{limit="pending_forwards"}`.
     pub max_pending_forwards: usize,
+    /// `-local`: the name `local.dns.<domain>` is looked up as.
+    pub local: Option<String>,
 }
 
 impl Default for Options {
@@ -84,6 +86,7 @@ impl Default for Options {
             rcache_ttl: 60,
             stubzones: false,
             max_pending_forwards: 1_000,
+            local: None,
         }
     }
 }
@@ -246,11 +249,18 @@ impl Handler {
             reply.edns = Some(hickory_proto::op::Edns::new());
             return Outcome::Done(reply.to_vec().ok());
         }
-        let q = Question::new(
+        let mut q = Question::new(
             query.name().clone(),
             query.query_type(),
             query.query_class(),
         );
+        if let Some(local) = &self.inner.options.local {
+            // `-local`: local.dns.<domain> is looked up as that name; the
+            // answers keep the owner asked for (SkyDNS §5 step 6).
+            if q.name == format!("local.dns.{}", self.inner.zone.domain) {
+                q.name.clone_from(local);
+            }
+        }
         let limit = match transport {
             Transport::Tcp => 65535,
             Transport::Udp => message
@@ -553,6 +563,8 @@ mod tests_hostile;
 mod tests_hot;
 #[cfg(test)]
 mod tests_limits;
+#[cfg(test)]
+mod tests_local;
 #[cfg(test)]
 mod tests_sizes;
 #[cfg(test)]

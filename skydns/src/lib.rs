@@ -95,9 +95,14 @@ async fn serve<S: Store>(
         (PathReader::default(), PathRequests::default())
     };
     let config = load_config(&flags, &mut store).await?;
-    let listeners = server::Listeners::bind(config.addr)
-        .await
-        .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", config.addr)))?;
+    let listeners = if config.systemd {
+        server::Listeners::from_systemd()
+            .map_err(|e| ConfigError(format!("-systemd: cannot take the sockets: {e}")))?
+    } else {
+        server::Listeners::bind(config.addr)
+            .await
+            .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", config.addr)))?
+    };
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
     let prefix = config.zone.prefix.root();
     let metrics = Arc::new(metrics::Metrics::default());
@@ -111,7 +116,7 @@ async fn serve<S: Store>(
     ));
     tracing::info!(
         domain = %config.zone.domain,
-        addr = %listeners.local_addr()?,
+        addr = ?listeners.addresses(),
         etcd = ?config.etcd.endpoints,
         api = if flags.etcd3 { "v3" } else { "v2" },
         "ready for queries"

@@ -1,7 +1,9 @@
 //! The UDP and TCP listeners.
 //!
-//! [`Listeners::bind`] opens both sockets on one address; [`serve`] runs
-//! them until the shutdown token is cancelled. UDP is read by one thread
+//! [`Listeners::bind`] opens both sockets on one address, or
+//! [`Listeners::from_systemd`] takes the sockets systemd passed (socket
+//! activation, `-systemd`: every UDP and TCP socket in `LISTEN_FDS`);
+//! [`serve`] runs them until the shutdown token is cancelled. UDP is read by one thread
 //! per core on the same socket, each with its own single-threaded runtime,
 //! answering inline (answers come from memory, so there is nothing to wait
 //! for) and running its requests' forwards. They share no scheduler with
@@ -46,10 +48,10 @@ impl Default for TcpLimits {
     }
 }
 
-/// A bound UDP socket and TCP listener.
+/// Bound UDP sockets and TCP listeners (one of each unless systemd passed more).
 pub struct Listeners {
-    udp: std::net::UdpSocket,
-    tcp: TcpListener,
+    udp: Vec<std::net::UdpSocket>,
+    tcp: Vec<TcpListener>,
 }
 
 impl Listeners {
@@ -61,16 +63,62 @@ impl Listeners {
             let udp = std::net::UdpSocket::bind(addr)?;
             udp.set_nonblocking(true)?;
             match TcpListener::bind(udp.local_addr()?).await {
-                Ok(tcp) => return Ok(Listeners { udp, tcp }),
+                Ok(tcp) => {
+                    return Ok(Listeners {
+                        udp: vec![udp],
+                        tcp: vec![tcp],
+                    })
+                }
                 Err(e) if e.kind() == io::ErrorKind::AddrInUse && attempts > 1 => attempts -= 1,
                 Err(e) => return Err(e),
             }
         }
     }
 
-    /// The bound address.
+    /// The sockets systemd passed (`LISTEN_FDS`, checked against
+    /// `LISTEN_PID`): each UDP socket and TCP listener among them. Anything
+    /// else among them, or none of either kind, is an error (SkyDNS: "no UDP
+    /// or TCP sockets supplied by systemd").
+    pub fn from_systemd() -> io::Result<Self> {
+        Self::from_fds(listenfd::ListenFd::from_env())
+    }
+
+    fn from_fds(mut fds: listenfd::ListenFd) -> io::Result<Self> {
+        let (mut udp, mut tcp) = (Vec::new(), Vec::new());
+        for i in 0..fds.len() {
+            if let Ok(Some(socket)) = fds.take_udp_socket(i) {
+                socket.set_nonblocking(true)?;
+                udp.push(socket);
+            } else if let Some(listener) = fds.take_tcp_listener(i)? {
+                listener.set_nonblocking(true)?;
+                tcp.push(TcpListener::from_std(listener)?);
+            }
+        }
+        if udp.is_empty() && tcp.is_empty() {
+            return Err(io::Error::new(
+                io::ErrorKind::NotFound,
+                "no UDP or TCP sockets supplied by systemd (LISTEN_FDS/LISTEN_PID)",
+            ));
+        }
+        Ok(Listeners { udp, tcp })
+    }
+
+    /// The address of the first socket.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.udp.local_addr()
+        match (self.udp.first(), self.tcp.first()) {
+            (Some(udp), _) => udp.local_addr(),
+            (None, Some(tcp)) => tcp.local_addr(),
+            (None, None) => Err(io::ErrorKind::NotConnected.into()),
+        }
+    }
+
+    /// Every address served, UDP first.
+    pub fn addresses(&self) -> Vec<String> {
+        let udp = self.udp.iter().filter_map(|s| s.local_addr().ok());
+        let tcp = self.tcp.iter().filter_map(|s| s.local_addr().ok());
+        udp.map(|a| format!("udp://{a}"))
+            .chain(tcp.map(|a| format!("tcp://{a}")))
+            .collect()
     }
 }
 
@@ -83,13 +131,27 @@ pub async fn serve(
 ) {
     let readers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut threads = Vec::new();
-    for i in 0..readers {
-        match udp_thread(i, &listeners.udp, handler.clone(), shutdown.clone()) {
-            Ok(thread) => threads.push(thread),
-            Err(error) => tracing::error!(%error, "cannot start a UDP reader"),
+    for socket in &listeners.udp {
+        for i in 0..readers {
+            match udp_thread(i, socket, handler.clone(), shutdown.clone()) {
+                Ok(thread) => threads.push(thread),
+                Err(error) => tracing::error!(%error, "cannot start a UDP reader"),
+            }
         }
     }
-    serve_tcp(listeners.tcp, handler, limits, shutdown).await;
+    let mut tcp = JoinSet::new();
+    for listener in listeners.tcp {
+        tcp.spawn(serve_tcp(
+            listener,
+            handler.clone(),
+            limits,
+            shutdown.clone(),
+        ));
+    }
+    while tcp.join_next().await.is_some() {}
+    if threads.is_empty() {
+        shutdown.cancelled().await;
+    }
     for thread in threads {
         let _ = tokio::task::spawn_blocking(move || thread.join()).await;
     }

@@ -88,16 +88,18 @@ pub struct Flags {
     /// DNSSEC key file (not supported; setting it is an error).
     #[arg(long, default_value = "")]
     pub dnssec: String,
-    /// Name that local.dns.<domain> stands for (not supported; setting it is an error).
+    /// Name that local.dns.<domain> stands for: its records answer queries for local.dns.<domain>.
     #[arg(long, default_value = "")]
     pub local: String,
     /// Forward names in stub zones (configured under stub.dns.<domain> in etcd) to their servers.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub stubzones: bool,
-    /// Register in etcd (not supported; setting it is an error).
+    /// Follow the etcd cluster's members (v3 MemberList, v2 /v2/members): the endpoints given
+    /// in -machines are only where to start.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub discover: bool,
-    /// Use systemd socket activation (not supported; setting it is an error).
+    /// Serve the UDP and TCP sockets systemd passes (socket activation, LISTEN_FDS) instead of
+    /// binding -addr.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub systemd: bool,
     /// Requests that may wait on upstream servers at once; past it they get

@@ -152,3 +152,28 @@ fn no_rec_still_reads_resolv_conf_for_lookups_and_hostmaster_keeps_its_case() {
     assert_eq!(c.nameservers, ["192.0.2.9:53".parse().unwrap()]);
     assert_eq!(c.zone.hostmaster, "DNS.Example.org.");
 }
+
+#[test]
+fn local_systemd_and_discover_from_flags_and_the_etcd_config_key() {
+    let c = config(&["-local=Host1.Example.ORG", "-systemd", "-discover"]).unwrap();
+    assert_eq!(c.local.as_deref(), Some("host1.example.org."));
+    assert!(c.systemd && c.discover);
+    let c = config(&[]).unwrap();
+    assert_eq!((c.local, c.systemd, c.discover), (None, false, false));
+    // The etcd `config` key overrides the flags, as in SkyDNS.
+    let f = flags(&["-local=a.example."]);
+    let mut settings = Settings::from_flags(&f);
+    settings
+        .merge_json(br#"{"local":"b.example.","systemd":true}"#)
+        .unwrap();
+    let c = settings
+        .finish(&f, || Ok(vec!["192.0.2.1:53".parse().unwrap()]))
+        .unwrap();
+    assert_eq!(c.local.as_deref(), Some("b.example."));
+    assert!(c.systemd);
+    // A name that cannot be one is refused, naming the key.
+    let err = config(&["-local=a..b"]).unwrap_err().to_string();
+    assert!(err.contains("local") && err.contains("a..b"), "{err}");
+    let err = config(&["-local=a/b"]).unwrap_err().to_string();
+    assert!(err.contains("local"), "{err}");
+}

@@ -1,0 +1,111 @@
+//! `skydns -systemd`: socket activation. A launcher (a few lines of Python,
+//! doing what systemd does for `deploy/systemd/skydns.socket`) binds a UDP
+//! socket and a TCP listener, puts them at fds 3 and 4, sets `LISTEN_FDS=2`
+//! and `LISTEN_PID` to its own pid and execs the real skydns binary, which
+//! must serve DNS on those sockets over both transports without binding
+//! `-addr` (held by the test, so a bind would fail). Without sockets,
+//! `-systemd` stops skydns at start-up with a message saying so.
+
+use anyhow::{ensure, Context, Result};
+use std::net::UdpSocket;
+use std::process::Command;
+use std::time::Duration;
+use test_support::dns::{query, Transport};
+use test_support::etcd::Etcd;
+use test_support::ports::on_free_port;
+use test_support::process::Process;
+use test_support::wait::DEADLINE;
+
+/// What systemd does before it starts the service of a socket unit.
+const LAUNCHER: &str = r#"
+import os, socket, sys
+port, argv = int(sys.argv[1]), sys.argv[2:]
+udp = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+udp.bind(("127.0.0.1", port))
+tcp = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+tcp.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+tcp.bind(("127.0.0.1", port))
+tcp.listen(128)
+# Out of the way first, so that placing one cannot close the other.
+high = [os.dup2(udp.fileno(), 20), os.dup2(tcp.fileno(), 21)]
+for fd, at in zip(high, (3, 4)):
+    os.dup2(fd, at)
+    os.set_inheritable(at, True)
+os.environ["LISTEN_FDS"] = "2"
+os.environ["LISTEN_PID"] = str(os.getpid())
+os.execv(argv[0], argv)
+"#;
+
+const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn skydns_serves_the_sockets_systemd_passes_over_udp_and_tcp() -> Result<()> {
+    let etcd = Etcd::start()?;
+    etcd.put(
+        "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
+        r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+    )?;
+    // -addr names a port the test holds: skydns must not bind it.
+    let held = UdpSocket::bind("127.0.0.1:0")?;
+    let addr = format!("-addr={}", held.local_addr()?);
+    let binary = test_support::bins::built_binary("skydns");
+    let (_skydns, port, _dir, log) = on_free_port(async |port| {
+        let dir = tempfile::tempdir()?;
+        let log = dir.path().join("skydns.log");
+        let mut command = Command::new("python3");
+        command
+            .args(["-c", LAUNCHER, &port.to_string()])
+            .arg(&binary)
+            .args(["-systemd", "-domain=cluster.local.", "-no-rec", &addr])
+            .arg(format!("-machines={}", etcd.endpoint()))
+            .args(etcd.api().skydns_flags());
+        let mut skydns = Process::spawn_logged("skydns", command, &log)?;
+        let ready = skydns
+            .until_ready(DEADLINE, async || {
+                let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
+                ensure!(r.answer.iter().any(|a| a.ends_with("10.0.0.1")), "{r:?}");
+                Ok(())
+            })
+            .await;
+        ready.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+        Ok((skydns, port, dir, log))
+    })
+    .await?;
+    let r = query(port, KUBERNETES, "A", Transport::Tcp).await?;
+    ensure!(
+        r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
+        "TCP: {r:?}"
+    );
+    let logged = std::fs::read_to_string(&log)?;
+    ensure!(
+        logged.contains(&format!("udp://127.0.0.1:{port}"))
+            && logged.contains(&format!("tcp://127.0.0.1:{port}")),
+        "the passed sockets are named in the start-up line:\n{logged}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn systemd_without_sockets_stops_with_a_message() -> Result<()> {
+    let binary = test_support::bins::built_binary("skydns");
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("skydns.log");
+    let mut command = Command::new(&binary);
+    command
+        .args([
+            "-systemd",
+            "-domain=cluster.local.",
+            "-machines=http://127.0.0.1:9",
+        ])
+        .env_remove("LISTEN_FDS")
+        .env_remove("LISTEN_PID");
+    let mut skydns = Process::spawn_logged("skydns", command, &log)?;
+    let status = skydns.wait_exit(Duration::from_secs(30)).await?;
+    let logged = std::fs::read_to_string(&log)?;
+    ensure!(!status.success(), "{status}: {logged}");
+    ensure!(
+        logged.contains("-systemd") && logged.contains("no UDP or TCP sockets supplied by systemd"),
+        "{logged}"
+    );
+    Ok(())
+}
