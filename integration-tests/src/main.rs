@@ -44,6 +44,12 @@ struct Args {
     /// Kubernetes 1.2's: the group is not listed and its URLs are 404.
     #[arg(long)]
     no_endpointslices: bool,
+    /// Do not mirror v1 Endpoints into EndpointSlices (by default every
+    /// Endpoints not labelled `endpointslice.kubernetes.io/skip-mirror=true`
+    /// is, as kube-controller-manager's EndpointSliceMirroring controller
+    /// does, into slices named `<name>-mirror-ipv4-<n>`/`-ipv6-<n>`).
+    #[arg(long)]
+    no_endpoints_mirroring: bool,
 }
 
 #[tokio::main]
@@ -64,6 +70,7 @@ async fn main() -> anyhow::Result<()> {
         history: args.history,
         bookmark_interval: Duration::from_secs(args.bookmark_interval),
         endpoint_slices: !args.no_endpointslices,
+        mirror_endpoints: !args.no_endpoints_mirroring,
         ..Config::default()
     };
     if let Some(seed) = &args.seed {

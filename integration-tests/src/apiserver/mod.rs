@@ -12,7 +12,11 @@
 //! IPv6 address when asked for; see `dualstack.rs`), Pods `status.podIPs`
 //! (`podips.rs`).
 //! [`Config::endpoint_slices`] off serves an API from before EndpointSlices
-//! (Kubernetes 1.2's): no `discovery.k8s.io` group at all.
+//! (Kubernetes 1.2's): no `discovery.k8s.io` group at all. With them, the
+//! server mirrors every v1 Endpoints into EndpointSlices
+//! `<name>-mirror-ipv4-<n>` and `<name>-mirror-ipv6-<n>`, as a real
+//! cluster's EndpointSliceMirroring controller does
+//! ([`Config::mirror_endpoints`], see `mirror.rs`).
 //!
 //! Create/update bodies may be JSON, YAML or protobuf (the envelope
 //! kubectl's typed generators send; see `protobuf.rs`); other media types get
@@ -39,6 +43,7 @@ mod handlers;
 mod history;
 mod ipalloc;
 mod list;
+mod mirror;
 mod patch;
 mod podips;
 mod protobuf;
@@ -96,6 +101,12 @@ pub struct Config {
     /// list the group and its URLs are 404, as for any unknown group; seed
     /// EndpointSlices are refused. Default true.
     pub endpoint_slices: bool,
+    /// Whether every v1 Endpoints is mirrored into EndpointSlices (named
+    /// `<name>-mirror-ipv4-<n>` and `<name>-mirror-ipv6-<n>`) in the same
+    /// write, as kube-controller-manager's EndpointSliceMirroring controller
+    /// does; Endpoints labelled `endpointslice.kubernetes.io/skip-mirror:
+    /// "true"` are not. Only with [`Config::endpoint_slices`]. Default true.
+    pub mirror_endpoints: bool,
 }
 
 impl Default for Config {
@@ -109,6 +120,7 @@ impl Default for Config {
             bookmark_interval: Duration::from_secs(5),
             seed: Vec::new(),
             endpoint_slices: true,
+            mirror_endpoints: true,
         }
     }
 }
@@ -167,7 +179,8 @@ impl ApiServer {
     /// Seeds a store, binds `config.listen` and serves until the returned
     /// handle is dropped or [`ApiServerHandle::shutdown`] is called.
     pub async fn start(config: Config) -> Result<ApiServerHandle, StartError> {
-        let store = Store::new(config.service_cidr, config.history);
+        let mut store = Store::new(config.service_cidr, config.history);
+        store.set_endpoints_mirroring(config.endpoint_slices && config.mirror_endpoints);
         let served = resource::Served {
             endpoint_slices: config.endpoint_slices,
         };

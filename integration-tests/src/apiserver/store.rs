@@ -5,7 +5,9 @@
 //! the bounded [`History`], and the cluster IP pool. Every write bumps the
 //! version, records a [`StoredEvent`] and broadcasts it while still holding
 //! the lock, so watchers see writes in version order with no gaps between a
-//! replay and the live feed.
+//! replay and the live feed. With mirroring on, an Endpoints write is
+//! followed, under the same lock, by the slice writes of
+//! [`super::mirror::reconcile`].
 
 use std::collections::BTreeMap;
 use std::hash::{BuildHasher, RandomState};
@@ -18,6 +20,7 @@ use tokio::sync::broadcast;
 
 use super::history::{EventType, History, Key, StoredEvent};
 use super::ipalloc::{IpAllocator, Ipv4Cidr};
+use super::mirror::{self, MirrorIndex};
 use super::resource::{set_status, status_of, ResourceKind};
 use super::status::ApiError;
 use super::writes;
@@ -35,12 +38,15 @@ pub(crate) struct Inner {
     pub(crate) objects: BTreeMap<Key, Value>,
     pub(crate) history: History,
     pub(crate) ips: IpAllocator,
+    pub(crate) mirrored: MirrorIndex,
 }
 
 /// The store shared by all request handlers.
 pub struct Store {
     inner: Mutex<Inner>,
     events: broadcast::Sender<Arc<StoredEvent>>,
+    /// Whether Endpoints are mirrored into EndpointSlices.
+    mirror: bool,
 }
 
 /// Where a watch starts: the events to send first, then the live feed.
@@ -63,7 +69,7 @@ pub struct Preconditions {
 }
 
 impl Store {
-    /// An empty store (plus the system namespaces).
+    /// An empty store (plus the system namespaces), mirroring nothing.
     pub fn new(cidr: Ipv4Cidr, history: usize) -> Self {
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let store = Self {
@@ -72,8 +78,10 @@ impl Store {
                 objects: BTreeMap::new(),
                 history: History::new(history),
                 ips: IpAllocator::new(cidr),
+                mirrored: MirrorIndex::default(),
             }),
             events,
+            mirror: false,
         };
         for ns in SYSTEM_NAMESPACES {
             // Cannot fail on an empty store; ignore to keep construction infallible.
@@ -87,6 +95,12 @@ impl Store {
         store
     }
 
+    /// Turns the mirroring of Endpoints into EndpointSlices on or off (for
+    /// the writes that follow).
+    pub(crate) fn set_endpoints_mirroring(&mut self, on: bool) {
+        self.mirror = on;
+    }
+
     fn lock(&self) -> MutexGuard<'_, Inner> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -96,7 +110,29 @@ impl Store {
         self.lock().rv
     }
 
+    /// Records one write, then (for an Endpoints, with mirroring on) the
+    /// slice writes that mirror it; returns the stored object.
     fn commit(
+        &self,
+        inner: &mut Inner,
+        event_type: EventType,
+        key: Key,
+        object: Value,
+        prev: Option<Value>,
+    ) -> Value {
+        let mirrored = (self.mirror && key.kind == ResourceKind::Endpoints).then(|| key.clone());
+        let stored = self.record(inner, event_type, key, object, prev);
+        if let Some(key) = mirrored {
+            let live = (event_type != EventType::Deleted).then_some(&stored);
+            for w in mirror::reconcile(inner, &key, live) {
+                self.record(inner, w.event_type, w.key, w.object, w.prev);
+            }
+        }
+        stored
+    }
+
+    /// Stores one write, gives it the next version and tells the watchers.
+    fn record(
         &self,
         inner: &mut Inner,
         event_type: EventType,
@@ -112,6 +148,9 @@ impl Store {
         } else {
             inner.objects.insert(key.clone(), object.clone());
         }
+        inner
+            .mirrored
+            .track(&key, event_type, &object, prev.as_ref());
         let event = StoredEvent {
             rv,
             event_type,
@@ -241,6 +280,9 @@ impl Store {
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect();
             for (k, v) in contents {
+                if !inner.objects.contains_key(&k) {
+                    continue; // a mirrored slice, gone with its Endpoints
+                }
                 writes::release(&mut inner, &k, &v);
                 self.commit(&mut inner, EventType::Deleted, k, v.clone(), Some(v));
             }
