@@ -37,7 +37,7 @@ pub use node::{Leaf, Node, Response};
 use reqwest::{Method, RequestBuilder, StatusCode, Url};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// How to reach etcd, whichever API is used.
@@ -80,7 +80,8 @@ impl Version {
 #[derive(Clone, Debug)]
 pub struct Client {
     http: reqwest::Client,
-    endpoints: Arc<Vec<Url>>,
+    /// Shared by every clone, replaced whole by [`Client::set_endpoints`].
+    endpoints: Arc<RwLock<Arc<Vec<Url>>>>,
     preferred: Arc<AtomicUsize>,
     user: Option<(String, String)>,
 }
@@ -130,22 +131,69 @@ impl Client {
         let http = builder
             .build()
             .map_err(|e| Error::Config(format!("cannot build the HTTP client: {e}")))?;
-        let endpoints = options
-            .endpoints
-            .iter()
-            .map(|e| {
-                Url::parse(e)
-                    .ok()
-                    .filter(|url| !url.cannot_be_a_base())
-                    .ok_or_else(|| Error::Config(format!("bad etcd endpoint URL {e:?}")))
-            })
-            .collect::<Result<_, _>>()?;
+        let endpoints = parse_endpoints(&options.endpoints)?;
         Ok(Client {
             http,
-            endpoints: Arc::new(endpoints),
+            endpoints: Arc::new(RwLock::new(Arc::new(endpoints))),
             preferred: Arc::new(AtomicUsize::new(0)),
             user: options.user.clone(),
         })
+    }
+
+    /// The endpoints requests go to, in order.
+    pub fn endpoints(&self) -> Vec<String> {
+        self.current()
+            .iter()
+            .map(|u| u.as_str().trim_end_matches('/').to_string())
+            .collect()
+    }
+
+    /// Replaces the endpoints of this client and all its clones (`-discover`
+    /// follows the cluster's members); an empty or bad list is an error and
+    /// changes nothing.
+    pub fn set_endpoints(&self, endpoints: &[String]) -> Result<(), Error> {
+        if endpoints.is_empty() {
+            return Err(Error::Config("no etcd endpoint given".into()));
+        }
+        let parsed = Arc::new(parse_endpoints(endpoints)?);
+        *self.endpoints.write().unwrap_or_else(|e| e.into_inner()) = parsed;
+        Ok(())
+    }
+
+    /// `GET /v2/members`: the client URLs of every member of the cluster.
+    pub async fn members(&self) -> Result<Vec<String>, Error> {
+        #[derive(serde::Deserialize)]
+        struct Members {
+            members: Vec<Member>,
+        }
+        #[derive(serde::Deserialize)]
+        struct Member {
+            #[serde(rename = "clientURLs", default)]
+            client_urls: Vec<String>,
+        }
+        let reply = self
+            .send(Method::GET, "/v2/members", "", None, REQUEST_TIMEOUT)
+            .await?;
+        if !reply.status.is_success() {
+            return Err(Error::Status {
+                status: reply.status.as_u16(),
+                body: shorten(&reply.body),
+            });
+        }
+        let members: Members = serde_json::from_slice(&reply.body)
+            .map_err(|e| Error::Decode(format!("/v2/members: {e}")))?;
+        Ok(members
+            .members
+            .into_iter()
+            .flat_map(|m| m.client_urls)
+            .collect())
+    }
+
+    fn current(&self) -> Arc<Vec<Url>> {
+        self.endpoints
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// `GET /version`.
@@ -246,14 +294,15 @@ impl Client {
         value: Option<&str>,
         timeout: Duration,
     ) -> Result<Reply, Error> {
-        let n = self.endpoints.len();
+        let endpoints = self.current();
+        let n = endpoints.len();
         let first = self.preferred.load(Ordering::Relaxed) % n;
         let mut last_error = String::new();
         for i in 0..n {
             let at = (first + i) % n;
-            let url = url(&self.endpoints[at], path, query);
+            let url = url(&endpoints[at], path, query);
             let request = self.request(method.clone(), url, value, timeout);
-            let endpoint = self.endpoints[at].as_str().trim_end_matches('/');
+            let endpoint = endpoints[at].as_str().trim_end_matches('/');
             match exchange(endpoint, request).await {
                 Ok(reply) => {
                     self.preferred.store(at, Ordering::Relaxed);
@@ -282,6 +331,19 @@ impl Client {
         }
         request
     }
+}
+
+/// Endpoint URLs, each with a scheme and host.
+fn parse_endpoints(endpoints: &[String]) -> Result<Vec<Url>, Error> {
+    endpoints
+        .iter()
+        .map(|e| {
+            Url::parse(e)
+                .ok()
+                .filter(|url| !url.cannot_be_a_base())
+                .ok_or_else(|| Error::Config(format!("bad etcd endpoint URL {e:?}")))
+        })
+        .collect()
 }
 
 /// `endpoint` with `path` (its segments percent-encoded one by one) and

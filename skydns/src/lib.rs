@@ -61,9 +61,17 @@ pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()
     let options = flags.etcd_options();
     if flags.etcd3 {
         refuse_etcd2(&options).await?;
-        serve(flags, EtcdStore::new(options), shutdown).await
+        let store = EtcdStore::new(options.clone());
+        if flags.discover {
+            let follow = store::discover::follow_v3(options, store.endpoints(), shutdown.clone());
+            tokio::spawn(follow);
+        }
+        serve(flags, store, shutdown).await
     } else {
         let store = EtcdV2Store::new(&options).map_err(|e| ConfigError(e.to_string()))?;
+        if flags.discover {
+            tokio::spawn(store::discover::follow_v2(store.client(), shutdown.clone()));
+        }
         serve(flags, store, shutdown).await
     }
 }

@@ -46,6 +46,11 @@ impl EtcdStore {
         }
     }
 
+    /// The endpoints the client goes round (`-discover` keeps them up to date).
+    pub fn endpoints(&self) -> super::member::Endpoints {
+        self.client.endpoints()
+    }
+
     /// Runs `f` on the client, dropping the client after a failure.
     fn forget_on_error<T>(&mut self, result: Result<T, StoreError>) -> Result<T, StoreError> {
         if result.is_err() {

@@ -17,6 +17,7 @@
 use super::StoreError;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};
 use std::path::PathBuf;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 /// How to reach etcd: the connection settings both APIs share.
@@ -25,9 +26,14 @@ pub use etcd2::Connection as EtcdOptions;
 /// How long connecting to one member and its status check may take.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
+/// The endpoints a [`MemberClient`] goes round, shared with whoever keeps
+/// them up to date (`-discover`).
+pub type Endpoints = Arc<RwLock<Vec<String>>>;
+
 /// A v3 client on one member of the endpoints in [`EtcdOptions`].
 pub struct MemberClient {
     options: EtcdOptions,
+    endpoints: Endpoints,
     client: Option<Client>,
     /// The index of the endpoint to try first on the next connect.
     next: usize,
@@ -36,17 +42,37 @@ pub struct MemberClient {
 impl MemberClient {
     /// A client that connects with `options` when first used.
     pub fn new(options: EtcdOptions) -> Self {
+        let endpoints = Arc::new(RwLock::new(options.endpoints.clone()));
+        Self::sharing(options, endpoints)
+    }
+
+    /// A client going round `endpoints` (which may change), with the other
+    /// connection settings of `options`.
+    pub fn sharing(options: EtcdOptions, endpoints: Endpoints) -> Self {
         MemberClient {
             options,
+            endpoints,
             client: None,
             next: random_start(),
         }
     }
 
+    /// The endpoints this client goes round, to be kept up to date.
+    pub fn endpoints(&self) -> Endpoints {
+        self.endpoints.clone()
+    }
+
+    fn current(&self) -> Vec<String> {
+        self.endpoints
+            .read()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
     /// The longest [`MemberClient::get`] can take when no member answers:
     /// one connect timeout per endpoint.
     pub fn connect_budget(&self) -> Duration {
-        CONNECT_TIMEOUT * u32::try_from(self.options.endpoints.len().max(1)).unwrap_or(u32::MAX)
+        CONNECT_TIMEOUT * u32::try_from(self.current().len().max(1)).unwrap_or(u32::MAX)
     }
 
     /// The connected client (a cheap handle), connecting first if needed:
@@ -56,7 +82,7 @@ impl MemberClient {
         if let Some(client) = &self.client {
             return Ok(client.clone());
         }
-        let endpoints = &self.options.endpoints;
+        let endpoints = &self.current();
         if endpoints.is_empty() {
             return Err(StoreError::Unavailable("no etcd endpoint given".into()));
         }

@@ -19,6 +19,7 @@
 //! one at a time when a query first names them, then kept fresh (see
 //! [`paths`]).
 
+pub mod discover;
 pub mod etcd;
 pub mod member;
 pub mod memory;

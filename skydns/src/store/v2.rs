@@ -50,6 +50,13 @@ impl EtcdV2Store {
     }
 }
 
+impl EtcdV2Store {
+    /// The client (clones share its endpoints; `-discover` updates them).
+    pub fn client(&self) -> Client {
+        self.client.clone()
+    }
+}
+
 impl Store for EtcdV2Store {
     async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         let root = dir_key(prefix);

@@ -1,0 +1,136 @@
+//! `-discover`: the etcd endpoints follow the cluster's members.
+//!
+//! SkyDNS 2.5 watched `/v2/_etcd/machines` to learn the machines of its etcd
+//! cluster, so `-machines` only had to name one. Here a task asks the
+//! cluster itself for its members every [`PERIOD`] (v3 `MemberList`, or
+//! `GET /v2/members` when the v2 keys API is read) and, when the set of
+//! client URLs changed, replaces the endpoint list the store's client goes
+//! round. So a member added to the cluster becomes a place to fail over
+//! to, a removed one stops being tried, and skydns keeps reading when the
+//! member named in `-machines` is stopped. An answer with no members (or
+//! an error) changes nothing.
+
+use super::member::{Endpoints, EtcdOptions, MemberClient};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// How often the member list is asked for.
+pub const PERIOD: Duration = Duration::from_secs(5);
+
+/// Keeps `endpoints` (a v3 [`MemberClient`]'s) equal to the members'
+/// client URLs until `shutdown`.
+pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: CancellationToken) {
+    let mut client = MemberClient::sharing(options, endpoints.clone());
+    loop {
+        let listed = async {
+            let mut etcd = client.get().await.map_err(|e| e.to_string())?;
+            let members = etcd.member_list().await.map_err(|e| e.to_string())?;
+            Ok::<_, String>(
+                members
+                    .members()
+                    .iter()
+                    .flat_map(|m| m.client_urls().iter().cloned())
+                    .collect::<Vec<String>>(),
+            )
+        };
+        let listed = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            listed = listed => listed,
+        };
+        match listed {
+            Ok(urls) => {
+                let mut current = endpoints.write().unwrap_or_else(|e| e.into_inner());
+                if let Some(new) = changed(&current, urls) {
+                    tracing::info!(members = ?new, "etcd members changed; following them");
+                    *current = new;
+                }
+            }
+            Err(error) => {
+                client.forget();
+                tracing::warn!(%error, "cannot list the etcd members; keeping the endpoints");
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(PERIOD) => {}
+        }
+    }
+}
+
+/// Keeps a v2 client's endpoints equal to the members' client URLs until `shutdown`.
+pub async fn follow_v2(client: etcd2::Client, shutdown: CancellationToken) {
+    loop {
+        let listed = tokio::select! {
+            _ = shutdown.cancelled() => return,
+            listed = client.members() => listed,
+        };
+        match listed {
+            Ok(urls) => {
+                if let Some(new) = changed(&client.endpoints(), urls) {
+                    match client.set_endpoints(&new) {
+                        Ok(()) => {
+                            tracing::info!(members = ?new, "etcd members changed; following them")
+                        }
+                        Err(error) => tracing::warn!(%error, "cannot use the etcd members' URLs"),
+                    }
+                }
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot list the etcd members; keeping the endpoints")
+            }
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(PERIOD) => {}
+        }
+    }
+}
+
+/// The members' URLs (trailing `/` dropped, de-duplicated, in the order
+/// given) when they differ from `current` as a set; `None` when they are
+/// the same or there are none.
+pub fn changed(current: &[String], members: Vec<String>) -> Option<Vec<String>> {
+    let mut new: Vec<String> = Vec::new();
+    for url in members {
+        let url = url.trim_end_matches('/').to_string();
+        if !url.is_empty() && !new.contains(&url) {
+            new.push(url);
+        }
+    }
+    let normal = |list: &[String]| {
+        let mut l: Vec<String> = list
+            .iter()
+            .map(|u| u.trim_end_matches('/').to_string())
+            .collect();
+        l.sort();
+        l.dedup();
+        l
+    };
+    (!new.is_empty() && normal(&new) != normal(current)).then_some(new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn list(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_a_different_non_empty_set_replaces_the_endpoints() {
+        let current = list(&["http://a:2379", "http://b:2379/"]);
+        assert_eq!(
+            changed(&current, list(&["http://b:2379", "http://a:2379"])),
+            None
+        );
+        assert_eq!(changed(&current, vec![]), None);
+        assert_eq!(
+            changed(
+                &current,
+                list(&["http://a:2379", "http://c:2379/", "http://a:2379"])
+            ),
+            Some(list(&["http://a:2379", "http://c:2379"]))
+        );
+    }
+}
