@@ -98,3 +98,17 @@ pub(crate) fn subset(ips: &[&str], ports: &[(&str, &str, i32)]) -> EndpointSubse
         not_ready_addresses: None,
     }
 }
+
+/// The `host` of each record JSON in `values`, sorted.
+pub(crate) fn sorted_hosts<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
+    let mut hosts: Vec<String> = values
+        .map(|v| {
+            skydns::record::Record::from_json(v.as_bytes())
+                .expect("record JSON")
+                .host
+                .to_string()
+        })
+        .collect();
+    hosts.sort();
+    hosts
+}

@@ -2,10 +2,9 @@
 //! dual-stack objects, endpoint PTRs and type changes.
 
 use super::*;
-use crate::fixtures::{svc, ServiceExt};
+use crate::fixtures::{sorted_hosts, svc, ServiceExt};
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use skydns::record::Record;
 
 fn index(features: Features) -> Index {
     let mut ix = Index::new(Names::new("cluster.local"), features);
@@ -48,34 +47,17 @@ fn slice(name: &str, service: &str, family: &str, endpoints: &[&str], port: i32)
 }
 
 fn a_hosts(ix: &Index, ns: &str, name: &str) -> Vec<String> {
-    let mut hosts: Vec<String> = ix
-        .desired(&Scope::Service(key(ns, name)))
-        .iter()
-        .filter(|(k, _)| !k.contains("/_"))
-        .map(|(_, v)| {
-            Record::from_json(v.as_bytes())
-                .expect("json")
-                .host
-                .to_string()
-        })
-        .collect();
-    hosts.sort();
-    hosts
+    let records = ix.desired(&Scope::Service(key(ns, name)));
+    sorted_hosts(
+        records
+            .iter()
+            .filter(|(k, _)| !k.contains("/_"))
+            .map(|(_, v)| v),
+    )
 }
 
 fn ptr_hosts(ix: &Index, ip: &str) -> Vec<String> {
-    let mut hosts: Vec<String> = ix
-        .desired(&Scope::Ptr(ip.parse().expect("ip")))
-        .values()
-        .map(|v| {
-            Record::from_json(v.as_bytes())
-                .expect("json")
-                .host
-                .to_string()
-        })
-        .collect();
-    hosts.sort();
-    hosts
+    sorted_hosts(ix.desired(&Scope::Ptr(ip.parse().expect("ip"))).values())
 }
 
 #[test]

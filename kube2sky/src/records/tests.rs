@@ -221,16 +221,7 @@ fn an_ip_with_several_names_gets_a_ptr_per_name_below_its_key() {
     let targets = [name("a", "db", Some("db-0")), name("b", "web", None)];
     let ip = "10.1.0.7".parse().expect("ip");
     let every = ptr_records(&n, ip, &targets, true);
-    let mut hosts: Vec<String> = every
-        .values()
-        .map(|v| {
-            Record::from_json(v.as_bytes())
-                .expect("json")
-                .host
-                .to_string()
-        })
-        .collect();
-    hosts.sort();
+    let hosts = crate::fixtures::sorted_hosts(every.values());
     assert_eq!(
         hosts,
         ["db-0.db.a.svc.cluster.local.", "web.b.svc.cluster.local."]
