@@ -177,6 +177,7 @@ impl Index {
                 self.change_object(&svc.key, |ix| ix.services.remove(&svc.key))
             }
             Change::Service(Update::Relisted(all)) => {
+                let old_ips = self.ptr_ips();
                 let old = std::mem::take(&mut self.services);
                 for svc in all {
                     if old.get(&svc.key) != Some(&svc) {
@@ -186,18 +187,24 @@ impl Index {
                 }
                 self.services_listed = true;
                 self.rebuild_reverse();
-                self.service_scopes()
+                let mut scopes = self.service_scopes();
+                if !scopes.contains(&Scope::AllServices) {
+                    // The PTRs of IPs no service holds any more go too.
+                    let now = self.ptr_ips();
+                    scopes.extend(old_ips.difference(&now).copied().map(Scope::Ptr));
+                }
+                scopes
             }
             Change::Endpoints(Update::Apply(ep)) => {
                 self.set_endpoints(ObjectKey::of(&ep.metadata), Some(ep))
             }
+            // 1.2 ignored Endpoints deletions: the records (and the
+            // index's view of them) stay until the next change.
+            Change::Endpoints(Update::Delete(_)) if !self.features.endpoints_deletions => {
+                Vec::new()
+            }
             Change::Endpoints(Update::Delete(ep)) => {
-                let scopes = self.set_endpoints(ObjectKey::of(&ep.metadata), None);
-                if self.features.endpoints_deletions {
-                    scopes
-                } else {
-                    Vec::new()
-                }
+                self.set_endpoints(ObjectKey::of(&ep.metadata), None)
             }
             Change::Endpoints(Update::Relisted(all)) => {
                 self.endpoints = all
@@ -212,8 +219,11 @@ impl Index {
             }
             Change::EndpointSlice(update) => {
                 let merged = self.slices.apply(update);
+                let deletions = self.features.endpoints_deletions;
                 merged
                     .into_iter()
+                    // A service's last slice gone is its Endpoints deleted.
+                    .filter(|(_, ep)| ep.is_some() || deletions)
                     .flat_map(|(key, ep)| self.set_endpoints(key, ep))
                     .collect()
             }
@@ -241,20 +251,28 @@ impl Index {
     /// removal) when services are known too, otherwise each headless one.
     fn endpoints_relisted(&mut self) -> Vec<Scope> {
         self.endpoints_listed = true;
+        let endpoint_ips = |ix: &Self| -> BTreeSet<IpAddr> {
+            (ix.reverse.iter())
+                .filter(|(_, names)| names.iter().any(|n| n.hostname.is_some()))
+                .map(|(ip, _)| *ip)
+                .collect()
+        };
+        let before = endpoint_ips(self);
         self.rebuild_reverse();
         if self.features.remove_stale && self.services_listed {
             vec![Scope::AllServices]
         } else {
-            // And the PTRs of endpoints (not of cluster IPs, which the
-            // endpoints do not change).
+            // And the PTRs of endpoints, before and after (not of cluster
+            // IPs, which endpoints do not change).
             let mut out = self.headless_scopes();
-            out.extend(
-                (self.reverse.iter())
-                    .filter(|(_, names)| names.iter().any(|n| n.hostname.is_some()))
-                    .map(|(ip, _)| Scope::Ptr(*ip)),
-            );
+            out.extend(before.union(&endpoint_ips(self)).copied().map(Scope::Ptr));
             out
         }
+    }
+
+    /// Every IP with a PTR name.
+    fn ptr_ips(&self) -> BTreeSet<IpAddr> {
+        self.reverse.keys().copied().collect()
     }
 
     /// Applies `change` to the objects of service `key`; returns its scope
@@ -264,15 +282,15 @@ impl Index {
         key: &ObjectKey,
         change: impl FnOnce(&mut Self) -> R,
     ) -> Vec<Scope> {
-        let before = self.ptr_names(key);
+        let before: BTreeSet<(IpAddr, PtrName)> = self.ptr_names(key).into_iter().collect();
         change(self);
-        let after = self.ptr_names(key);
+        let after: BTreeSet<(IpAddr, PtrName)> = self.ptr_names(key).into_iter().collect();
         let mut ips = BTreeSet::new();
-        for gone in before.iter().filter(|n| !after.contains(n)) {
+        for gone in before.difference(&after) {
             self.release_ptr(gone);
             ips.insert(gone.0);
         }
-        for new in after.iter().filter(|n| !before.contains(n)) {
+        for new in after.difference(&before) {
             self.hold_ptr(new.clone());
             ips.insert(new.0);
         }

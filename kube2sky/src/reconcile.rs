@@ -57,14 +57,24 @@ pub struct Actual {
     pub foreign: BTreeSet<String>,
 }
 
-/// Removes from `desired` every key that holds a foreign value in `actual`
-/// and returns those keys, so the caller can warn instead of overwriting.
+/// Removes from `desired` every key that holds a foreign value in `actual`,
+/// or lies below or above one (a PTR that would turn another writer's leaf
+/// into a directory, or write into its directory: v2 refuses the one, and
+/// neither is ours to do), and returns those keys, so the caller can warn
+/// instead of overwriting.
 pub fn skip_foreign(desired: &mut Records, actual: &Actual) -> Vec<String> {
-    let skipped: Vec<String> = desired
-        .keys()
-        .filter(|k| actual.foreign.contains(*k))
-        .cloned()
-        .collect();
+    let clashes = |key: &str| {
+        actual.foreign.contains(key)
+            || key
+                .match_indices('/')
+                .any(|(at, _)| actual.foreign.contains(&key[..at]))
+            || {
+                let dir = format!("{key}/");
+                (actual.foreign.range::<String, _>(dir.clone()..).next())
+                    .is_some_and(|f| f.starts_with(&dir))
+            }
+    };
+    let skipped: Vec<String> = desired.keys().filter(|k| clashes(k)).cloned().collect();
     for key in &skipped {
         desired.remove(key);
     }
@@ -259,6 +269,25 @@ mod tests {
             diff(desired.clone(), &actual, Mode::RemoveThenAdd),
             vec![vec![del("a")], vec![put("a", "1")]]
         );
+    }
+
+    #[test]
+    fn keys_above_or_below_a_foreign_key_are_not_written() {
+        let mut desired: Records = [
+            ("ptr/1/a".to_string(), "v".to_string()),
+            ("ptr/2".to_string(), "v".to_string()),
+            ("ptr/3".to_string(), "v".to_string()),
+        ]
+        .into();
+        let actual = Actual {
+            records: Records::new(),
+            foreign: ["ptr/1".to_string(), "ptr/2/x".to_string()].into(),
+        };
+        assert_eq!(
+            skip_foreign(&mut desired, &actual),
+            vec!["ptr/1/a", "ptr/2"]
+        );
+        assert_eq!(desired.keys().collect::<Vec<_>>(), ["ptr/3"]);
     }
 
     #[test]

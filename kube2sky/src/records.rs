@@ -115,6 +115,13 @@ impl Names {
         self.key(&format!("dns-version.{}", self.domain))
     }
 
+    /// Whether a `dns-version` value was written by us (of any schema
+    /// version): exactly the JSON [`dns_version_records`] writes.
+    pub fn owns_version_value(&self, value: &str) -> bool {
+        Record::from_json(value.as_bytes())
+            .is_ok_and(|r| !r.text.is_empty() && version_record(&r.text).to_json() == value)
+    }
+
     /// `/skydns/local/cluster/pod/<ns>/1-2-3-4/`: the records of one pod IP.
     pub fn pod_dir(&self, namespace: &str, ip: &str) -> String {
         format!("{}/", self.key(&self.pod_fqdn(namespace, ip)))
@@ -351,12 +358,18 @@ pub fn dns_version_records(names: &Names, options: Options) -> Records {
     if !options.spec {
         return Records::new();
     }
-    let record = Record {
-        text: SCHEMA_VERSION.into(),
+    Records::from([(
+        names.dns_version_key(),
+        version_record(SCHEMA_VERSION).to_json(),
+    )])
+}
+
+fn version_record(version: &str) -> Record {
+    Record {
+        text: version.into(),
         ttl: 30,
         ..Record::default()
-    };
-    Records::from([(names.dns_version_key(), record.to_json())])
+    }
 }
 
 /// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`

@@ -116,6 +116,14 @@ pub async fn decide_source(
             }
             Ok(_) => Source::Endpoints,
             Err(kube::Error::Api(status)) if status.code == 404 => Source::Endpoints,
+            // Not allowed to see the group: slices could not be watched either.
+            Err(kube::Error::Api(status)) if matches!(status.code, 401 | 403) => {
+                tracing::warn!(
+                    code = status.code,
+                    "discovery of discovery.k8s.io/v1 refused; watching v1 Endpoints"
+                );
+                Source::Endpoints
+            }
             Err(error) => {
                 tracing::warn!(%error, "cannot tell whether the API server serves EndpointSlices; asking again in 1s");
                 tokio::select! {

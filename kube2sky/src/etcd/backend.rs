@@ -142,7 +142,13 @@ pub(super) async fn bounded_for<T, E: std::fmt::Display>(
 /// Files one key-value read from etcd as ours or foreign. Under the PTR
 /// subtree only values naming one of our services are ours.
 pub(super) fn file_key(names: &Names, key: &str, value: &str, ptr: bool, out: &mut Actual) {
-    if !ptr || names.owns_ptr_value(value) {
+    let ours = if key == names.dns_version_key() {
+        // A hand-written `dns-version` is not ours to delete (or overwrite).
+        names.owns_version_value(value)
+    } else {
+        !ptr || names.owns_ptr_value(value)
+    };
+    if ours {
         out.records.insert(key.to_string(), value.to_string());
     } else {
         out.foreign.insert(key.to_string());

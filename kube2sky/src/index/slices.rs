@@ -40,6 +40,15 @@ impl From<EndpointSlice> for SliceInfo {
             .labels
             .and_then(|mut labels| labels.remove(SERVICE_NAME_LABEL))
             .filter(|s| !s.is_empty());
+        // A label that cannot name a Service makes the slice nobody's (so
+        // a slice relabelled so leaves its old service), with a warning.
+        let service = service.filter(|s| {
+            let ok = crate::validate::is_dns1035_label(s);
+            if !ok {
+                tracing::warn!(slice = ?key, label = %s, "EndpointSlice {SERVICE_NAME_LABEL} is not a Service name; ignoring its endpoints");
+            }
+            ok
+        });
         let addresses: Vec<EndpointAddress> = if slice.address_type == "FQDN" {
             Vec::new()
         } else {
@@ -146,8 +155,12 @@ impl Slices {
     pub(super) fn relisted(&mut self, all: Vec<SliceInfo>) -> BTreeMap<ObjectKey, Box<Endpoints>> {
         *self = Slices::default();
         for slice in all {
-            let _ = self.apply(Update::Apply(slice));
+            if let Some(service) = slice.service_key() {
+                (self.by_service.entry(service).or_default()).insert(slice.key.name.clone());
+            }
+            self.by_key.insert(slice.key.clone(), slice);
         }
+        // Each service merged once.
         self.by_service
             .keys()
             .filter_map(|service| Some((service.clone(), Box::new(self.merged(service)?))))

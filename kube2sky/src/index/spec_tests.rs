@@ -230,3 +230,67 @@ fn type_changes_move_the_ptrs() {
     )))));
     assert!(a_hosts(&ix, "d", "s").is_empty());
 }
+
+#[test]
+fn a_relist_without_stale_removal_still_reconciles_the_ptrs_that_went() {
+    let mut ix = index(Features {
+        remove_stale: false,
+        ..Features::default()
+    });
+    ix.apply(service(svc("d", "h")));
+    ix.apply(service(svc("d", "web").ip("10.0.0.9")));
+    let s = slice("h-1", "h", "IPv4", &["10.1.0.5=web"], 80);
+    ix.apply(Change::EndpointSlice(Update::Apply(s)));
+    assert_eq!(ptr_hosts(&ix, "10.1.0.5"), ["web.h.d.svc.cluster.local."]);
+    // Missed during a watch gap: the slice is gone from the relist.
+    let scopes = ix.apply(Change::EndpointSlice(Update::Relisted(vec![])));
+    assert!(
+        scopes.contains(&Scope::Ptr("10.1.0.5".parse().expect("ip"))),
+        "{scopes:?}"
+    );
+    assert!(ptr_hosts(&ix, "10.1.0.5").is_empty());
+    // The same for a cluster IP whose service went.
+    let scopes = ix.apply(Change::Service(Update::Relisted(vec![ServiceInfo::from(
+        svc("d", "h"),
+    )])));
+    assert!(
+        scopes.contains(&Scope::Ptr("10.0.0.9".parse().expect("ip"))),
+        "{scopes:?}"
+    );
+}
+
+#[test]
+fn ignored_endpoints_deletions_keep_a_services_last_slice() {
+    let mut ix = index(Features {
+        endpoints_deletions: false,
+        ..Features::default()
+    });
+    ix.apply(service(svc("d", "h")));
+    let s = slice("h-1", "h", "IPv4", &["10.1.0.5=web"], 80);
+    ix.apply(Change::EndpointSlice(Update::Apply(s.clone())));
+    let scopes = ix.apply(Change::EndpointSlice(Update::Delete(s)));
+    assert!(scopes.is_empty(), "{scopes:?}");
+    assert_eq!(a_hosts(&ix, "d", "h"), ["10.1.0.5"]);
+    assert_eq!(ptr_hosts(&ix, "10.1.0.5"), ["web.h.d.svc.cluster.local."]);
+}
+
+#[test]
+fn a_slice_relabelled_to_no_valid_service_leaves_its_old_one() {
+    let mut ix = index(Features::default());
+    ix.apply(service(svc("d", "h")));
+    ix.apply(Change::EndpointSlice(Update::Apply(slice(
+        "s",
+        "h",
+        "IPv4",
+        &["10.1.0.1"],
+        80,
+    ))));
+    ix.apply(Change::EndpointSlice(Update::Apply(slice(
+        "s",
+        "Not_A_Name",
+        "IPv4",
+        &["10.1.0.1"],
+        80,
+    ))));
+    assert!(a_hosts(&ix, "d", "h").is_empty());
+}

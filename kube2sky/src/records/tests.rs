@@ -434,3 +434,14 @@ fn one_address_in_two_subsets_gets_the_srvs_of_both() {
     assert!(keys.iter().any(|k| k.contains("/_udp/_dns/")), "{keys:#?}");
     assert!(crate::validate::endpoints(&ep, false).is_empty());
 }
+
+#[test]
+fn only_our_own_dns_version_value_is_ours() {
+    let n = names();
+    let ours = dns_version_records(&n, Options::default());
+    assert!(n.owns_version_value(&ours[&n.dns_version_key()]));
+    assert!(n.owns_version_value(r#"{"text":"1.0.0","ttl":30,"targetstrip":0}"#));
+    assert!(!n.owns_version_value(r#"{"text":"1.1.0","ttl":60,"targetstrip":0}"#));
+    assert!(!n.owns_version_value(r#"{"host":"10.0.0.1","ttl":30,"targetstrip":0}"#));
+    assert!(!n.owns_version_value("garbage"));
+}
