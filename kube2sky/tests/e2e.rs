@@ -228,7 +228,9 @@ fn endpoints_manifest(addresses: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_service_endpoints_lifecycle_through_kubectl() -> Result<()> {
-    let (etcd, _api, kubectl, _k2s) = cluster(&[]).await?;
+    // v1 Endpoints: the hostnames-map annotation (1.2) exists only there;
+    // the EndpointSlices mirrored from them carry no hostname from it.
+    let (etcd, _api, kubectl, _k2s) = cluster(&["--endpoints-source=endpoints"]).await?;
     let dir = "/skydns/local/cluster/svc/default/db/";
     let headless = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"db","namespace":"default"},
                        "spec":{"clusterIP":"None","ports":[{"name":"pg","protocol":"TCP","port":5432}]}}"#;
