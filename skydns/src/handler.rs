@@ -12,6 +12,7 @@
 //! make it panic.
 
 mod pending;
+mod secure;
 
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::cache::ResponseCache;
@@ -69,6 +70,8 @@ pub struct Options {
     /// past it they get SERVFAIL at once, counted as
     /// `skydns_dns_limit_count{limit="pending_forwards"}`.
     pub max_pending_forwards: usize,
+    /// Online DNSSEC signing of DO replies (`-dnssec`), if on.
+    pub dnssec: Option<Arc<crate::dnssec::Dnssec>>,
 }
 
 impl Default for Options {
@@ -84,6 +87,7 @@ impl Default for Options {
             rcache_ttl: 60,
             stubzones: false,
             max_pending_forwards: 1_000,
+            dnssec: None,
         }
     }
 }
@@ -370,7 +374,10 @@ impl Handler {
             return Route::Reply(reply);
         };
         if !addressable(&q.qname) {
-            return Route::Reply(self.negative(reply, ResponseCode::NXDomain));
+            return Route::Reply(self.finish(reply, r, Answer::NameError, &snapshot));
+        }
+        if let Some(answer) = self.dnskey_answer(q) {
+            return Route::Reply(self.finish(reply, r, answer, &snapshot));
         }
         if let Some(path) = self.unread_hidden_path(&snapshot, &q.name) {
             return Route::Pending(pending::Route::HiddenPath(path));
@@ -384,7 +391,7 @@ impl Handler {
         if !lookups.take_missing().is_empty() {
             return Route::Pending(pending::Route::Lookups);
         }
-        Route::Reply(self.finish(reply, q, answer))
+        Route::Reply(self.finish(reply, r, answer, &snapshot))
     }
 
     /// Forwarding, or the reply SkyDNS gives when it cannot forward.
@@ -442,8 +449,16 @@ impl Handler {
         zones.servers_for(name).map(<[SocketAddr]>::to_vec)
     }
 
+    /// The authoritative answer as a reply, signed when the request asked
+    /// for DNSSEC and a key is configured.
+    fn finish(&self, reply: Message, r: &Request, answer: Answer, snapshot: &Snapshot) -> Message {
+        let mut reply = self.shape(reply, &r.q, answer);
+        self.secure(&mut reply, r, snapshot);
+        reply
+    }
+
     /// The authoritative answer as a reply: post-processing and rcodes.
-    fn finish(&self, mut reply: Message, q: &Question, answer: Answer) -> Message {
+    fn shape(&self, mut reply: Message, q: &Question, answer: Answer) -> Message {
         match answer {
             Answer::ServerFailure => {
                 reply.metadata.response_code = ResponseCode::ServFail;
@@ -547,6 +562,8 @@ fn unix_now() -> u64 {
 mod tests;
 #[cfg(test)]
 mod tests_claims;
+#[cfg(test)]
+mod tests_dnssec;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]
