@@ -16,7 +16,7 @@ pub mod nsec3;
 pub mod sigcache;
 pub mod sign;
 
-use hickory_proto::dnssec::rdata::{DNSSECRData, DNSKEY};
+use hickory_proto::dnssec::rdata::{DNSSECRData, DNSKEY, RRSIG};
 use hickory_proto::op::{Edns, Message, ResponseCode};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use sigcache::SigCache;
@@ -176,11 +176,7 @@ impl Dnssec {
     }
 
     /// The signature over `rrset`, from the cache or made now (`true`).
-    fn signature(
-        &self,
-        rrset: &[Record],
-        now: u64,
-    ) -> Option<(hickory_proto::dnssec::rdata::RRSIG, bool)> {
+    fn signature(&self, rrset: &[Record], now: u64) -> Option<(RRSIG, bool)> {
         let key = self
             .cache
             .as_ref()

@@ -2,8 +2,8 @@
 //!
 //! Signing costs far more than answering, and most replies repeat the same
 //! RRsets, so signatures are kept under [`super::sign::Signer::cache_key`]
-//! (owner, type, class, TTLs and data of the set): a changed record is a
-//! different key, never a stale signature. A cached signature is reused
+//! (a SHA-256 of the owner, type, class, TTLs and data of the set): a
+//! changed record is a different key, never a stale signature. A cached signature is reused
 //! while its expiration is more than two days ahead, as in SkyDNS, so no
 //! validator ever holds one about to expire; then it is signed again. At
 //! capacity, entries past that point go first, then an arbitrary one (SkyDNS
@@ -13,13 +13,16 @@ use hickory_proto::dnssec::rdata::RRSIG;
 use std::collections::HashMap;
 use std::sync::Mutex;
 
+/// What a signature is kept under: the digest of what it covers.
+pub type Key = [u8; 32];
+
 /// How long before its expiration a signature stops being reused.
 pub const REUSE_MARGIN: u64 = 2 * 24 * 3600;
 
 /// At most `capacity` signatures by the records they cover.
 pub struct SigCache {
     capacity: usize,
-    entries: Mutex<HashMap<Vec<u8>, RRSIG>>,
+    entries: Mutex<HashMap<Key, RRSIG>>,
 }
 
 impl SigCache {
@@ -31,23 +34,23 @@ impl SigCache {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Vec<u8>, RRSIG>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, RRSIG>> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The cached signature for `key`, if it may still be sent at `now`.
-    pub fn get(&self, key: &[u8], now: u64) -> Option<RRSIG> {
+    pub fn get(&self, key: &Key, now: u64) -> Option<RRSIG> {
         let entries = self.lock();
         entries.get(key).filter(|sig| reusable(sig, now)).cloned()
     }
 
     /// Keeps `sig` under `key`, making room if the cache is full.
-    pub fn insert(&self, key: Vec<u8>, sig: RRSIG, now: u64) {
+    pub fn insert(&self, key: Key, sig: RRSIG, now: u64) {
         let mut entries = self.lock();
         if entries.len() >= self.capacity && !entries.contains_key(&key) {
             entries.retain(|_, s| reusable(s, now));
             if entries.len() >= self.capacity {
-                if let Some(victim) = entries.keys().next().cloned() {
+                if let Some(victim) = entries.keys().next().copied() {
                     entries.remove(&victim);
                 }
             }

@@ -6,9 +6,10 @@
 //! zone's key. The validity window is SkyDNS's: from three hours ago (clock
 //! skew, daylight saving mistakes) to seven days ahead. The original TTL is
 //! the largest TTL of the set, so no record outlives its signature's claim;
-//! the RRSIG's own TTL is the smallest. [`Signer::cache_key`] names what a
-//! signature covers (owner, type, class, TTLs, canonical data), so a cached
-//! signature is reused only for the same records. The clock is an argument.
+//! the RRSIG's own TTL is the smallest. [`Signer::cache_key`] digests what
+//! a signature covers (owner, type, class, TTLs, canonical data), so a
+//! cached signature is reused only for the same records. The clock is an
+//! argument.
 
 use hickory_proto::dnssec::rdata::{DNSSECRData, SigInput, DNSKEY, RRSIG};
 use hickory_proto::dnssec::{Algorithm, SigningKey, TBS};
@@ -77,16 +78,18 @@ impl Signer {
     }
 
     /// What a signature over `rrset` depends on besides the clock: the
-    /// canonical records with their original TTL, and the smallest TTL.
-    pub fn cache_key(&self, rrset: &[Record]) -> Option<Vec<u8>> {
+    /// SHA-256 of the canonical records with their original TTL and of the
+    /// smallest TTL (a digest, so a large RRset costs the cache 32 bytes).
+    pub fn cache_key(&self, rrset: &[Record]) -> Option<[u8; 32]> {
         let mut input = self.input(rrset, 0);
         input.sig_expiration = SerialNumber::new(0);
         input.sig_inception = SerialNumber::new(0);
         let first = &rrset[0];
         let tbs = TBS::from_input(&first.name, first.dns_class, &input, rrset.iter()).ok()?;
-        let mut key = tbs.as_ref().to_vec();
-        key.extend_from_slice(&min_ttl(rrset).to_be_bytes());
-        Some(key)
+        let mut digest = ring::digest::Context::new(&ring::digest::SHA256);
+        digest.update(tbs.as_ref());
+        digest.update(&min_ttl(rrset).to_be_bytes());
+        digest.finish().as_ref().try_into().ok()
     }
 }
 

@@ -393,12 +393,12 @@ fn a_full_signature_cache_makes_room() {
     let (m, _) = signed_a(&d, 30, NOW);
     let sig = rrsig(&m.answers[1]).clone();
     for i in 0..5u8 {
-        cache.insert(vec![i], sig.clone(), NOW);
+        cache.insert([i; 32], sig.clone(), NOW);
         assert!(cache.len() <= 2);
-        assert!(cache.get(&[i], NOW).is_some());
+        assert!(cache.get(&[i; 32], NOW).is_some());
     }
     assert!(
-        cache.get(&[4], NOW + 6 * 86400).is_none(),
+        cache.get(&[4; 32], NOW + 6 * 86400).is_none(),
         "too close to expiry"
     );
 }
