@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the tests need, if missing:
 # protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq,
-# podman.
+# BIND's dnssec-keygen and delv (the -dnssec tests), podman.
 set -euo pipefail
 
 need=()
@@ -13,6 +13,9 @@ command -v etcd     >/dev/null || need+=(etcd-server)
 command -v etcdctl  >/dev/null || need+=(etcd-client)
 command -v dig      >/dev/null || need+=(dnsutils)
 command -v nslookup >/dev/null || need+=(dnsutils)
+# The -dnssec tests: test keys from dnssec-keygen, answers validated by delv.
+command -v dnssec-keygen >/dev/null || need+=(bind9-utils)
+command -v delv     >/dev/null || need+=(bind9-dnsutils)
 command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
 command -v openssl  >/dev/null || need+=(openssl)

@@ -14,14 +14,22 @@
 //! 512 without EDNS, at most 65,507 over UDP).
 //!
 //! The handler runs without upstream servers, so every request is answered
-//! from memory: the packet path, not the network, is under test.
+//! from memory: the packet path, not the network, is under test. It signs
+//! (`-dnssec`, a key made in memory), so requests with the DO bit take the
+//! signing and NSEC3 paths too.
 //! `fuzz/run.sh` runs these under libFuzzer; the unit tests below run them
 //! over seeds and seeded random mutations on every `cargo test`.
 
 use arc_swap::ArcSwapOption;
+use hickory_proto::dnssec::crypto::EcdsaSigningKey;
+use hickory_proto::dnssec::rdata::DNSKEY;
+use hickory_proto::dnssec::{Algorithm, SigningKey};
 use hickory_proto::op::{Message, MessageType, ResponseCode};
+use hickory_proto::rr::Name;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use skydns::answer::Zone;
+use skydns::dnssec::keyfile::KeyPair;
+use skydns::dnssec::{Dnssec, Settings};
 use skydns::handler::{Handler, Options, Outcome, SharedSnapshot, Transport};
 use skydns::metrics::Metrics;
 use skydns::path::PathPrefix;
@@ -98,20 +106,42 @@ fn snapshot_of(records: &[(String, String)]) -> Snapshot {
     Snapshot::new(1, entries)
 }
 
-/// A handler without upstream servers over `snapshot`.
-fn handler_over(snapshot: Snapshot) -> Handler {
+/// A handler without upstream servers over `snapshot`, signing DO replies
+/// when given `dnssec`.
+fn handler_over(snapshot: Snapshot, dnssec: Option<Arc<Dnssec>>) -> Handler {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::from_pointee(snapshot));
     let options = Options {
         round_robin: true,
+        dnssec,
         ..Options::default()
     };
     Handler::new(zone(), shared, options, Arc::new(Metrics::default()))
 }
 
+/// `-dnssec` with an ECDSA key made in memory, so that every request with
+/// the DO bit goes through signing and the NSEC3 denials too.
+fn signing() -> Arc<Dnssec> {
+    let algorithm = Algorithm::ECDSAP256SHA256;
+    let pkcs8 = EcdsaSigningKey::generate_pkcs8(algorithm).expect("a new key");
+    let key = EcdsaSigningKey::from_pkcs8(&pkcs8, algorithm).expect("the key reads back");
+    let public = key.to_public_key().expect("its public half");
+    let pair = KeyPair {
+        owner: Name::from_ascii("cluster.local.").expect("a name"),
+        dnskey: DNSKEY::with_flags(256, public),
+        key: Box::new(key),
+    };
+    let settings = Settings {
+        ttl: 3600,
+        min_ttl: 60,
+        scache: 1000,
+    };
+    Arc::new(Dnssec::new(pair, "cluster.local.", settings).expect("signing"))
+}
+
 /// The handler of [`packet`], built once.
 fn packet_handler() -> &'static Handler {
     static HANDLER: OnceLock<Handler> = OnceLock::new();
-    HANDLER.get_or_init(|| handler_over(snapshot_of(&shapes())))
+    HANDLER.get_or_init(|| handler_over(snapshot_of(&shapes()), Some(signing())))
 }
 
 /// Target: `input` as a DNS request over UDP and over TCP.
@@ -139,7 +169,7 @@ pub fn etcd_value(input: &[u8]) {
             r#"{"host":"10.0.0.1"}"#.to_owned(),
         ),
     ];
-    let h = handler_over(snapshot_of(&records));
+    let h = handler_over(snapshot_of(&records), None);
     for qtype in [1u16, 28, 5, 33, 16, 15, 12, 2, 6] {
         for name in [
             "fuzz.default.svc.cluster.local.",

@@ -93,3 +93,24 @@ fn the_properties_catch_a_reply_with_bytes_after_it() {
     let caught = std::panic::catch_unwind(|| check_reply(&request, &reply, Transport::Udp));
     assert!(caught.is_err());
 }
+
+#[test]
+fn the_packet_handler_signs_do_requests() {
+    let mut m = Message::from_vec(&query("nosuch.default.svc.cluster.local.", 1)).unwrap();
+    let mut edns = hickory_proto::op::Edns::new();
+    edns.set_dnssec_ok(true);
+    m.edns = Some(edns);
+    let request = m.to_vec().unwrap();
+    let Outcome::Done(Some(reply)) = packet_handler().handle(&request, Transport::Tcp) else {
+        panic!("an answer from memory")
+    };
+    let reply = Message::from_vec(&reply).unwrap();
+    let types: Vec<u16> = reply
+        .authorities
+        .iter()
+        .map(|r| u16::from(r.record_type()))
+        .collect();
+    // SOA, three NSEC3s (50), and an RRSIG (46) for each.
+    assert_eq!(types.iter().filter(|&&t| t == 50).count(), 3, "{types:?}");
+    assert_eq!(types.iter().filter(|&&t| t == 46).count(), 4, "{types:?}");
+}

@@ -77,7 +77,11 @@ async fn discover_follows_the_cluster_when_the_named_member_stops() -> Result<()
     })
     .await?;
     etcd.kill_member(0);
-    etcd.put("/skydns/local/cluster/svc/default/late/c88f1059", RECORD)?;
+    // Member 0 may have been the raft leader: writes wait for an election.
+    eventually("a write after member 0 stopped", DEADLINE, async || {
+        etcd.put("/skydns/local/cluster/svc/default/late/c88f1059", RECORD)
+    })
+    .await?;
     let late = "late.default.svc.cluster.local";
     eventually(
         "the record written after member 0 stopped",

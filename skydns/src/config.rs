@@ -56,13 +56,13 @@ pub struct Settings {
     pub rcache_ttl: i64,
     /// `ndot`: labels a name needs to be forwarded.
     pub ndot: i64,
-    /// `dnssec`: DNSSEC key file (unsupported).
+    /// `dnssec`: basename of the DNSSEC key pair (`<it>.key`, `<it>.private`).
     pub dnssec: String,
     /// `local`: the name `local.dns.<domain>` stands for.
     pub local: String,
     /// `systemd`: serve the sockets systemd passes (socket activation).
     pub systemd: bool,
-    /// `scache`: signature cache (DNSSEC only, ignored).
+    /// `scache`: signature cache capacity (DNSSEC only; 0 disables it).
     pub scache: i64,
 }
 
@@ -110,6 +110,8 @@ pub struct Config {
     pub discover: bool,
     /// Path of the metrics endpoint.
     pub metrics_path: String,
+    /// Online DNSSEC signing, with `-dnssec`.
+    pub dnssec: Option<std::sync::Arc<crate::dnssec::Dnssec>>,
 }
 
 impl Config {
@@ -127,6 +129,7 @@ impl Config {
             stubzones: self.stubzones,
             max_pending_forwards: self.max_pending_forwards,
             local: self.local.clone(),
+            dnssec: self.dnssec.clone(),
         }
     }
 }
@@ -185,11 +188,6 @@ impl Settings {
         flags: &Flags,
         resolv_conf: impl FnOnce() -> Result<Vec<SocketAddr>, String>,
     ) -> Result<Config, ConfigError> {
-        if !self.dnssec.is_empty() {
-            return Err(ConfigError(
-                "-dnssec (DNSSEC signing) is not supported by this implementation".into(),
-            ));
-        }
         let domain = fqdn_lower(if self.domain.is_empty() {
             "skydns.local."
         } else {
@@ -232,6 +230,7 @@ impl Settings {
             hostmaster: crate::path::fqdn(&hostmaster.replace('@', ".")),
             domain,
         };
+        let dnssec = self.dnssec_signing(flags, &zone)?;
         let read_timeout = match self.read_timeout {
             t if t <= 0 => Duration::from_secs(2),
             t => Duration::from_nanos(t as u64),
@@ -273,7 +272,33 @@ impl Settings {
             local: local_name(&self.local)?,
             systemd: self.systemd,
             discover: flags.discover,
+            dnssec,
         })
+    }
+
+    /// The key pair `dnssec` names, read for `zone`; the error names the
+    /// flag (or the etcd key, when the value came from there) and the file.
+    fn dnssec_signing(
+        &self,
+        flags: &Flags,
+        zone: &Zone,
+    ) -> Result<Option<std::sync::Arc<crate::dnssec::Dnssec>>, ConfigError> {
+        if self.dnssec.is_empty() {
+            return Ok(None);
+        }
+        let settings = crate::dnssec::Settings {
+            ttl: zone.ttl,
+            min_ttl: zone.min_ttl,
+            scache: usize::try_from(self.scache.max(0)).unwrap_or(usize::MAX),
+        };
+        let source = if self.dnssec == flags.dnssec {
+            "-dnssec"
+        } else {
+            "dnssec (etcd config key)"
+        };
+        crate::dnssec::Dnssec::load(&self.dnssec, &zone.domain, settings)
+            .map(|d| Some(std::sync::Arc::new(d)))
+            .map_err(|e| ConfigError(format!("{source} {}: {e}", self.dnssec)))
     }
 }
 

@@ -12,6 +12,7 @@
 //! make it panic.
 
 mod pending;
+mod secure;
 
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::cache::ResponseCache;
@@ -71,6 +72,8 @@ pub struct Options {
     pub max_pending_forwards: usize,
     /// `-local`: the name `local.dns.<domain>` is looked up as.
     pub local: Option<String>,
+    /// Online DNSSEC signing of DO replies (`-dnssec`), if on.
+    pub dnssec: Option<Arc<crate::dnssec::Dnssec>>,
 }
 
 impl Default for Options {
@@ -87,6 +90,7 @@ impl Default for Options {
             stubzones: false,
             max_pending_forwards: 1_000,
             local: None,
+            dnssec: None,
         }
     }
 }
@@ -380,7 +384,10 @@ impl Handler {
             return Route::Reply(reply);
         };
         if !addressable(&q.qname) {
-            return Route::Reply(self.negative(reply, ResponseCode::NXDomain));
+            return Route::Reply(self.finish(reply, r, Answer::NameError, &snapshot));
+        }
+        if let Some(answer) = self.dnskey_answer(q) {
+            return Route::Reply(self.finish(reply, r, answer, &snapshot));
         }
         if let Some(path) = self.unread_hidden_path(&snapshot, &q.name) {
             return Route::Pending(pending::Route::HiddenPath(path));
@@ -394,7 +401,7 @@ impl Handler {
         if !lookups.take_missing().is_empty() {
             return Route::Pending(pending::Route::Lookups);
         }
-        Route::Reply(self.finish(reply, q, answer))
+        Route::Reply(self.finish(reply, r, answer, &snapshot))
     }
 
     /// Forwarding, or the reply SkyDNS gives when it cannot forward.
@@ -452,8 +459,16 @@ impl Handler {
         zones.servers_for(name).map(<[SocketAddr]>::to_vec)
     }
 
+    /// The authoritative answer as a reply, signed when the request asked
+    /// for DNSSEC and a key is configured.
+    fn finish(&self, reply: Message, r: &Request, answer: Answer, snapshot: &Snapshot) -> Message {
+        let mut reply = self.shape(reply, &r.q, answer);
+        self.secure(&mut reply, r, snapshot);
+        reply
+    }
+
     /// The authoritative answer as a reply: post-processing and rcodes.
-    fn finish(&self, mut reply: Message, q: &Question, answer: Answer) -> Message {
+    fn shape(&self, mut reply: Message, q: &Question, answer: Answer) -> Message {
         match answer {
             Answer::ServerFailure => {
                 reply.metadata.response_code = ResponseCode::ServFail;
@@ -557,6 +572,8 @@ fn unix_now() -> u64 {
 mod tests;
 #[cfg(test)]
 mod tests_claims;
+#[cfg(test)]
+mod tests_dnssec;
 #[cfg(test)]
 mod tests_hostile;
 #[cfg(test)]

@@ -1,8 +1,9 @@
 //! The hot path: encoded replies reused until the records change.
 //!
 //! Every authoritative reply is a function of the question (exact bytes,
-//! since owners keep the query's case), the client's size limit, the
-//! records it read and, through the SOA serial, the hour. [`ReplyCache`]
+//! since owners keep the query's case), the client's size limit, the DO
+//! bit (with `-dnssec` a DO reply is signed), the records it read and,
+//! through the SOA serial and the signatures' times, the hour. [`ReplyCache`]
 //! keeps encoded replies under exactly that key, so a repeated question is
 //! answered by copying bytes and patching the ID and RD bit — no decoding,
 //! no lookup, no encoding. [`QuestionKey::parse`] reads just enough of a
@@ -21,12 +22,14 @@ use std::sync::{Arc, RwLock};
 
 mod replies;
 
-/// What identifies a reply: the question bytes, the size limit, the transport.
+/// What identifies a reply: the question bytes, the size limit, the
+/// transport, and the DO bit (a signed reply is not the plain one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct QuestionKey {
     question: Vec<u8>,
     limit: u16,
     tcp: bool,
+    dnssec_ok: bool,
 }
 
 /// A plain query as the hot path sees it.
@@ -79,6 +82,7 @@ impl QuestionKey {
                 question: question.to_vec(),
                 limit: if tcp { u16::MAX } else { limit.max(512) },
                 tcp,
+                dnssec_ok,
             },
             id: count(0),
             rd: header[2] & 0x01 != 0,

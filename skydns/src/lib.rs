@@ -15,16 +15,18 @@
 //! - [`handler`], [`response`]: request → reply, rcodes, `Fit`;
 //! - [`store`]: the store trait, the etcd v2 and v3 stores and the mirror task;
 //! - [`config`]: flags, environment, the etcd config key, defaults;
+//! - [`dnssec`]: online signing of DO replies with `-dnssec`;
 //! - [`server`]: UDP and TCP sockets.
 //!
 //! We use hickory-proto for the wire format but not hickory-server: its
 //! zone-handler model decides rcodes and truncation itself, while SkyDNS's
-//! rules (NXDOMAIN vs NODATA from etcd, `Fit`, no OPT in replies) must be
+//! rules (NXDOMAIN vs NODATA from etcd, `Fit`, no OPT in unsigned replies) must be
 //! reproduced exactly, so the request pipeline is ours.
 
 pub mod answer;
 pub mod cache;
 pub mod config;
+pub mod dnssec;
 #[cfg(test)]
 mod fake_upstream;
 pub mod forward;

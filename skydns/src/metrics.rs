@@ -30,6 +30,7 @@ pub struct Metrics {
     dnssec_ok: Counter,
     errors: Family<Labels, Counter>,
     cache_misses: Counter,
+    signature_misses: Counter,
     external: Family<Labels, Counter>,
     store_errors: Counter,
     limits: Family<Labels, Counter>,
@@ -122,6 +123,7 @@ impl Default for Metrics {
             dnssec_ok,
             errors,
             cache_misses: cache_misses.get_or_create_owned(&by("response")),
+            signature_misses: cache_misses.get_or_create_owned(&by("signature")),
             external,
             store_errors,
             limits,
@@ -182,6 +184,13 @@ impl Metrics {
         self.cache_misses.inc();
     }
 
+    /// `n` RRSIGs were not in the signature cache and had to be made.
+    pub fn signature_misses(&self, n: u64) {
+        if n > 0 {
+            self.signature_misses.inc_by(n);
+        }
+    }
+
     /// An upstream request of `kind` (`recursive`, `stub` or `lookup`).
     pub fn external(&self, kind: &'static str) {
         self.external.get_or_create(&vec![("type", kind)]).inc();
@@ -240,6 +249,7 @@ mod tests {
         m.reply(false, &nx, Duration::from_millis(2), false);
         m.external("recursive");
         m.cache_miss();
+        m.signature_misses(3);
         let text = m.render();
         for needle in [
             "skydns_dns_request_count_total{type=\"udp\"} 1",
@@ -248,6 +258,7 @@ mod tests {
             "skydns_dns_error_count_total{error=\"nxdomain\"} 1",
             "skydns_dns_request_external_count_total{type=\"recursive\"} 1",
             "skydns_dns_cache_miss_count_total{type=\"response\"} 1",
+            "skydns_dns_cache_miss_count_total{type=\"signature\"} 3",
             "skydns_dns_request_duration_bucket{le=\"0.003\",type=\"udp\"} 1",
             "skydns_dns_response_size_bucket{le=\"512.0\",type=\"udp\"} 1",
         ] {

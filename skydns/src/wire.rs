@@ -4,7 +4,8 @@
 //! own against slow encoding), so an answer of 500 A records spent 17,568
 //! bytes where ~8 KB do, and fewer records fitted a client's buffer. This
 //! encoder writes the record types skydns answers with (A, AAAA, TXT,
-//! CNAME, NS, PTR, MX, SRV, SOA, and the OPT record) itself, pointing every
+//! CNAME, NS, PTR, MX, SRV, SOA, the OPT record, and the DNSSEC records,
+//! whose data holds no name that may be compressed) itself, pointing every
 //! name (owner, and the names inside CNAME, NS, PTR, MX and SOA data) at
 //! the first earlier occurrence of the same labels, byte for byte as RFC
 //! 1035 §4.1.4 allows; SRV targets stay uncompressed (RFC 2782). A lookup
@@ -186,6 +187,16 @@ impl Writer {
                 self.u32(soa.retry as u32);
                 self.u32(soa.expire as u32);
                 self.u32(soa.minimum);
+            }
+            // DNSKEY and NSEC3 hold no names, and the names in RRSIG and
+            // NSEC data must not be compressed (RFC 4034 §3.1.7, §4.1.1).
+            RData::DNSSEC(_) => {
+                let mut bytes = Vec::new();
+                if record.data.emit(&mut BinEncoder::new(&mut bytes)).is_err() {
+                    self.out.truncate(start);
+                    return Err(Encoded::Unsupported);
+                }
+                self.out.extend_from_slice(&bytes);
             }
             _ => {
                 self.out.truncate(start);

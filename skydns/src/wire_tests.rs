@@ -133,3 +133,46 @@ fn other_types_are_left_to_hickory() {
     let m = reply_with(vec![Record::from_rdata(name("x."), 30, caa)]);
     assert_eq!(encode(&m), Encoded::Unsupported);
 }
+
+#[test]
+fn dnssec_records_are_written_with_their_names_uncompressed() {
+    use hickory_proto::dnssec::rdata::{DNSSECRData, SigInput, DNSKEY, NSEC3, RRSIG};
+    use hickory_proto::dnssec::{Algorithm, Nsec3HashAlgorithm, PublicKeyBuf};
+    use hickory_proto::rr::SerialNumber;
+    let owner = name("Web.default.svc.cluster.local.");
+    let input = SigInput {
+        type_covered: RecordType::A,
+        algorithm: Algorithm::ECDSAP256SHA256,
+        num_labels: 5,
+        original_ttl: 30,
+        sig_expiration: SerialNumber::new(2),
+        sig_inception: SerialNumber::new(1),
+        key_tag: 4711,
+        signer_name: name("cluster.local."),
+    };
+    let dnssec = |data: DNSSECRData| Record::from_rdata(owner.clone(), 30, RData::DNSSEC(data));
+    let key = PublicKeyBuf::new(vec![1; 64], Algorithm::ECDSAP256SHA256);
+    let nsec3 = NSEC3::new(
+        Nsec3HashAlgorithm::SHA1,
+        false,
+        0,
+        vec![],
+        vec![7; 20],
+        [RecordType::A],
+    );
+    let m = reply_with(vec![
+        Record::from_rdata(owner.clone(), 30, RData::A(A(Ipv4Addr::new(10, 0, 0, 1)))),
+        dnssec(DNSSECRData::RRSIG(RRSIG::from_sig(input, vec![9; 64]))),
+        dnssec(DNSSECRData::DNSKEY(DNSKEY::with_flags(256, key))),
+        dnssec(DNSSECRData::NSEC3(nsec3)),
+    ]);
+    let ours = bytes(encode(&m));
+    assert_eq!(
+        Message::from_vec(&ours).unwrap(),
+        Message::from_vec(&m.to_vec().unwrap()).unwrap()
+    );
+    // In the question, and again whole as the RRSIG's signer.
+    let signer = b"\x07cluster\x05local\x00";
+    let count = ours.windows(signer.len()).filter(|w| w == signer).count();
+    assert_eq!(count, 2, "{ours:?}");
+}

@@ -72,7 +72,7 @@ pub struct Flags {
     /// Response cache TTL in seconds.
     #[arg(long = "rcache-ttl", default_value_t = 60)]
     pub rcache_ttl: i64,
-    /// DNSSEC signature cache capacity (accepted for compatibility; DNSSEC is not supported).
+    /// DNSSEC signature cache capacity in RRSIGs (0 disables it).
     #[arg(long, default_value_t = 10000)]
     pub scache: i64,
     /// Labels a name needs before it is forwarded (0 = the default, 2).
@@ -85,7 +85,7 @@ pub struct Flags {
         default_value = "skydns"
     )]
     pub path_prefix: String,
-    /// DNSSEC key file (not supported; setting it is an error).
+    /// Sign DO replies with this BIND key pair: <basename>.key and <basename>.private.
     #[arg(long, default_value = "")]
     pub dnssec: String,
     /// Name that local.dns.<domain> stands for: its records answer queries for local.dns.<domain>.

@@ -84,8 +84,49 @@ fn bad_values_name_the_flag() {
         .contains("ns-rotate"));
     let argv = ["skydns", "-no-such-flag=1"].map(OsString::from);
     assert!(parse_args(argv).is_err());
-    let err = config(&["-dnssec=Kexample.key"]).unwrap_err().to_string();
-    assert!(err.contains("dnssec"), "{err}");
+    let err = config(&["-dnssec=/nonexistent/Kexample"])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.starts_with("skydns: -dnssec /nonexistent/Kexample: /nonexistent/Kexample.key: "),
+        "{err}"
+    );
+}
+
+#[test]
+fn dnssec_reads_the_key_from_the_flag_or_the_etcd_config_key() {
+    let key = crate::dnssec::tests::ecdsa();
+    let flag = format!("-dnssec={}", key.base);
+    let c = config(&["-domain=cluster.local.", &flag, "-scache=0"]).unwrap();
+    let d = c.dnssec.clone().expect("signing on");
+    assert_eq!(d.key_tag(), key.tag);
+    assert_eq!(c.handler_options().dnssec, Some(d));
+    assert!(config(&["-domain=cluster.local."])
+        .unwrap()
+        .dnssec
+        .is_none());
+    // The key belongs to cluster.local.: another domain is refused.
+    let err = config(&["-domain=example.org.", &flag])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("-dnssec") && err.contains("example.org."),
+        "{err}"
+    );
+
+    let f = flags(&["-domain=cluster.local."]);
+    let mut s = Settings::from_flags(&f);
+    let json = serde_json::json!({ "dnssec": key.base, "scache": 5 }).to_string();
+    s.merge_json(json.as_bytes()).unwrap();
+    let c = s.finish(&f, || Ok(Vec::new())).unwrap();
+    assert_eq!(c.dnssec.map(|d| d.key_tag()), Some(key.tag));
+    let mut s = Settings::from_flags(&f);
+    s.merge_json(br#"{"dnssec": "/nonexistent/K"}"#).unwrap();
+    let err = s.finish(&f, || Ok(Vec::new())).unwrap_err().to_string();
+    assert!(
+        err.contains("dnssec (etcd config key) /nonexistent/K"),
+        "{err}"
+    );
 }
 
 #[test]

@@ -143,7 +143,7 @@ impl Handler {
                 answer::authoritative(&self.inner.zone, &snapshot, &r.q, unix_now(), &lookups);
             let missing = lookups.take_missing();
             if missing.is_empty() {
-                let reply = self.finish(base_reply(&r.message), &r.q, answer);
+                let reply = self.finish(base_reply(&r.message), r, answer, &snapshot);
                 return self.send(r, reply);
             }
             if round == LOOKUP_ROUNDS - 1 {

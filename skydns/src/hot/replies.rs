@@ -102,6 +102,7 @@ mod tests {
             question: name.as_bytes().to_vec(),
             limit: 512,
             tcp: false,
+            dnssec_ok: false,
         }
     }
 

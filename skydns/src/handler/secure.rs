@@ -1,0 +1,48 @@
+//! DNSSEC in the reply pipeline: the apex DNSKEY, and signing DO replies.
+//!
+//! With `-dnssec`, `<domain> DNSKEY` is answered with the key (whatever the
+//! DO bit, as SkyDNS), and every authoritative reply of class IN except
+//! SERVFAIL is handed to [`crate::dnssec::Dnssec::secure`] when the query
+//! had DO. The closest encloser of a denied name comes from the snapshot:
+//! the nearest ancestor that is a key or a directory in etcd. A query
+//! without DO, or a server without a key, returns before any of that work.
+
+use super::{unix_now, Handler, Request};
+use crate::answer::{name_text, Answer, Question};
+use crate::snapshot::Snapshot;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
+
+impl Handler {
+    /// The apex DNSKEY answer, when signing is on and that is the question.
+    pub(super) fn dnskey_answer(&self, q: &Question) -> Option<Answer> {
+        let dnssec = self.inner.options.dnssec.as_ref()?;
+        let asked = q.qtype == RecordType::DNSKEY
+            && q.qclass == DNSClass::IN
+            && q.name == self.inner.zone.domain;
+        asked.then(|| Answer::Records {
+            answers: vec![dnssec.dnskey()],
+            additionals: Vec::new(),
+        })
+    }
+
+    /// Signs `reply` if the request set DO and a key is configured.
+    pub(super) fn secure(&self, reply: &mut Message, r: &Request, snapshot: &Snapshot) {
+        if !r.dnssec_ok {
+            return;
+        }
+        let Some(dnssec) = &self.inner.options.dnssec else {
+            return;
+        };
+        if r.q.qclass != DNSClass::IN || reply.metadata.response_code == ResponseCode::ServFail {
+            return;
+        }
+        let prefix = &self.inner.zone.prefix;
+        let exists = |name: &Name| {
+            let path = prefix.path(&name_text(name).to_ascii_lowercase());
+            snapshot.lookup(&path, None, true).is_some()
+        };
+        let made = dnssec.secure(reply, exists, unix_now());
+        self.inner.metrics.signature_misses(made);
+    }
+}
