@@ -12,9 +12,7 @@
 
 mod apiserver_support;
 
-use std::process::Stdio;
-
-use apiserver_support::{client, start, start_default, within};
+use apiserver_support::{binary_server, client, start, start_default, within};
 use futures::{Stream, StreamExt};
 use integration_tests::apiserver::Config;
 use k8s_openapi::api::core::v1::{Pod, Service};
@@ -25,8 +23,6 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
 use serde_json::{json, Value};
 use test_support::kubectl::Kubectl;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 const SERVICE_NAME: &str = "kubernetes.io/service-name";
 
@@ -556,23 +552,9 @@ async fn without_endpoint_slices_the_group_does_not_exist() {
 
 /// `kubectl api-versions` of a `kube-api-test-server` run with `args`.
 async fn binary_api_versions(args: &[&str]) -> String {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-api-test-server"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = within("the listening line", lines.next_line())
-        .await
-        .unwrap()
-        .unwrap();
-    let url = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{first}"));
-    let versions = Kubectl::new(url).unwrap().run(&["api-versions"]).unwrap();
+    let args: Vec<std::ffi::OsString> = args.iter().map(Into::into).collect();
+    let (mut child, url) = binary_server(&args).await;
+    let versions = Kubectl::new(&url).unwrap().run(&["api-versions"]).unwrap();
     child.kill().await.unwrap();
     versions
 }

@@ -10,14 +10,11 @@
 mod apiserver_support;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use test_support::kubectl::Kubectl;
 
-use apiserver_support::{start, start_default, within};
+use apiserver_support::{binary_server, start, start_default};
 use integration_tests::apiserver::Config;
 use serde_json::json;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 /// Whether kubectl succeeded, and what it said on stderr.
 fn outcome(out: std::process::Output) -> (bool, String) {
@@ -202,24 +199,7 @@ fn demo_seed() -> PathBuf {
 
 #[tokio::test]
 async fn binary_serves_the_demo_seed() {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-api-test-server"))
-        .args(["--listen", "127.0.0.1:0", "--seed"])
-        .arg(demo_seed())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let mut lines = BufReader::new(stdout).lines();
-    let first = within("the listening line", lines.next_line())
-        .await
-        .unwrap()
-        .unwrap();
-    let url = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{first}"))
-        .to_string();
+    let (mut child, url) = binary_server(&["--seed".into(), demo_seed().into()]).await;
 
     let k = Kubectl::new(&url).unwrap();
     let svcs = k.json(&["get", "services", "-A"]).unwrap();

@@ -14,9 +14,8 @@
 mod apiserver_support;
 
 use std::path::Path;
-use std::process::Stdio;
 
-use apiserver_support::{client, start, start_default, within};
+use apiserver_support::{binary_server, client, start, start_default, within};
 use futures::{Stream, StreamExt};
 use integration_tests::apiserver::{ApiServerHandle, Config, ResourceKind};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace};
@@ -25,8 +24,6 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchPara
 use kube::ResourceExt;
 use serde_json::{json, Value};
 use test_support::kubectl::Kubectl;
-use tokio::io::{AsyncBufReadExt, BufReader};
-use tokio::process::Command;
 
 const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
 const MIRRORING: &str = "endpointslicemirroring-controller.k8s.io";
@@ -350,24 +347,10 @@ async fn seeded_endpoints_are_mirrored_and_go_with_their_namespace() {
 /// `kube-api-test-server --seed demo.yaml` run with `args`.
 async fn binary_demo_slices(args: &[&str]) -> Vec<String> {
     let seed = Path::new(env!("CARGO_MANIFEST_DIR")).join("seed/demo.yaml");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_kube-api-test-server"))
-        .args(["--listen", "127.0.0.1:0", "--seed"])
-        .arg(seed)
-        .args(args)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .unwrap();
-    let mut lines = BufReader::new(child.stdout.take().unwrap()).lines();
-    let first = within("the listening line", lines.next_line())
-        .await
-        .unwrap()
-        .unwrap();
-    let url = first
-        .strip_prefix("listening on ")
-        .unwrap_or_else(|| panic!("{first}"));
-    let list = Kubectl::new(url)
+    let mut all: Vec<std::ffi::OsString> = vec!["--seed".into(), seed.into()];
+    all.extend(args.iter().map(Into::into));
+    let (mut child, url) = binary_server(&all).await;
+    let list = Kubectl::new(&url)
         .unwrap()
         .json(&[
             "get",

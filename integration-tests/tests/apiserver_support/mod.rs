@@ -79,3 +79,29 @@ pub fn service(name: &str, port: i32) -> Service {
     }))
     .expect("service")
 }
+
+/// The `kube-api-test-server` binary on a free loopback port with `args`,
+/// and the URL its first line announces (`listening on <url>`); killed
+/// when the child is dropped.
+pub async fn binary_server(args: &[std::ffi::OsString]) -> (tokio::process::Child, String) {
+    use tokio::io::{AsyncBufReadExt, BufReader};
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kube-api-test-server"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("kube-api-test-server starts");
+    let stdout = child.stdout.take().expect("stdout");
+    let mut lines = BufReader::new(stdout).lines();
+    let first = within("the listening line", lines.next_line())
+        .await
+        .expect("stdout readable")
+        .expect("a first line");
+    let url = first
+        .strip_prefix("listening on ")
+        .unwrap_or_else(|| panic!("{first}"))
+        .to_string();
+    (child, url)
+}
