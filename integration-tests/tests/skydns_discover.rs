@@ -7,50 +7,19 @@
 //! there for it.
 
 use anyhow::{ensure, Context, Result};
-use std::process::Command;
 use test_support::dns::{query, Transport};
 use test_support::etcd_cluster::EtcdCluster;
 use test_support::http::metric;
-use test_support::ports::{free_port, on_free_port};
-use test_support::process::Process;
+use test_support::skydns::SkydnsBinary;
 use test_support::wait::{eventually, DEADLINE};
 
 const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
 const RECORD: &str = r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
 
 /// A skydns binary reading `machine` (and `extra` flags), ready once it
-/// answers `kubernetes.default`; with its metrics port and log file.
-async fn skydns(
-    machine: &str,
-    etcd: &EtcdCluster,
-    extra: &[&str],
-) -> Result<(Process, u16, u16, tempfile::TempDir)> {
-    let binary = test_support::bins::built_binary("skydns");
-    on_free_port(async |port| {
-        let dir = tempfile::tempdir()?;
-        let log = dir.path().join("skydns.log");
-        let metrics = free_port()?;
-        let mut command = Command::new(&binary);
-        command
-            .arg(format!("-machines={machine}"))
-            .args(etcd.api().skydns_flags())
-            .arg(format!("-addr=127.0.0.1:{port}"))
-            .arg(format!("-metrics-addr=127.0.0.1:{metrics}"))
-            .args(["-domain=cluster.local.", "-no-rec"])
-            .args(extra)
-            .env("RUST_LOG", "skydns=debug,info");
-        let mut process = Process::spawn_logged("skydns", command, &log)?;
-        let ready = process
-            .until_ready(DEADLINE, async || {
-                let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
-                ensure!(!r.answer.is_empty(), "{r:?}");
-                Ok(())
-            })
-            .await;
-        ready.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-        Ok((process, port, metrics, dir))
-    })
-    .await
+/// answers `kubernetes.default`.
+async fn skydns(machine: &str, etcd: &EtcdCluster, extra: &[&str]) -> Result<SkydnsBinary> {
+    SkydnsBinary::start(machine, etcd.api(), extra, KUBERNETES).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -61,11 +30,12 @@ async fn discover_follows_the_cluster_when_the_named_member_stops() -> Result<()
         RECORD,
     )?;
     let first = etcd.endpoints()[0].clone();
-    let (_found, port, _, dir) = skydns(&first, &etcd, &["-discover"]).await?;
-    let (_control, control_port, control_metrics, _control_dir) =
-        skydns(&first, &etcd, &[]).await?;
+    let found = skydns(&first, &etcd, &["-discover"]).await?;
+    let control = skydns(&first, &etcd, &[]).await?;
+    let (port, control_port) = (found.port, control.port);
+    let control_metrics = control.metrics_port;
     // The discovering one has learned the three members before member 0 goes.
-    let log = dir.path().join("skydns.log");
+    let log = found.log_path();
     eventually("skydns to learn the members", DEADLINE, async || {
         let text = std::fs::read_to_string(&log)?;
         let learned = etcd.endpoints().iter().all(|e| {

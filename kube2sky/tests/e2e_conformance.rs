@@ -153,13 +153,14 @@ async fn conformance(source: &str, endpoints: &str) -> Result<()> {
     let flag = format!("--endpoints-source={source}");
     let mut k2s = Kube2sky::start(&etcd, &api, &[&flag])?;
     k2s.wait_ready().await?;
-    let (_skydns, port, _dir) = skydns_binary(
+    let sky = skydns_binary(
         &etcd.endpoint(),
         etcd.api(),
         &[],
         "kubernetes.default.svc.cluster.local.",
     )
     .await?;
+    let port = sky.port;
     let pod = PodResolver::new(port)?;
     // Everything is written once the last one answers; then all at once.
     pod.wait_for("_http._tcp.headless.conf.svc", "SRV", HEADLESS_SRV)

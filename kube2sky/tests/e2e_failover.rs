@@ -16,7 +16,7 @@ use support::*;
 use test_support::dns::{query, Transport};
 use test_support::dnsperf::{self, Dnsperf};
 use test_support::etcd_cluster::EtcdCluster;
-use test_support::process::Process;
+use test_support::skydns::SkydnsBinary;
 
 /// The Lease's duration: short, so the test waits seconds.
 const LEASE: Duration = Duration::from_secs(3);
@@ -61,17 +61,8 @@ fn replica(
 
 /// The skydns binary on a free port, reading `endpoints`; returned once it
 /// answers `kubernetes.default`.
-async fn skydns(endpoints: &str, etcd: &EtcdCluster) -> Result<(Process, u16, tempfile::TempDir)> {
-    skydns_with(endpoints, etcd, &[]).await
-}
-
-/// [`skydns`] with more flags.
-async fn skydns_with(
-    endpoints: &str,
-    etcd: &EtcdCluster,
-    extra: &[&str],
-) -> Result<(Process, u16, tempfile::TempDir)> {
-    skydns_binary(endpoints, etcd.api(), extra, QUESTIONS[0].0).await
+async fn skydns(endpoints: &str, etcd: &EtcdCluster) -> Result<SkydnsBinary> {
+    skydns_binary(endpoints, etcd.api(), &[], QUESTIONS[0].0).await
 }
 
 /// Waits until `name` has an A answer of `ip`; returns when it did.
@@ -105,9 +96,10 @@ async fn no_query_fails_when_an_etcd_member_and_the_kube2sky_leader_die() -> Res
     a.wait_ready().await?;
     let b = replica(&endpoints, &etcd, &api, "b")?;
     b.wait_for_log("standing by").await?;
-    let (_skydns, port, skydns_log) = skydns(&endpoints, &etcd).await?;
+    let sky = skydns(&endpoints, &etcd).await?;
+    let port = sky.port;
     wait_answer(port, "web.default.svc.cluster.local", "10.0.0.40").await?;
-    let skydns_log = skydns_log.path().join("skydns.log");
+    let skydns_log = sky.log_path();
     let doomed = match etcd.api() {
         Api::V3 => watched_member(&etcd, &std::fs::read_to_string(&skydns_log)?)?,
         Api::V2 => leader,
@@ -213,9 +205,8 @@ async fn clients_started_while_a_member_is_down_fail_no_request() -> Result<()> 
     let kubectl = Kubectl::new(&api.url())?;
     let mut kube2sky = Kube2sky::start_on(&endpoints, etcd.api(), &api, &[])?;
     kube2sky.wait_ready().await?;
-    let metrics_port = test_support::ports::free_port()?;
-    let metrics = format!("-metrics-addr=127.0.0.1:{metrics_port}");
-    let (_skydns, port, _log) = skydns_with(&endpoints, &etcd, &[&metrics]).await?;
+    let sky = skydns(&endpoints, &etcd).await?;
+    let (port, metrics_port) = (sky.port, sky.metrics_port);
 
     for i in 0..6 {
         let (name, ip) = (format!("s{i}"), format!("10.0.0.{}", i + 50));

@@ -19,6 +19,7 @@
 //!   and `dig` where a real client is the point.
 //! - [`dnsperf`]: dnsperf as a steady query load, and its report.
 //! - [`dnsmasq`]: dnsmasq as an upstream resolver.
+//! - [`skydns`]: the skydns binary on free ports, ready once it answers.
 //! - [`tls`]: a CA and server and client certificates made with openssl.
 //! - [`kubectl`]: kubectl bound to one API server, isolated from the machine.
 //! - [`http`]: GETs of the health and metrics ports, and metric values.
@@ -34,6 +35,7 @@ pub mod http;
 pub mod kubectl;
 pub mod ports;
 pub mod process;
+pub mod skydns;
 pub mod tls;
 pub mod tools;
 pub mod wait;

@@ -17,10 +17,9 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use tempfile::TempDir;
-use test_support::dns::{query, Transport};
 pub use test_support::etcd::{Api, Etcd};
 pub use test_support::kubectl::Kubectl;
-use test_support::ports::{free_port, on_free_port};
+use test_support::ports::free_port;
 use test_support::process::Process;
 pub use test_support::wait::{eventually, DEADLINE};
 
@@ -397,29 +396,6 @@ pub async fn skydns_binary(
     etcd_api: Api,
     extra: &[&str],
     ready_name: &str,
-) -> Result<(Process, u16, TempDir)> {
-    let binary = test_support::bins::built_binary("skydns");
-    on_free_port(async |port| {
-        let dir = tempfile::tempdir()?;
-        let log = dir.path().join("skydns.log");
-        let mut command = Command::new(&binary);
-        command
-            .arg(format!("-machines={endpoints}"))
-            .args(etcd_api.skydns_flags())
-            .arg(format!("-addr=127.0.0.1:{port}"))
-            .args(["-domain=cluster.local.", "-no-rec"])
-            .args(extra)
-            .env("RUST_LOG", "skydns=debug,info");
-        let mut process = Process::spawn_logged("skydns", command, &log)?;
-        let answered = process
-            .until_ready(DEADLINE, async || {
-                let r = query(port, ready_name, "A", Transport::Udp).await?;
-                ensure!(!r.answer.is_empty(), "{r:?}");
-                Ok(())
-            })
-            .await;
-        answered.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-        Ok((process, port, dir))
-    })
-    .await
+) -> Result<test_support::skydns::SkydnsBinary> {
+    test_support::skydns::SkydnsBinary::start(endpoints, etcd_api, extra, ready_name).await
 }
