@@ -145,7 +145,12 @@ impl Dnssec {
         edns.set_max_payload(EDNS_PAYLOAD);
         edns.set_dnssec_ok(true);
         reply.edns = Some(edns);
-        reply.metadata.authentic_data = true;
+        // AD only when everything answered is ours to vouch for (RFC 4035
+        // §3.2.3): not with an upstream's records (an ExternalName target's
+        // addresses, SRV targets outside the zone).
+        let ours = |r: &Record| self.zone.zone_of(&r.name);
+        reply.metadata.authentic_data =
+            reply.answers.iter().all(ours) && reply.authorities.iter().all(ours);
         made
     }
 

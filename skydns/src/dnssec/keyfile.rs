@@ -152,7 +152,7 @@ pub fn parse_private(text: &str, dnskey: &DNSKEY) -> Result<Box<dyn SigningKey>,
         let point = [&[4u8][..], public].concat(); // uncompressed SEC1 point
         let pair = EcdsaKeyPair::from_private_key_and_public_key(
             &ECDSA_P256_SHA256_FIXED_SIGNING,
-            &field("PrivateKey")?,
+            &p256_scalar(field("PrivateKey")?)?,
             &point,
             &SystemRandom::new(),
         )
@@ -165,6 +165,20 @@ pub fn parse_private(text: &str, dnskey: &DNSKEY) -> Result<Box<dyn SigningKey>,
         Box::new(RsaSha256::from_fields(&field, public)?)
     };
     Ok(key)
+}
+
+/// A P-256 private scalar as the 32 bytes ring wants: ldns writes it
+/// without its leading zero bytes (1 key in 256 has at least one).
+fn p256_scalar(bytes: Vec<u8>) -> Result<Vec<u8>, String> {
+    if bytes.len() > 32 {
+        return Err(format!(
+            "PrivateKey is {} bytes, more than a P-256 key's 32",
+            bytes.len()
+        ));
+    }
+    let mut padded = vec![0u8; 32 - bytes.len()];
+    padded.extend(bytes);
+    Ok(padded)
 }
 
 /// An RSA/SHA-256 key: hickory builds its RSA keys only from DER, ring
@@ -236,5 +250,17 @@ impl SigningKey for RsaSha256 {
 
     fn algorithm(&self) -> Algorithm {
         Algorithm::RSASHA256
+    }
+}
+
+#[cfg(test)]
+mod scalar_tests {
+    #[test]
+    fn a_short_p256_scalar_is_padded_and_a_long_one_refused() {
+        assert_eq!(super::p256_scalar(vec![7; 31]).unwrap()[..2], [0, 7]);
+        assert_eq!(super::p256_scalar(vec![7; 32]).unwrap(), vec![7; 32]);
+        assert!(super::p256_scalar(vec![7; 33])
+            .unwrap_err()
+            .contains("33 bytes"));
     }
 }

@@ -6,11 +6,13 @@
 //! changed record is a different key, never a stale signature. A cached signature is reused
 //! while its expiration is more than two days ahead, as in SkyDNS, so no
 //! validator ever holds one about to expire; then it is signed again. At
-//! capacity, entries past that point go first, then an arbitrary one (SkyDNS
-//! evicted at random too). The clock is an argument.
+//! capacity the oldest signature goes, in O(1): every signature has the same
+//! validity window, so the oldest made is also the first to stop being
+//! reusable, and a flood of one-off signatures (random names denied) costs
+//! each insert a constant, not a scan of the cache. The clock is an argument.
 
 use hickory_proto::dnssec::rdata::RRSIG;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 /// What a signature is kept under: the digest of what it covers.
@@ -22,7 +24,14 @@ pub const REUSE_MARGIN: u64 = 2 * 24 * 3600;
 /// At most `capacity` signatures by the records they cover.
 pub struct SigCache {
     capacity: usize,
-    entries: Mutex<HashMap<Key, RRSIG>>,
+    entries: Mutex<Entries>,
+}
+
+/// The signatures, and their keys in the order they were made.
+#[derive(Default)]
+struct Entries {
+    by_key: HashMap<Key, RRSIG>,
+    made: VecDeque<Key>,
 }
 
 impl SigCache {
@@ -30,37 +39,47 @@ impl SigCache {
     pub fn new(capacity: usize) -> Self {
         SigCache {
             capacity: capacity.max(1),
-            entries: Mutex::new(HashMap::new()),
+            entries: Mutex::new(Entries::default()),
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, RRSIG>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The cached signature for `key`, if it may still be sent at `now`.
     pub fn get(&self, key: &Key, now: u64) -> Option<RRSIG> {
         let entries = self.lock();
-        entries.get(key).filter(|sig| reusable(sig, now)).cloned()
+        (entries.by_key.get(key))
+            .filter(|sig| reusable(sig, now))
+            .cloned()
     }
 
     /// Keeps `sig` under `key`, making room if the cache is full.
-    pub fn insert(&self, key: Key, sig: RRSIG, now: u64) {
+    pub fn insert(&self, key: Key, sig: RRSIG, _now: u64) {
         let mut entries = self.lock();
-        if entries.len() >= self.capacity && !entries.contains_key(&key) {
-            entries.retain(|_, s| reusable(s, now));
-            if entries.len() >= self.capacity {
-                if let Some(victim) = entries.keys().next().copied() {
-                    entries.remove(&victim);
-                }
+        let Entries { by_key, made } = &mut *entries;
+        if by_key.insert(key, sig).is_some() {
+            // Signed again (the old one stopped being reusable): it is
+            // now the newest.
+            if let Some(at) = made.iter().position(|k| *k == key) {
+                made.remove(at);
             }
         }
-        entries.insert(key, sig);
+        made.push_back(key);
+        while by_key.len() > self.capacity {
+            match made.pop_front() {
+                Some(oldest) => {
+                    by_key.remove(&oldest);
+                }
+                None => break,
+            }
+        }
     }
 
     /// How many signatures are kept.
     pub fn len(&self) -> usize {
-        self.lock().len()
+        self.lock().by_key.len()
     }
 
     /// Whether no signature is kept.

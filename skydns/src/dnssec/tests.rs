@@ -291,6 +291,11 @@ fn replies_get_the_opt_with_do_ad_and_signatures_for_the_domain_only() {
     assert!(edns.flags().dnssec_ok);
     assert_eq!(edns.max_payload(), 4096);
     assert!(m.metadata.authentic_data);
+    // An answer from upstream (an ExternalName's target): no AD.
+    let mut m = reply("ext.default.svc.cluster.local.", RecordType::A);
+    m.answers = vec![a("www.example.org.", 4, 30)];
+    d.secure(&mut m, |_| true, NOW);
+    assert!(!m.metadata.authentic_data);
 }
 
 /// The hashed owner label of an NSEC3 record, decoded.
@@ -401,4 +406,10 @@ fn a_full_signature_cache_makes_room() {
         cache.get(&[4; 32], NOW + 6 * 86400).is_none(),
         "too close to expiry"
     );
+    // The oldest made goes first; a key signed again becomes the newest.
+    assert!(cache.get(&[3; 32], NOW).is_some() && cache.get(&[2; 32], NOW).is_none());
+    cache.insert([3; 32], sig.clone(), NOW);
+    cache.insert([5; 32], sig.clone(), NOW);
+    assert!(cache.get(&[3; 32], NOW).is_some(), "re-signed: kept");
+    assert!(cache.get(&[4; 32], NOW).is_none(), "oldest: evicted");
 }

@@ -7,8 +7,11 @@
 //! client URLs changed, replaces the endpoint list the store's client goes
 //! round. So a member added to the cluster becomes a place to fail over
 //! to, a removed one stops being tried, and skydns keeps reading when the
-//! member named in `-machines` is stopped. An answer with no members (or
-//! an error) changes nothing.
+//! member named in `-machines` is stopped. The `-machines` URLs stay at the
+//! end of the list, so members that advertise URLs skydns cannot reach
+//! (etcd's default `http://localhost:2379`, another network) cost a failed
+//! try each, never the way back. An answer with no members (or an error)
+//! changes nothing.
 
 use super::member::{Endpoints, EtcdOptions, MemberClient};
 use std::time::Duration;
@@ -20,6 +23,7 @@ pub const PERIOD: Duration = Duration::from_secs(5);
 /// Keeps `endpoints` (a v3 [`MemberClient`]'s) equal to the members'
 /// client URLs until `shutdown`.
 pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: CancellationToken) {
+    let configured = options.endpoints.clone();
     let mut client = MemberClient::sharing(options, endpoints.clone());
     loop {
         let listed = async {
@@ -40,7 +44,7 @@ pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: Can
         match listed {
             Ok(urls) => {
                 let mut current = endpoints.write().unwrap_or_else(|e| e.into_inner());
-                if let Some(new) = changed(&current, urls) {
+                if let Some(new) = changed(&current, urls, &configured) {
                     tracing::info!(members = ?new, "etcd members changed; following them");
                     *current = new;
                 }
@@ -59,6 +63,7 @@ pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: Can
 
 /// Keeps a v2 client's endpoints equal to the members' client URLs until `shutdown`.
 pub async fn follow_v2(client: etcd2::Client, shutdown: CancellationToken) {
+    let configured = client.endpoints();
     loop {
         let listed = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -66,7 +71,7 @@ pub async fn follow_v2(client: etcd2::Client, shutdown: CancellationToken) {
         };
         match listed {
             Ok(urls) => {
-                if let Some(new) = changed(&client.endpoints(), urls) {
+                if let Some(new) = changed(&client.endpoints(), urls, &configured) {
                     match client.set_endpoints(&new) {
                         Ok(()) => {
                             tracing::info!(members = ?new, "etcd members changed; following them")
@@ -86,12 +91,19 @@ pub async fn follow_v2(client: etcd2::Client, shutdown: CancellationToken) {
     }
 }
 
-/// The members' URLs (trailing `/` dropped, de-duplicated, in the order
-/// given) when they differ from `current` as a set; `None` when they are
-/// the same or there are none.
-pub fn changed(current: &[String], members: Vec<String>) -> Option<Vec<String>> {
+/// The members' URLs then the `configured` ones (trailing `/` dropped,
+/// de-duplicated, in that order) when they differ from `current` as a set;
+/// `None` when they are the same or there are no members.
+pub fn changed(
+    current: &[String],
+    members: Vec<String>,
+    configured: &[String],
+) -> Option<Vec<String>> {
+    if members.iter().all(|m| m.trim().is_empty()) {
+        return None;
+    }
     let mut new: Vec<String> = Vec::new();
-    for url in members {
+    for url in members.iter().chain(configured) {
         let url = url.trim_end_matches('/').to_string();
         if !url.is_empty() && !new.contains(&url) {
             new.push(url);
@@ -119,18 +131,19 @@ mod tests {
 
     #[test]
     fn only_a_different_non_empty_set_replaces_the_endpoints() {
+        let configured = list(&["http://a:2379"]);
         let current = list(&["http://a:2379", "http://b:2379/"]);
+        let changed = |members: &[&str]| changed(&current, list(members), &configured);
+        assert_eq!(changed(&["http://b:2379", "http://a:2379"]), None);
+        assert_eq!(changed(&[]), None);
         assert_eq!(
-            changed(&current, list(&["http://b:2379", "http://a:2379"])),
-            None
-        );
-        assert_eq!(changed(&current, vec![]), None);
-        assert_eq!(
-            changed(
-                &current,
-                list(&["http://a:2379", "http://c:2379/", "http://a:2379"])
-            ),
+            changed(&["http://a:2379", "http://c:2379/", "http://a:2379"]),
             Some(list(&["http://a:2379", "http://c:2379"]))
+        );
+        // Unreachable advertised URLs never push out the configured ones.
+        assert_eq!(
+            changed(&["http://localhost:2379"]),
+            Some(list(&["http://localhost:2379", "http://a:2379"]))
         );
     }
 }
