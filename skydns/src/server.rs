@@ -17,6 +17,7 @@
 use crate::handler::{Handler, Outcome, Transport};
 use std::io;
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -140,13 +141,11 @@ pub async fn serve(
         }
     }
     let mut tcp = JoinSet::new();
+    // One connection limit across every listener (systemd may pass several).
+    let open = Arc::new(AtomicUsize::new(0));
     for listener in listeners.tcp {
-        tcp.spawn(serve_tcp(
-            listener,
-            handler.clone(),
-            limits,
-            shutdown.clone(),
-        ));
+        let (handler, open, shutdown) = (handler.clone(), open.clone(), shutdown.clone());
+        tcp.spawn(serve_tcp(listener, handler, limits, open, shutdown));
     }
     while tcp.join_next().await.is_some() {}
     if threads.is_empty() {
@@ -222,6 +221,7 @@ async fn serve_tcp(
     listener: TcpListener,
     handler: Handler,
     limits: TcpLimits,
+    open: Arc<AtomicUsize>,
     shutdown: CancellationToken,
 ) {
     let mut connections = JoinSet::new();
@@ -229,14 +229,19 @@ async fn serve_tcp(
         tokio::select! {
             _ = shutdown.cancelled() => break,
             accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) if connections.len() >= limits.max_connections => {
+                Ok((stream, peer)) if open.load(Ordering::Relaxed) >= limits.max_connections => {
                     handler.metrics().limit("tcp_connections");
                     tracing::debug!(%peer, "tcp connection limit reached; closing");
                     drop(stream);
                 }
                 Ok((stream, _)) => {
                     let connection = serve_connection(stream, handler.clone(), limits, shutdown.clone());
-                    connections.spawn(connection);
+                    open.fetch_add(1, Ordering::Relaxed);
+                    let open = open.clone();
+                    connections.spawn(async move {
+                        connection.await;
+                        open.fetch_sub(1, Ordering::Relaxed);
+                    });
                 }
                 Err(error) => {
                     tracing::warn!(%error, "tcp accept failed");
