@@ -137,6 +137,8 @@ struct Inner {
     stubs: Mutex<(i64, Arc<StubZones>)>,
     /// [`StubZones::dir`]: every answer depends on it when stub zones are on.
     stub_dir: String,
+    /// `local.dns.<domain>`, with `-local` (made once, not per query).
+    local_dns: Option<String>,
     replies: ReplyCache,
     metrics: Arc<Metrics>,
     /// Reads hidden etcd v2 paths on demand (disabled for v3).
@@ -176,6 +178,7 @@ impl Handler {
         let forward_slots = (options.max_pending_forwards > 0)
             .then(|| Arc::new(Semaphore::new(options.max_pending_forwards)));
         let stub_dir = StubZones::dir(&zone);
+        let local_dns = (options.local.as_ref()).map(|_| format!("local.dns.{}", zone.domain));
         Handler {
             inner: Arc::new(Inner {
                 zone,
@@ -185,6 +188,7 @@ impl Handler {
                 cache,
                 stubs: Mutex::new((i64::MIN, Arc::default())),
                 stub_dir,
+                local_dns,
                 replies: ReplyCache::default(),
                 forward_slots,
                 metrics,
@@ -258,10 +262,10 @@ impl Handler {
             query.query_type(),
             query.query_class(),
         );
-        if let Some(local) = &self.inner.options.local {
+        if let (Some(local), Some(local_dns)) = (&self.inner.options.local, &self.inner.local_dns) {
             // `-local`: local.dns.<domain> is looked up as that name; the
             // answers keep the owner asked for (SkyDNS §5 step 6).
-            if q.name == format!("local.dns.{}", self.inner.zone.domain) {
+            if q.name == *local_dns {
                 q.name.clone_from(local);
             }
         }
