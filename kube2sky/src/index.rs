@@ -586,9 +586,12 @@ use slices::Slices;
 pub use slices::{SliceInfo, SERVICE_NAME_LABEL};
 
 impl ServiceInfo {
-    /// Whether the service is headless (its records come from Endpoints).
+    /// Whether the service is headless (its records come from Endpoints):
+    /// [`service_kind`]'s rule read off the fields, without rebuilding a
+    /// Service (it is asked on every endpoints event).
     pub fn is_headless(&self) -> bool {
-        service_kind(&self.to_service()) == ServiceKind::Headless
+        self.type_.as_deref() != Some("ExternalName")
+            && matches!(self.cluster_ip.as_deref().unwrap_or(""), "" | "None")
     }
 }
 

@@ -294,3 +294,21 @@ fn a_slice_relabelled_to_no_valid_service_leaves_its_old_one() {
     ))));
     assert!(a_hosts(&ix, "d", "h").is_empty());
 }
+
+#[test]
+fn is_headless_agrees_with_service_kind() {
+    for s in [
+        svc("d", "h"),
+        svc("d", "n").ip("None"),
+        svc("d", "c").ip("10.0.0.1"),
+        svc("d", "bad").ip("not-an-ip"),
+        svc("d", "e").external("example.org"),
+    ] {
+        let info = ServiceInfo::from(s.clone());
+        assert_eq!(
+            info.is_headless(),
+            service_kind(&s) == ServiceKind::Headless,
+            "{s:?}"
+        );
+    }
+}
