@@ -64,6 +64,10 @@ pub struct Settings {
     pub systemd: bool,
     /// `scache`: signature cache capacity (DNSSEC only; 0 disables it).
     pub scache: i64,
+    /// `lameduck` in nanoseconds, or a Go duration string (`"5s"`): how
+    /// long to keep answering after SIGTERM (not a SkyDNS 2.5.2c key).
+    #[serde(deserialize_with = "nanos_or_duration")]
+    pub lameduck: i64,
 }
 
 /// The validated configuration the server runs with.
@@ -112,6 +116,13 @@ pub struct Config {
     pub metrics_path: String,
     /// Online DNSSEC signing, with `-dnssec`.
     pub dnssec: Option<std::sync::Arc<crate::dnssec::Dnssec>>,
+    /// How long to keep answering after SIGTERM, not ready (`-lameduck`).
+    pub lameduck: Duration,
+    /// How long early queries wait for the first load (`-startup-wait`).
+    pub startup_wait: Duration,
+    /// How long etcd may be out of reach before `/ready` says 503
+    /// (`-ready-store-timeout`; zero: it never does for that).
+    pub ready_store_timeout: Duration,
 }
 
 impl Config {
@@ -153,6 +164,7 @@ impl Settings {
             local: f.local.clone(),
             systemd: f.systemd,
             scache: f.scache,
+            lameduck: i64::try_from(f.lameduck.as_nanos()).unwrap_or(i64::MAX),
             ..Settings::default()
         }
     }
@@ -247,6 +259,18 @@ impl Settings {
                 flags.prometheus_path
             )));
         }
+        if ["/health", "/ready"].contains(&flags.prometheus_path.as_str()) {
+            return Err(ConfigError(format!(
+                "PROMETHEUS_PATH {:?} is taken by the probe of that name",
+                flags.prometheus_path
+            )));
+        }
+        let lameduck = u64::try_from(self.lameduck).map_err(|_| {
+            ConfigError(format!(
+                "lameduck must not be negative: {}ns",
+                self.lameduck
+            ))
+        })?;
         Ok(Config {
             rcache: usize::try_from(self.rcache.max(0)).unwrap_or(usize::MAX),
             rcache_ttl,
@@ -273,6 +297,9 @@ impl Settings {
             systemd: self.systemd,
             discover: flags.discover,
             dnssec,
+            lameduck: Duration::from_nanos(lameduck),
+            startup_wait: flags.startup_wait,
+            ready_store_timeout: flags.ready_store_timeout,
         })
     }
 
@@ -357,6 +384,23 @@ fn metrics_addr(flags: &Flags) -> Result<Option<SocketAddr>, ConfigError> {
                 .map_err(|_| ConfigError(format!("PROMETHEUS_PORT is invalid: {port:?}")))?;
             Ok(Some(SocketAddr::from(([0, 0, 0, 0], port))))
         }
+    }
+}
+
+/// A duration in the etcd config key: nanoseconds as Go's `time.Duration`
+/// marshals it (`5000000000`), or a Go duration string (`"5s"`).
+fn nanos_or_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::Error> {
+    #[derive(Deserialize)]
+    #[serde(untagged)]
+    enum Value {
+        Nanos(i64),
+        Text(String),
+    }
+    match Value::deserialize(d)? {
+        Value::Nanos(n) => Ok(n),
+        Value::Text(text) => gocompat::duration::parse(&text)
+            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+            .map_err(serde::de::Error::custom),
     }
 }
 

@@ -252,8 +252,10 @@ impl Handler {
             return Outcome::Done(error_reply(&message, ResponseCode::FormErr).to_vec().ok());
         };
         if message.edns.as_ref().is_some_and(|e| e.version() > 0) {
-            // RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak.
+            // RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak
+            // and the question echoed, whatever the options.
             let mut reply = error_reply(&message, ResponseCode::BADVERS);
+            reply.queries = vec![query.clone()];
             reply.edns = Some(hickory_proto::op::Edns::new());
             return Outcome::Done(reply.to_vec().ok());
         }

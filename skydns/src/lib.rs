@@ -16,7 +16,8 @@
 //! - [`store`]: the store trait, the etcd v2 and v3 stores and the mirror task;
 //! - [`config`]: flags, environment, the etcd config key, defaults;
 //! - [`dnssec`]: online signing of DO replies with `-dnssec`;
-//! - [`server`]: UDP and TCP sockets.
+//! - [`server`]: UDP and TCP sockets;
+//! - [`lifecycle`]: start-up wait, readiness, lameduck and drain.
 //!
 //! We use hickory-proto for the wire format but not hickory-server: its
 //! zone-handler model decides rcodes and truncation itself, while SkyDNS's
@@ -32,6 +33,7 @@ mod fake_upstream;
 pub mod forward;
 pub mod handler;
 pub mod hot;
+pub mod lifecycle;
 pub mod metrics;
 pub mod path;
 pub mod record;
@@ -44,6 +46,7 @@ pub mod wire;
 
 use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
 use crate::handler::{Handler, SharedSnapshot};
+use crate::lifecycle::{Shutdown, Status};
 use crate::store::etcd::EtcdStore;
 use crate::store::paths::{self, PathReader, PathRequests};
 use crate::store::v2::EtcdV2Store;
@@ -57,22 +60,28 @@ use tokio_util::sync::CancellationToken;
 /// How long start-up waits for etcd to return the config key.
 const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// Reads the configuration, binds the sockets and serves until `shutdown`,
+/// Reads the configuration, binds the sockets and serves until `shutdown`
+/// (see [`lifecycle`]: lameduck on `terminate`, at once on `abort`),
 /// reading etcd through the v2 keys API, or the v3 API with `-etcd3`.
-pub async fn run(flags: Flags, shutdown: CancellationToken) -> anyhow::Result<()> {
+pub async fn run(flags: Flags, shutdown: impl Into<Shutdown>) -> anyhow::Result<()> {
+    let shutdown = shutdown.into();
     let options = flags.etcd_options();
     if flags.etcd3 {
         refuse_etcd2(&options).await?;
         let store = EtcdStore::new(options.clone());
         if flags.discover {
-            let follow = store::discover::follow_v3(options, store.endpoints(), shutdown.clone());
+            let follow =
+                store::discover::follow_v3(options, store.endpoints(), shutdown.terminate.clone());
             tokio::spawn(follow);
         }
         serve(flags, store, shutdown).await
     } else {
         let store = EtcdV2Store::new(&options).map_err(|e| ConfigError(e.to_string()))?;
         if flags.discover {
-            tokio::spawn(store::discover::follow_v2(store.client(), shutdown.clone()));
+            tokio::spawn(store::discover::follow_v2(
+                store.client(),
+                shutdown.terminate.clone(),
+            ));
         }
         serve(flags, store, shutdown).await
     }
@@ -93,11 +102,7 @@ async fn refuse_etcd2(options: &store::etcd::EtcdOptions) -> Result<(), ConfigEr
     }
 }
 
-async fn serve<S: Store>(
-    flags: Flags,
-    mut store: S,
-    shutdown: CancellationToken,
-) -> anyhow::Result<()> {
+async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyhow::Result<()> {
     // Hidden paths are read on demand only from a store that hides them (v2).
     let (reader, requests) = if store.hides_underscore() {
         paths::channel()
@@ -105,47 +110,58 @@ async fn serve<S: Store>(
         (PathReader::default(), PathRequests::default())
     };
     let config = load_config(&flags, &mut store).await?;
-    let listeners = if config.systemd {
-        server::Listeners::from_systemd()
-            .map_err(|e| ConfigError(format!("-systemd: cannot take the sockets: {e}")))?
-    } else {
-        server::Listeners::bind(config.addr)
-            .await
-            .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", config.addr)))?
-    };
+    let listeners = listen(&config).await?;
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
-    let prefix = config.zone.prefix.root();
+    let status = Arc::new(Status::new(config.ready_store_timeout));
+    // Listeners close at `stop`: at the end of the lameduck after
+    // `terminate`; the store and metrics tasks stop after them.
+    let stop = CancellationToken::new();
+    let tasks_stop = CancellationToken::new();
     let metrics = Arc::new(metrics::Metrics::default());
     let mirror = tokio::spawn(store::mirror(
         store,
-        prefix,
+        config.zone.prefix.root(),
         shared.clone(),
         requests,
-        metrics.clone(),
-        shutdown.clone(),
+        store::MirrorReports {
+            metrics: metrics.clone(),
+            status: status.clone(),
+        },
+        tasks_stop.clone(),
     ));
-    tracing::info!(
-        domain = %config.zone.domain,
-        addr = ?listeners.addresses(),
-        etcd = ?config.etcd.endpoints,
-        api = if flags.etcd3 { "v3" } else { "v2" },
-        "ready for queries"
-    );
     let metrics_task = match config.metrics_addr {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| ConfigError(format!("cannot serve metrics on {addr}: {e}")))?;
-            let serve = metrics::serve(
+            let (path, metrics, status) =
+                (config.metrics_path.clone(), metrics.clone(), status.clone());
+            Some(tokio::spawn(metrics::serve(
                 listener,
-                config.metrics_path.clone(),
-                metrics.clone(),
-                shutdown.clone(),
-            );
-            Some(tokio::spawn(serve))
+                path,
+                metrics,
+                status,
+                tasks_stop.clone(),
+            )))
         }
         None => None,
     };
+    let lameduck = {
+        let (status, shutdown, stop) = (status.clone(), shutdown.clone(), stop.clone());
+        let duration = config.lameduck;
+        tokio::spawn(async move { lifecycle::lameduck(&status, duration, &shutdown, &stop).await })
+    };
+    // Queries that came before the first load wait in the sockets' queues.
+    if lifecycle::wait_for_first_load(&status, config.startup_wait, &shutdown.terminate).await {
+        tracing::info!(
+            domain = %config.zone.domain,
+            addr = ?listeners.addresses(),
+            etcd = ?config.etcd.endpoints,
+            api = if flags.etcd3 { "v3" } else { "v2" },
+            lameduck = ?config.lameduck,
+            "ready for queries"
+        );
+    }
     let handler = Handler::reading_paths(
         config.zone.clone(),
         shared,
@@ -153,13 +169,35 @@ async fn serve<S: Store>(
         metrics,
         reader,
     );
-    server::serve(listeners, handler, config.tcp, shutdown).await;
+    server::serve(
+        listeners,
+        handler,
+        config.tcp,
+        stop.clone(),
+        shutdown.abort.clone(),
+    )
+    .await;
+    stop.cancel();
+    tasks_stop.cancel();
+    lameduck.await?;
     mirror.await?;
     if let Some(task) = metrics_task {
         task.await??;
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The sockets systemd passed with `-systemd`, else `addr` bound.
+async fn listen(config: &Config) -> Result<server::Listeners, ConfigError> {
+    if config.systemd {
+        server::Listeners::from_systemd()
+            .map_err(|e| ConfigError(format!("-systemd: cannot take the sockets: {e}")))
+    } else {
+        server::Listeners::bind(config.addr)
+            .await
+            .map_err(|e| ConfigError(format!("cannot listen on {}: {e}", config.addr)))
+    }
 }
 
 /// Flags, overridden by `/<prefix>/config` in etcd if it can be read.

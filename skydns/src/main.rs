@@ -1,7 +1,8 @@
-//! `skydns`: parse flags, set up logging, serve until SIGTERM or Ctrl-C.
+//! `skydns`: parse flags, set up logging, serve until SIGTERM or Ctrl-C
+//! (the first starts the lameduck and a graceful stop, a second stops at once).
 
+use skydns::lifecycle::Shutdown;
 use std::process::ExitCode;
-use tokio_util::sync::CancellationToken;
 
 /// jemalloc, not glibc's malloc: under tokio's worker threads glibc keeps
 /// freed memory in per-thread arenas (at 300,000 records, 5-10 MB more
@@ -38,8 +39,8 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let shutdown = CancellationToken::new();
-    runtime.spawn(stop_on_signal(shutdown.clone()));
+    let shutdown = Shutdown::default();
+    runtime.spawn(stop_on_signals(shutdown.clone()));
     match runtime.block_on(skydns::run(flags, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -49,7 +50,8 @@ fn main() -> ExitCode {
     }
 }
 
-async fn stop_on_signal(shutdown: CancellationToken) {
+/// The first SIGTERM or SIGINT starts a graceful stop; the next one ends it.
+async fn stop_on_signals(shutdown: Shutdown) {
     let mut term = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
         Ok(term) => term,
         Err(e) => {
@@ -57,10 +59,17 @@ async fn stop_on_signal(shutdown: CancellationToken) {
             return;
         }
     };
-    let name = tokio::select! {
+    let name = next_signal(&mut term).await;
+    shutdown.terminate.cancel();
+    tracing::info!("received {name}, stopping");
+    let name = next_signal(&mut term).await;
+    shutdown.abort.cancel();
+    tracing::info!("received {name} again, stopping at once");
+}
+
+async fn next_signal(term: &mut tokio::signal::unix::Signal) -> &'static str {
+    tokio::select! {
         _ = term.recv() => "SIGTERM",
         _ = tokio::signal::ctrl_c() => "SIGINT",
-    };
-    shutdown.cancel();
-    tracing::info!("received {name}, stopping");
+    }
 }

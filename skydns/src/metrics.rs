@@ -5,9 +5,12 @@
 //! labels are really counted. The text is served by [`serve`] (axum) at the
 //! path given by `PROMETHEUS_PATH`, on `PROMETHEUS_PORT` or `-metrics-addr`.
 //! prometheus-client writes OpenMetrics text, where counters carry the
-//! `_total` suffix (`skydns_dns_request_count_total`).
+//! `_total` suffix (`skydns_dns_request_count_total`). The same listener
+//! serves the liveness and readiness probes, `/health` and `/ready`.
 
+use crate::lifecycle::Status;
 use axum::http::header::CONTENT_TYPE;
+use axum::http::StatusCode;
 use axum::response::IntoResponse;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -62,7 +65,7 @@ impl Default for Metrics {
         let limits: Family<Labels, Counter> = Family::default();
         registry.register(
             "limit_count",
-            "Counter of requests and connections refused because a limit was reached (pending_forwards, tcp_connections).",
+            "Counter of requests and connections refused or closed because a limit was reached (pending_forwards; tcp_connections: a new connection closed, every place busy; tcp_idle_closed: the connection idle longest closed to make room).",
             limits.clone(),
         );
         registry.register(
@@ -206,30 +209,48 @@ impl Metrics {
     }
 }
 
-/// Serves `metrics` at `path` on `listener` until `shutdown`.
+/// Serves `metrics` at `path` on `listener` until `shutdown`, beside the
+/// probes: `/health` (200 `ok` while the process serves; the liveness
+/// probe) and `/ready` (200 `ok` when [`Status::readiness`] holds, else
+/// 503 with the reason; the readiness probe).
 pub async fn serve(
     listener: tokio::net::TcpListener,
     path: String,
     metrics: Arc<Metrics>,
+    status: Arc<Status>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    tracing::info!(addr = %listener.local_addr()?, %path, "serving metrics");
-    let app = axum::Router::new().route(
-        &path,
-        axum::routing::get(move || {
-            let metrics = metrics.clone();
-            async move {
-                (
-                    [(
-                        CONTENT_TYPE,
-                        "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                    )],
-                    metrics.render(),
-                )
-                    .into_response()
-            }
-        }),
-    );
+    tracing::info!(addr = %listener.local_addr()?, %path, "serving metrics, /health and /ready");
+    let app = axum::Router::new()
+        .route(
+            &path,
+            axum::routing::get(move || {
+                let metrics = metrics.clone();
+                async move {
+                    (
+                        [(
+                            CONTENT_TYPE,
+                            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                        )],
+                        metrics.render(),
+                    )
+                        .into_response()
+                }
+            }),
+        )
+        .route("/health", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/ready",
+            axum::routing::get(move || {
+                let status = status.clone();
+                async move {
+                    match status.readiness() {
+                        Ok(()) => (StatusCode::OK, "ok".to_string()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, why.to_string()),
+                    }
+                }
+            }),
+        );
     axum::serve(listener, app)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
         .await

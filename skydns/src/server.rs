@@ -3,32 +3,34 @@
 //! [`Listeners::bind`] opens both sockets on one address, or
 //! [`Listeners::from_systemd`] takes the sockets systemd passed (socket
 //! activation, `-systemd`: every UDP and TCP socket in `LISTEN_FDS`);
-//! [`serve`] runs them until the shutdown token is cancelled. UDP is read by one thread
-//! per core on the same socket, each with its own single-threaded runtime,
-//! answering inline (answers come from memory, so there is nothing to wait
-//! for) and running its requests' forwards. They share no scheduler with
-//! TCP, so hundreds of busy TCP connections (clients pipelining queries for
-//! large answers) cannot delay UDP answers: the kernel shares the cores. TCP gets one task per
-//! connection, serving length-prefixed messages until the client closes,
-//! stays idle, is slow to send a message or to take its reply
-//! ([`TcpLimits`]). Past the connection limit a new connection is closed at
-//! once, so clients that never read cannot pile up memory.
+//! [`serve`] runs them until the stop token is cancelled, then lets the
+//! replies in flight finish. UDP (`udp`) is read by one thread per core on
+//! the same socket, each with its own single-threaded runtime, answering
+//! inline (answers come from memory, so there is nothing to wait for) and
+//! running its requests' forwards. They share no scheduler with TCP, so
+//! hundreds of busy TCP connections (clients pipelining queries for large
+//! answers) cannot delay UDP answers: the kernel shares the cores. TCP
+//! (`tcp`) gets one task per connection, within a table of bounded size
+//! where a newcomer takes the place of the connection idle longest
+//! ([`TcpLimits`]), so clients that never read cannot pile up memory and
+//! idle ones cannot lock new clients out.
 
-use crate::handler::{Handler, Outcome, Transport};
+use crate::handler::Handler;
 use std::io;
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Arc;
 use std::time::Duration;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream, UdpSocket};
+use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+
+mod tcp;
+mod udp;
 
 /// Bounds on TCP clients.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct TcpLimits {
-    /// Connections served at once; more are closed when accepted.
+    /// Connections served at once; past it a newcomer takes the place of
+    /// the connection idle longest, or is closed when every one is busy.
     pub max_connections: usize,
     /// How long a connection may sit idle between queries.
     pub idle: Duration,
@@ -123,18 +125,21 @@ impl Listeners {
     }
 }
 
-/// Serves DNS on `listeners` until `shutdown` is cancelled.
+/// Serves DNS on `listeners` until `stop` is cancelled, then finishes the
+/// replies in flight (within [`crate::lifecycle::DRAIN_LIMIT`], or until `abort`).
 pub async fn serve(
     listeners: Listeners,
     handler: Handler,
     limits: TcpLimits,
-    shutdown: CancellationToken,
+    stop: CancellationToken,
+    abort: CancellationToken,
 ) {
     let readers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut threads = Vec::new();
     for socket in &listeners.udp {
         for i in 0..readers {
-            match udp_thread(i, socket, handler.clone(), shutdown.clone()) {
+            let (handler, stop, abort) = (handler.clone(), stop.clone(), abort.clone());
+            match udp::reader(i, socket, handler, stop, abort) {
                 Ok(thread) => threads.push(thread),
                 Err(error) => tracing::error!(%error, "cannot start a UDP reader"),
             }
@@ -142,155 +147,18 @@ pub async fn serve(
     }
     let mut tcp = JoinSet::new();
     // One connection limit across every listener (systemd may pass several).
-    let open = Arc::new(AtomicUsize::new(0));
+    let table = tcp::Connections::new(limits.max_connections);
     for listener in listeners.tcp {
-        let (handler, open, shutdown) = (handler.clone(), open.clone(), shutdown.clone());
-        tcp.spawn(serve_tcp(listener, handler, limits, open, shutdown));
+        let (handler, table) = (handler.clone(), table.clone());
+        let (stop, abort) = (stop.clone(), abort.clone());
+        tcp.spawn(tcp::serve(listener, handler, limits, table, stop, abort));
     }
     while tcp.join_next().await.is_some() {}
     if threads.is_empty() {
-        shutdown.cancelled().await;
+        stop.cancelled().await;
     }
     for thread in threads {
         let _ = tokio::task::spawn_blocking(move || thread.join()).await;
-    }
-}
-
-/// Starts UDP reader `i`: a thread with its own runtime reading a clone of
-/// `socket` until `shutdown`.
-fn udp_thread(
-    i: usize,
-    socket: &std::net::UdpSocket,
-    handler: Handler,
-    shutdown: CancellationToken,
-) -> io::Result<std::thread::JoinHandle<()>> {
-    let socket = socket.try_clone()?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
-    std::thread::Builder::new()
-        .name(format!("udp-{i}"))
-        .spawn(move || {
-            runtime.block_on(async move {
-                match UdpSocket::from_std(socket) {
-                    Ok(socket) => serve_udp(Arc::new(socket), handler, shutdown.clone()).await,
-                    Err(error) => tracing::error!(%error, "UDP reader cannot use its socket"),
-                }
-            });
-            // Forwards still waiting are dropped with the runtime.
-        })
-}
-
-async fn serve_udp(socket: Arc<UdpSocket>, handler: Handler, shutdown: CancellationToken) {
-    let mut buf = vec![0u8; 65535];
-    loop {
-        let (len, peer) = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            received = socket.recv_from(&mut buf) => match received {
-                Ok(r) => r,
-                Err(error) => {
-                    // e.g. ICMP port unreachable reported on a later recv.
-                    tracing::debug!(%error, "udp receive failed");
-                    continue;
-                }
-            },
-        };
-        match handler.handle(&buf[..len], Transport::Udp) {
-            Outcome::Done(Some(reply)) => send_udp(&socket, &reply, peer).await,
-            Outcome::Done(None) => {}
-            Outcome::Pending(pending) => {
-                // Upstream work must not hold up the receive loop.
-                let (socket, handler) = (socket.clone(), handler.clone());
-                tokio::spawn(async move {
-                    if let Some(reply) = handler.resolve(*pending).await {
-                        send_udp(&socket, &reply, peer).await;
-                    }
-                });
-            }
-        }
-    }
-}
-
-async fn send_udp(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
-    if let Err(error) = socket.send_to(reply, peer).await {
-        tracing::debug!(%error, %peer, "udp send failed");
-    }
-}
-
-async fn serve_tcp(
-    listener: TcpListener,
-    handler: Handler,
-    limits: TcpLimits,
-    open: Arc<AtomicUsize>,
-    shutdown: CancellationToken,
-) {
-    let mut connections = JoinSet::new();
-    loop {
-        tokio::select! {
-            _ = shutdown.cancelled() => break,
-            accepted = listener.accept() => match accepted {
-                Ok((stream, peer)) if open.load(Ordering::Relaxed) >= limits.max_connections => {
-                    handler.metrics().limit("tcp_connections");
-                    tracing::debug!(%peer, "tcp connection limit reached; closing");
-                    drop(stream);
-                }
-                Ok((stream, _)) => {
-                    let connection = serve_connection(stream, handler.clone(), limits, shutdown.clone());
-                    open.fetch_add(1, Ordering::Relaxed);
-                    let open = open.clone();
-                    connections.spawn(async move {
-                        connection.await;
-                        open.fetch_sub(1, Ordering::Relaxed);
-                    });
-                }
-                Err(error) => {
-                    tracing::warn!(%error, "tcp accept failed");
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            },
-            Some(_) = connections.join_next(), if !connections.is_empty() => {}
-        }
-    }
-    connections.shutdown().await;
-}
-
-async fn serve_connection(
-    mut stream: TcpStream,
-    handler: Handler,
-    limits: TcpLimits,
-    shutdown: CancellationToken,
-) {
-    let mut buf = Vec::new();
-    loop {
-        let len = tokio::select! {
-            _ = shutdown.cancelled() => return,
-            len = tokio::time::timeout(limits.idle, stream.read_u8()) => match len {
-                Ok(Ok(high)) => high,
-                _ => return,
-            },
-        };
-        let len = match tokio::time::timeout(limits.read, stream.read_u8()).await {
-            Ok(Ok(low)) => usize::from(u16::from_be_bytes([len, low])),
-            _ => return,
-        };
-        buf.resize(len, 0);
-        match tokio::time::timeout(limits.read, stream.read_exact(&mut buf)).await {
-            Ok(Ok(_)) => {}
-            _ => return,
-        }
-        let Some(reply) = handler.handle_async(&buf, Transport::Tcp).await else {
-            continue;
-        };
-        let Ok(reply_len) = u16::try_from(reply.len()) else {
-            return;
-        };
-        let mut framed = Vec::with_capacity(reply.len() + 2);
-        framed.extend_from_slice(&reply_len.to_be_bytes());
-        framed.extend_from_slice(&reply);
-        match tokio::time::timeout(limits.write, stream.write_all(&framed)).await {
-            Ok(Ok(())) => {}
-            _ => return,
-        }
     }
 }
 

@@ -1,5 +1,6 @@
-//! TCP clients that hold connections: the connection limit, and the read
-//! and write timeouts that free a place held by a stalled client.
+//! TCP clients that hold connections: the connection limit (idle
+//! connections make room, busy ones do not), the read and write timeouts
+//! that free a place held by a stalled client, and the drain on stop.
 
 use super::*;
 use crate::answer::tests::zone;
@@ -10,6 +11,9 @@ use crate::snapshot::Snapshot;
 use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
+use std::sync::Arc;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
 
 /// 3,500 A records for `many.default.svc.cluster.local.`: a ~56 KB reply.
 fn many() -> Snapshot {
@@ -38,7 +42,8 @@ async fn start(limits: TcpLimits) -> (SocketAddr, Arc<Metrics>, CancellationToke
         .unwrap();
     let addr = listeners.local_addr().unwrap();
     let stop = CancellationToken::new();
-    tokio::spawn(serve(listeners, handler, limits, stop.clone()));
+    let abort = CancellationToken::new();
+    tokio::spawn(serve(listeners, handler, limits, stop.clone(), abort));
     (addr, metrics, stop)
 }
 
@@ -81,24 +86,67 @@ fn limits(max_connections: usize) -> TcpLimits {
     }
 }
 
+/// Whether the server closed `stream` (EOF or reset) within a bound.
+async fn closed_by_server(stream: &mut TcpStream) -> bool {
+    let mut byte = [0u8; 1];
+    let read = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut byte)).await;
+    matches!(read, Ok(Ok(0)) | Ok(Err(_)))
+}
+
 #[tokio::test]
-async fn connections_past_the_limit_are_closed_and_counted() {
+async fn a_full_table_closes_the_connection_idle_longest_for_a_new_client() {
     let (addr, metrics, stop) = start(limits(2)).await;
     // Two idle connections hold both places (the idle timeout is an hour).
-    let held = [
-        TcpStream::connect(addr).await.unwrap(),
-        TcpStream::connect(addr).await.unwrap(),
-    ];
+    let mut oldest = TcpStream::connect(addr).await.unwrap();
+    // The oldest is known to be in the table once it has been answered.
+    let query = framed_query("kubernetes.default.svc.cluster.local.");
+    oldest.write_all(&query).await.unwrap();
+    let len = oldest.read_u16().await.unwrap();
+    let mut reply = vec![0u8; usize::from(len)];
+    oldest.read_exact(&mut reply).await.unwrap();
+    let mut newer = TcpStream::connect(addr).await.unwrap();
+    // A third client is answered: the oldest idle connection made room.
+    let answered = ask(addr).await;
+    assert!(answered.is_some(), "a new client was locked out");
+    assert!(
+        closed_by_server(&mut oldest).await,
+        "the oldest idle connection stays open"
+    );
+    assert!(metrics
+        .render()
+        .contains("skydns_dns_limit_count_total{limit=\"tcp_idle_closed\"}"));
+    // The newer one still works.
+    newer.write_all(&query).await.unwrap();
+    assert!(newer.read_u16().await.unwrap() > 0);
+    stop.cancel();
+}
+
+#[tokio::test]
+async fn a_new_client_is_closed_when_every_connection_is_mid_query() {
+    let limits = TcpLimits {
+        read: Duration::from_secs(3_600),
+        ..limits(2)
+    };
+    let (addr, metrics, stop) = start(limits).await;
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    // The third is closed unanswered (retry until both are accepted).
-    while ask(addr).await.is_some() {
-        assert!(tokio::time::Instant::now() < deadline, "no limit");
+    loop {
+        assert!(tokio::time::Instant::now() < deadline, "never refused");
+        // Two clients in the middle of a message: 3 of 40 bytes sent.
+        let mut busy = Vec::new();
+        for _ in 0..2 {
+            let mut s = TcpStream::connect(addr).await.unwrap();
+            s.write_all(&[0, 40, 1, 2, 3]).await.unwrap();
+            busy.push(s);
+        }
+        // Until the server has read their first bytes they count as idle
+        // and one would be closed for the newcomer: then try again.
+        if ask(addr).await.is_none() {
+            break;
+        }
     }
     assert!(metrics
         .render()
         .contains("skydns_dns_limit_count_total{limit=\"tcp_connections\"}"));
-    drop(held);
-    answered_eventually(addr).await;
     stop.cancel();
 }
 

@@ -118,10 +118,24 @@ pub struct Flags {
     /// How long a TCP client may take to accept a reply before it is closed.
     #[arg(long = "tcp-write-timeout", value_parser = go_duration, default_value = "2s")]
     pub tcp_write_timeout: Duration,
+    /// On SIGTERM, keep answering for this long with /ready saying 503, so that the Service
+    /// stops sending queries before the listeners close (Go duration; 0: close at once).
+    /// A second SIGTERM or SIGINT stops at once.
+    #[arg(long, value_parser = go_duration, default_value = "0s")]
+    pub lameduck: Duration,
+    /// How long queries that arrive before the first load of the records wait for it; past
+    /// it, names in the domain get SERVFAIL until the load (0: do not wait).
+    #[arg(long = "startup-wait", value_parser = go_duration, default_value = "5s")]
+    pub startup_wait: Duration,
+    /// /ready says 503 once etcd has been out of reach for longer than this, while answers
+    /// still come from the last snapshot (0: etcd's reachability does not count).
+    #[arg(long = "ready-store-timeout", value_parser = go_duration, default_value = "60s")]
+    pub ready_store_timeout: Duration,
     /// Log every query.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub verbose: bool,
-    /// Serve Prometheus metrics on this address (IP:port); default from PROMETHEUS_PORT.
+    /// Serve Prometheus metrics, /health and /ready on this address (IP:port); default from
+    /// PROMETHEUS_PORT.
     #[arg(long = "metrics-addr")]
     pub metrics_addr: Option<String>,
     /// Port for Prometheus metrics on all interfaces (as SkyDNS).

@@ -44,6 +44,46 @@ fn an_edns_version_above_zero_gets_badvers_with_an_opt() {
     assert!(r.edns.is_none());
 }
 
+/// `kubernetes A` with an OPT of `version` carrying `options` (raw bytes).
+fn with_opt(version: u8, options: &[u8]) -> Vec<u8> {
+    let mut packet = kubernetes().to_vec().unwrap();
+    packet[11] = 1; // ARCOUNT
+    packet.push(0); // root owner
+    packet.extend_from_slice(&41u16.to_be_bytes());
+    packet.extend_from_slice(&1232u16.to_be_bytes());
+    packet.extend_from_slice(&[0, version, 0, 0]);
+    packet.extend_from_slice(&u16::try_from(options.len()).unwrap().to_be_bytes());
+    packet.extend_from_slice(options);
+    packet
+}
+
+#[test]
+fn every_version_above_zero_gets_badvers_cold_and_warm_on_both_transports() {
+    let cookie = [0, 10, 0, 8, 1, 2, 3, 4, 5, 6, 7, 8];
+    for t in [Transport::Udp, Transport::Tcp] {
+        let cold = handler(Some(cluster()));
+        let warm = handler(Some(cluster()));
+        for options in [&[][..], &cookie[..]] {
+            // The same question with version 0, twice: in the reply cache.
+            for _ in 0..2 {
+                let r = run(&warm, &with_opt(0, options), t).expect("a reply");
+                assert_eq!(Message::from_vec(&r).unwrap().answers.len(), 1);
+            }
+            for version in [1, 2, 255] {
+                for h in [&cold, &warm] {
+                    let bytes = run(h, &with_opt(version, options), t).expect("a reply");
+                    let r = Message::from_vec(&bytes).unwrap();
+                    let what = format!("{t:?} version {version} options {options:?}");
+                    assert_eq!(u16::from(r.metadata.response_code), 16, "{what}");
+                    assert_eq!(r.edns.as_ref().map(Edns::version), Some(0), "{what}");
+                    assert_eq!(r.queries, kubernetes().queries, "{what}: question echoed");
+                    assert!(r.answers.is_empty(), "{what}");
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn classes_without_data_are_refused_not_answered_with_in_records() {
     let h = handler(Some(cluster()));

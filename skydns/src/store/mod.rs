@@ -27,6 +27,7 @@ pub mod paths;
 pub mod v2;
 
 use crate::handler::SharedSnapshot;
+use crate::lifecycle::Status;
 use crate::metrics::Metrics;
 use crate::record::Record;
 use crate::snapshot::{Change, Snapshot};
@@ -200,22 +201,40 @@ pub trait Store: Send + 'static {
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
 
+/// Where the mirror reports how reading the store goes: failures are
+/// counted in `metrics`; loads and failures move `status` (readiness).
+#[derive(Clone)]
+pub struct MirrorReports {
+    /// Counts failed reads.
+    pub metrics: Arc<Metrics>,
+    /// Loaded at the first snapshot; out of reach from a failure to the
+    /// next load.
+    pub status: Arc<Status>,
+}
+
 /// Mirrors everything under `prefix` into `shared` until `shutdown`.
-/// `requests` carries the hidden paths queries ask for (v2 stores only);
-/// failures are counted in `metrics`.
+/// `requests` carries the hidden paths queries ask for (v2 stores only).
 pub async fn mirror<S: Store>(
     mut store: S,
     prefix: String,
     shared: SharedSnapshot,
     mut requests: PathRequests,
-    metrics: Arc<Metrics>,
+    reports: MirrorReports,
     shutdown: CancellationToken,
 ) {
     let mut backoff = BACKOFF_START;
     loop {
+        let sync = sync_once(
+            &mut store,
+            &prefix,
+            &shared,
+            &mut requests,
+            &mut backoff,
+            &reports.status,
+        );
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
-            result = sync_once(&mut store, &prefix, &shared, &mut requests, &mut backoff) => result,
+            result = sync => result,
         };
         match result {
             Ok(never) => match never {},
@@ -224,7 +243,8 @@ pub async fn mirror<S: Store>(
                 backoff = BACKOFF_START;
             }
             Err(error) => {
-                metrics.store_error();
+                reports.metrics.store_error();
+                reports.status.store_failed();
                 tracing::warn!(%error, retry_in = ?backoff, "store sync failed; answering from the last snapshot");
                 tokio::select! {
                     _ = shutdown.cancelled() => return,
@@ -244,6 +264,7 @@ async fn sync_once<S: Store>(
     shared: &SharedSnapshot,
     requests: &mut PathRequests,
     backoff: &mut Duration,
+    status: &Status,
 ) -> Result<std::convert::Infallible, StoreError> {
     let mut loaded = store.load_snapshot(prefix).await?;
     *backoff = BACKOFF_START;
@@ -261,6 +282,7 @@ async fn sync_once<S: Store>(
         "loaded records from the store"
     );
     shared.store(Some(current.clone()));
+    status.store_loaded();
     let mut changes = store.watch(prefix, revision).await?;
     let mut revision = revision;
     let mut resumed: Option<Instant> = None;

@@ -2,6 +2,7 @@
 
 use super::memory::MemoryStore;
 use super::*;
+use crate::lifecycle::NotReady;
 use arc_swap::ArcSwapOption;
 use std::time::Duration;
 
@@ -30,12 +31,19 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
     let stop = CancellationToken::new();
     let metrics = Arc::new(Metrics::default());
+    // Not ready once the store has been out of reach for a millisecond.
+    let status = Arc::new(Status::new(Duration::from_millis(1)));
+    assert_eq!(status.readiness(), Err(NotReady::Loading));
+    let reports = MirrorReports {
+        metrics: metrics.clone(),
+        status: status.clone(),
+    };
     let task = tokio::spawn(mirror(
         store.clone(),
         "/skydns/".into(),
         shared.clone(),
         paths::PathRequests::default(),
-        metrics.clone(),
+        reports,
         stop.clone(),
     ));
 
@@ -44,6 +52,7 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     })
     .await;
     let first = shared.load_full().unwrap();
+    assert_eq!(status.readiness(), Ok(()), "ready after the first load");
     assert_eq!(
         first.len(),
         1,
@@ -81,6 +90,12 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
         shared.load().is_some(),
         "the last snapshot stays while the store is down"
     );
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    assert!(
+        matches!(status.readiness(), Err(NotReady::StoreUnreachable(_))),
+        "{:?}",
+        status.readiness()
+    );
 
     store.set_down(false);
     store.put("/skydns/local/cluster/c/x", A);
@@ -88,6 +103,7 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
         s.get("/skydns/local/cluster/c/x").is_some()
     })
     .await;
+    assert_eq!(status.readiness(), Ok(()), "ready again after a reload");
 
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(5), task)
@@ -104,7 +120,10 @@ fn start_mirror(store: &MemoryStore) -> (SharedSnapshot, CancellationToken) {
         "/skydns/".into(),
         shared.clone(),
         paths::PathRequests::default(),
-        Arc::new(Metrics::default()),
+        MirrorReports {
+            metrics: Arc::new(Metrics::default()),
+            status: Arc::new(Status::new(Duration::ZERO)),
+        },
         stop.clone(),
     ));
     (shared, stop)
