@@ -20,6 +20,8 @@ command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
 command -v openssl  >/dev/null || need+=(openssl)
 command -v dnsperf  >/dev/null || need+=(dnsperf)
+# skydns's socket-activation test starts it the way systemd does.
+command -v systemd-socket-activate >/dev/null || need+=(systemd)
 
 # The podman test (integration-tests/tests/podman_pod) and deploy/podman/:
 # podman with its recommended packages (netavark and aardvark-dns for the

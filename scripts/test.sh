@@ -18,7 +18,7 @@ cargo test --locked --workspace
 # ...and once more on the v3 API.
 E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
   --test skydns_e2e --test skydns_forward --test skydns_tls --test skydns_dnssec --test local_pipeline \
-  --test skydns_discover --test skydns_systemd
+  --test skydns_discover --test skydns_systemd --test skydns_lifecycle
 E2E_ETCD_API=v3 cargo test --locked -p kube2sky --test e2e --test e2e_fixes --test e2e_review --test e2e_etcd --test e2e_hardening --test e2e_leader --test e2e_failover --test e2e_conformance --test e2e_spec
 # A short coverage-guided run of the fuzz targets under libFuzzer (the long
 # runs and their figures: README, "Fuzzing").

@@ -19,6 +19,7 @@
 //!   and `dig` where a real client is the point.
 //! - [`dnsperf`]: dnsperf as a steady query load, and its report.
 //! - [`dnsmasq`]: dnsmasq as an upstream resolver.
+//! - [`front`]: a Service front relaying to the ready replicas, as kube-proxy.
 //! - [`skydns`]: the skydns binary on free ports, ready once it answers.
 //! - [`tls`]: a CA and server and client certificates made with openssl.
 //! - [`kubectl`]: kubectl bound to one API server, isolated from the machine.
@@ -31,6 +32,7 @@ pub mod dnsmasq;
 pub mod dnsperf;
 pub mod etcd;
 pub mod etcd_cluster;
+pub mod front;
 pub mod http;
 pub mod kubectl;
 pub mod ports;

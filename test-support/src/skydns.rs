@@ -13,6 +13,15 @@ use std::path::PathBuf;
 use std::process::Command;
 use tempfile::TempDir;
 
+/// The ports a skydns binary serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Ports {
+    /// DNS, UDP and TCP.
+    pub dns: u16,
+    /// `/metrics`, `/health` and `/ready`.
+    pub metrics: u16,
+}
+
 /// A running skydns binary.
 pub struct SkydnsBinary {
     /// The process (stopped on drop).
@@ -28,37 +37,65 @@ impl SkydnsBinary {
     /// skydns reading the etcd `machines` over `api`, with `extra` flags;
     /// ready once `ready_name` has an A answer.
     pub async fn start(machines: &str, api: Api, extra: &[&str], ready_name: &str) -> Result<Self> {
-        let binary = crate::bins::built_binary("skydns");
         on_free_port(async |port| {
-            let dir = tempfile::tempdir()?;
-            let log = dir.path().join("skydns.log");
-            let metrics_port = free_port()?;
-            let mut command = Command::new(&binary);
-            command
-                .arg(format!("-machines={machines}"))
-                .args(api.skydns_flags())
-                .arg(format!("-addr=127.0.0.1:{port}"))
-                .arg(format!("-metrics-addr=127.0.0.1:{metrics_port}"))
-                .args(["-domain=cluster.local.", "-no-rec"])
-                .args(extra)
-                .env("RUST_LOG", "skydns=debug,info");
-            let mut process = Process::spawn_logged("skydns", command, &log)?;
-            let ready = process
-                .until_ready(DEADLINE, async || {
-                    let r = query(port, ready_name, "A", Transport::Udp).await?;
-                    ensure!(!r.answer.is_empty(), "{r:?}");
-                    Ok(())
-                })
-                .await;
-            ready.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-            Ok(SkydnsBinary {
-                process,
-                port,
-                metrics_port,
-                dir,
-            })
+            let ports = Ports {
+                dns: port,
+                metrics: free_port()?,
+            };
+            Self::start_on(ports, machines, api, extra, ready_name).await
         })
         .await
+    }
+
+    /// [`SkydnsBinary::start`] on given ports (e.g. a replica started
+    /// again where it was).
+    pub async fn start_on(
+        ports: Ports,
+        machines: &str,
+        api: Api,
+        extra: &[&str],
+        ready_name: &str,
+    ) -> Result<Self> {
+        let binary = crate::bins::built_binary("skydns");
+        let dir = tempfile::tempdir()?;
+        let log = dir.path().join("skydns.log");
+        let mut command = Command::new(&binary);
+        command
+            .arg(format!("-machines={machines}"))
+            .args(api.skydns_flags())
+            .arg(format!("-addr=127.0.0.1:{}", ports.dns))
+            .arg(format!("-metrics-addr=127.0.0.1:{}", ports.metrics))
+            .args(["-domain=cluster.local.", "-no-rec"])
+            .args(extra)
+            .env("RUST_LOG", "skydns=debug,info");
+        let mut process = Process::spawn_logged("skydns", command, &log)?;
+        let ready = process
+            .until_ready(DEADLINE, async || {
+                let r = query(ports.dns, ready_name, "A", Transport::Udp).await?;
+                ensure!(!r.answer.is_empty(), "{r:?}");
+                Ok(())
+            })
+            .await;
+        ready.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+        Ok(SkydnsBinary {
+            process,
+            port: ports.dns,
+            metrics_port: ports.metrics,
+            dir,
+        })
+    }
+
+    /// Its ports.
+    pub fn ports(&self) -> Ports {
+        Ports {
+            dns: self.port,
+            metrics: self.metrics_port,
+        }
+    }
+
+    /// The URL of `path` (`/ready`, `/health`, `/metrics`) on its metrics port.
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.metrics_port)
     }
 
     /// Where it logs.

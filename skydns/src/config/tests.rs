@@ -218,3 +218,55 @@ fn local_systemd_and_discover_from_flags_and_the_etcd_config_key() {
     let err = config(&["-local=a/b"]).unwrap_err().to_string();
     assert!(err.contains("local"), "{err}");
 }
+
+#[test]
+fn lifecycle_flags_and_the_lameduck_config_key() {
+    let c = config(&[]).unwrap();
+    assert_eq!(
+        (c.lameduck, c.startup_wait, c.ready_store_timeout),
+        (
+            Duration::ZERO,
+            Duration::from_secs(5),
+            Duration::from_secs(60)
+        )
+    );
+    let c = config(&[
+        "-lameduck=7s",
+        "-startup-wait=250ms",
+        "-ready-store-timeout=0",
+    ])
+    .unwrap();
+    assert_eq!(
+        (c.lameduck, c.startup_wait, c.ready_store_timeout),
+        (
+            Duration::from_secs(7),
+            Duration::from_millis(250),
+            Duration::ZERO
+        )
+    );
+    // The etcd config key: nanoseconds as Go marshals a Duration, or text.
+    let f = flags(&["-lameduck=7s"]);
+    for (json, want) in [
+        (&br#"{"lameduck": 3000000000}"#[..], Duration::from_secs(3)),
+        (&br#"{"lameduck": "1m30s"}"#[..], Duration::from_secs(90)),
+    ] {
+        let mut s = Settings::from_flags(&f);
+        s.merge_json(json).unwrap();
+        let c = s.finish(&f, || Ok(Vec::new())).unwrap();
+        assert_eq!(c.lameduck, want);
+    }
+    let mut s = Settings::from_flags(&f);
+    let err = s.merge_json(br#"{"lameduck": "soon"}"#).unwrap_err();
+    assert!(err.to_string().contains("soon"), "{err}");
+    let mut s = Settings::from_flags(&f);
+    s.merge_json(br#"{"lameduck": -1}"#).unwrap();
+    let err = s.finish(&f, || Ok(Vec::new())).unwrap_err().to_string();
+    assert!(err.contains("lameduck must not be negative"), "{err}");
+    let argv = ["skydns", "-lameduck=forever"].map(OsString::from);
+    let err = parse_args(argv).unwrap_err().to_string();
+    assert!(err.contains("lameduck") && err.contains("forever"), "{err}");
+    let err = config(&["-prometheus-path=/ready"])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("/ready"), "{err}");
+}

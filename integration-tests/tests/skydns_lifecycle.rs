@@ -1,0 +1,372 @@
+//! skydns through rollouts and restarts (README, "Lifecycle"): the real
+//! binary, a real etcd, dnsperf and dig as clients.
+//!
+//! - A rollout: two replicas behind a front that relays to the ready ones
+//!   and drops one only [`REMOVAL_DELAY`] after its `/ready` turns 503, as
+//!   kube-proxy does after the endpoint update. Each replica in turn is
+//!   SIGTERMed and started again while dnsperf queries through the front:
+//!   with `-lameduck` no query is lost; without it queries are lost (so the
+//!   test can fail).
+//! - `/ready` and `/health` through a start without etcd, an etcd outage
+//!   longer than `-ready-store-timeout`, and the lameduck.
+//! - Socket activation: the query that makes `systemd-socket-activate`
+//!   start skydns is answered from the records, not SERVFAIL.
+//! - 1,500 idle TCP connections against a limit of 1,000: a new TCP client
+//!   is answered within a second; UDP is not affected.
+
+use anyhow::{ensure, Context, Result};
+use nix::sys::signal::Signal;
+use std::net::SocketAddr;
+use std::process::Command;
+use std::time::Duration;
+use test_support::dns::{dig_reply, query, Transport};
+use test_support::dnsperf::{self, Dnsperf, Report};
+use test_support::etcd::Etcd;
+use test_support::front::{Replica, ServiceFront};
+use test_support::http::{get, metric, scrape};
+use test_support::ports::{free_port, on_free_port};
+use test_support::process::Process;
+use test_support::skydns::{Ports, SkydnsBinary};
+use test_support::wait::{eventually, DEADLINE};
+
+const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
+const KUBERNETES_KEY: &str = "/skydns/local/cluster/svc/default/kubernetes/c88f1059";
+const KUBERNETES_JSON: &str =
+    r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+
+/// How long the front keeps sending to a replica whose `/ready` says 503.
+const REMOVAL_DELAY: Duration = Duration::from_secs(2);
+/// The lameduck of the rollout test: longer than the removal delay.
+const LAMEDUCK: &str = "-lameduck=4s";
+
+fn etcd_with_kubernetes() -> Result<Etcd> {
+    let etcd = Etcd::start()?;
+    etcd.put(KUBERNETES_KEY, KUBERNETES_JSON)?;
+    Ok(etcd)
+}
+
+async fn replica(etcd: &Etcd, ports: Option<Ports>, extra: &[&str]) -> Result<SkydnsBinary> {
+    let machines = etcd.endpoint();
+    match ports {
+        Some(ports) => {
+            SkydnsBinary::start_on(ports, &machines, etcd.api(), extra, KUBERNETES).await
+        }
+        None => SkydnsBinary::start(&machines, etcd.api(), extra, KUBERNETES).await,
+    }
+}
+
+fn dns_addr(port: u16) -> SocketAddr {
+    SocketAddr::from(([127, 0, 0, 1], port))
+}
+
+/// Waits until the front's rotation is exactly `want`.
+async fn rotation_is(front: &ServiceFront, want: &[u16]) -> Result<()> {
+    let want: Vec<SocketAddr> = want.iter().map(|p| dns_addr(*p)).collect();
+    eventually("the front's rotation", DEADLINE, async || {
+        let now = front.in_rotation();
+        ensure!(now == want, "in rotation {now:?}, want {want:?}");
+        Ok(())
+    })
+    .await
+}
+
+/// Two replicas with `extra` flags behind a front; dnsperf through it
+/// while each replica in turn is stopped with SIGTERM (exit 0 asserted)
+/// and started again on its ports. dnsperf's report.
+async fn rollout(extra: &[&str]) -> Result<Report> {
+    let etcd = etcd_with_kubernetes()?;
+    let mut replicas = vec![
+        replica(&etcd, None, extra).await?,
+        replica(&etcd, None, extra).await?,
+    ];
+    let front_of = |r: &SkydnsBinary| Replica {
+        dns: dns_addr(r.port),
+        ready_url: r.url("/ready"),
+    };
+    let front = ServiceFront::start(
+        &[front_of(&replicas[0]), front_of(&replicas[1])],
+        REMOVAL_DELAY,
+    )
+    .await?;
+    let ports: Vec<u16> = replicas.iter().map(|r| r.port).collect();
+    rotation_is(&front, &ports).await?;
+    let perf = Dnsperf::start(
+        front.port,
+        &[(KUBERNETES, "A")],
+        1_000,
+        Duration::from_secs(300),
+    )?;
+    for i in 0..replicas.len() {
+        let old = &mut replicas[i];
+        old.process.signal(Signal::SIGTERM)?;
+        let status = old.process.wait_exit(DEADLINE).await?;
+        ensure!(
+            status.success(),
+            "replica {i} exited {status}:\n{}",
+            old.log()
+        );
+        let ports = old.ports();
+        replicas[i] = replica(&etcd, Some(ports), extra).await?;
+        rotation_is(&front, &ports_of(&replicas)).await?;
+    }
+    // Let every query sent so far be answered or time out (dnsperf counts
+    // those still waiting at the interrupt apart, not as lost).
+    tokio::time::sleep(dnsperf::TIMEOUT).await;
+    perf.finish().await
+}
+
+fn ports_of(replicas: &[SkydnsBinary]) -> Vec<u16> {
+    replicas.iter().map(|r| r.port).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_with_lameduck_loses_no_query() -> Result<()> {
+    let report = rollout(&[LAMEDUCK]).await?;
+    ensure!(report.completed > 1_000, "{}", report.text);
+    ensure!(
+        report.lost == 0,
+        "queries lost in the rollout:\n{}",
+        report.text
+    );
+    ensure!(report.other_codes("NOERROR") == 0, "{}", report.text);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rollout_without_lameduck_loses_queries() -> Result<()> {
+    let report = rollout(&[]).await?;
+    ensure!(
+        report.lost > 0,
+        "nothing lost without a lameduck?\n{}",
+        report.text
+    );
+    Ok(())
+}
+
+/// `/ready`'s status and body.
+async fn ready(skydns_metrics: &str) -> Result<(u16, String)> {
+    let r = get(skydns_metrics).await?;
+    Ok((r.status, r.body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()> {
+    let mut etcd = Etcd::start()?;
+    etcd.stop();
+    // No etcd: the process is alive (/health) but not ready, with the reason.
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("skydns.log");
+    let (mut skydns, metrics_port) = on_free_port(async |port| {
+        let metrics_port = free_port()?;
+        let mut command = Command::new(test_support::bins::built_binary("skydns"));
+        command
+            .arg(format!("-machines={}", etcd.endpoint()))
+            .args(etcd.api().skydns_flags())
+            .arg(format!("-addr=127.0.0.1:{port}"))
+            .arg(format!("-metrics-addr=127.0.0.1:{metrics_port}"))
+            .args([
+                "-domain=cluster.local.",
+                "-no-rec",
+                "-ready-store-timeout=1s",
+                "-lameduck=30s",
+            ]);
+        let mut skydns = Process::spawn_logged("skydns", command, &log)?;
+        let health = format!("http://127.0.0.1:{metrics_port}/health");
+        let up = skydns
+            .until_ready(DEADLINE, async || {
+                let r = get(&health).await?;
+                ensure!(r.status == 200 && r.body == "ok", "{r:?}");
+                Ok(())
+            })
+            .await;
+        up.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+        Ok((skydns, metrics_port))
+    })
+    .await?;
+    let url = format!("http://127.0.0.1:{metrics_port}/ready");
+    let (status, body) = ready(&url).await?;
+    ensure!(
+        status == 503 && body.contains("not loaded"),
+        "{status} {body}"
+    );
+
+    // etcd comes: ready.
+    etcd.restart()?;
+    etcd.put(KUBERNETES_KEY, KUBERNETES_JSON)?;
+    eventually("ready once loaded", DEADLINE, async || {
+        let (status, body) = ready(&url).await?;
+        ensure!(status == 200 && body == "ok", "{status} {body}");
+        Ok(())
+    })
+    .await?;
+
+    // etcd gone for longer than -ready-store-timeout: not ready, still answering.
+    etcd.stop();
+    eventually(
+        "not ready while etcd is out of reach",
+        DEADLINE,
+        async || {
+            let (status, body) = ready(&url).await?;
+            ensure!(
+                status == 503 && body.contains("store unreachable"),
+                "{status} {body}"
+            );
+            Ok(())
+        },
+    )
+    .await?;
+    let port = dns_port(&std::fs::read_to_string(&log)?)?;
+    let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
+    ensure!(r.answer.iter().any(|a| a.ends_with("10.0.0.1")), "{r:?}");
+    etcd.restart()?;
+    eventually("ready again once etcd is back", DEADLINE, async || {
+        let (status, body) = ready(&url).await?;
+        ensure!(status == 200, "{status} {body}");
+        Ok(())
+    })
+    .await?;
+
+    // SIGTERM: not ready at once, still answering over UDP and TCP.
+    skydns.signal(Signal::SIGTERM)?;
+    eventually("not ready in the lameduck", DEADLINE, async || {
+        let (status, body) = ready(&url).await?;
+        ensure!(
+            status == 503 && body.contains("lameduck"),
+            "{status} {body}"
+        );
+        Ok(())
+    })
+    .await?;
+    for transport in [Transport::Udp, Transport::Tcp] {
+        let r = query(port, KUBERNETES, "A", transport).await?;
+        ensure!(
+            r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
+            "{transport:?} in lameduck: {r:?}"
+        );
+    }
+    ensure!(skydns.try_wait()?.is_none(), "exited during the lameduck");
+    // A second signal stops at once (the lameduck is 30 s).
+    skydns.signal(Signal::SIGINT)?;
+    let status = skydns.wait_exit(Duration::from_secs(10)).await?;
+    ensure!(status.success(), "{status}");
+    let logged = std::fs::read_to_string(&log)?;
+    ensure!(logged.contains("stopping at once"), "{logged}");
+    Ok(())
+}
+
+/// The DNS port named in skydns's "ready for queries" line.
+fn dns_port(log: &str) -> Result<u16> {
+    let line = log
+        .lines()
+        .find(|l| l.contains("ready for queries"))
+        .context("no ready line")?;
+    let after = line
+        .split("udp://127.0.0.1:")
+        .nth(1)
+        .context("no udp address")?;
+    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
+    Ok(digits.parse()?)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_query_that_activates_the_socket_is_answered_from_the_records() -> Result<()> {
+    let etcd = etcd_with_kubernetes()?;
+    let activate = test_support::tools::require("systemd-socket-activate", "systemd")?;
+    let dir = tempfile::tempdir()?;
+    let log = dir.path().join("activate.log");
+    let binary = test_support::bins::built_binary("skydns");
+    // -addr names a port the test holds: skydns must use the passed socket.
+    let held = std::net::UdpSocket::bind("127.0.0.1:0")?;
+    let (_activator, port) = on_free_port(async |port| {
+        let mut command = Command::new(&activate);
+        command
+            .args(["--datagram", "-l", &format!("127.0.0.1:{port}")])
+            .arg(&binary)
+            .args(["-systemd", "-domain=cluster.local.", "-no-rec"])
+            .arg(format!("-addr={}", held.local_addr()?))
+            .arg(format!("-machines={}", etcd.endpoint()))
+            .args(etcd.api().skydns_flags());
+        let mut activator = Process::spawn_logged("systemd-socket-activate", command, &log)?;
+        // Listening, and skydns not started yet: it starts on the first datagram.
+        activator
+            .until_ready(DEADLINE, async || {
+                let logged = std::fs::read_to_string(&log)?;
+                ensure!(logged.contains("Listening on"), "{logged}");
+                Ok(())
+            })
+            .await
+            .with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+        Ok((activator, port))
+    })
+    .await?;
+    let logged = std::fs::read_to_string(&log)?;
+    ensure!(
+        !logged.contains("ready for queries"),
+        "skydns started early:\n{logged}"
+    );
+    // One query, one try: the query that starts skydns.
+    let r = dig_reply(port, &[KUBERNETES, "A", "+tries=1", "+time=10"]).await?;
+    let logged = std::fs::read_to_string(&log)?;
+    ensure!(r.status == "NOERROR", "{}\n{logged}", r.raw);
+    ensure!(
+        r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
+        "{}\n{logged}",
+        r.raw
+    );
+    ensure!(
+        logged.contains("first load of the records done"),
+        "{logged}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_tcp_connections_past_the_limit_do_not_lock_out_a_new_client() -> Result<()> {
+    let etcd = etcd_with_kubernetes()?;
+    // The idle timeout is long: what admits the newcomer is the table.
+    let skydns = replica(
+        &etcd,
+        None,
+        &["-tcp-max-connections=1000", "-tcp-idle-timeout=120s"],
+    )
+    .await?;
+    let mut held = Vec::with_capacity(1_500);
+    for _ in 0..1_500 {
+        held.push(tokio::net::TcpStream::connect(dns_addr(skydns.port)).await?);
+    }
+    // Every one of them accepted: 500 places made by closing idle ones.
+    let closed = "skydns_dns_limit_count_total{limit=\"tcp_idle_closed\"}";
+    eventually("the 1,500 connections accepted", DEADLINE, async || {
+        let text = scrape(&skydns.url("/metrics")).await?;
+        let n = metric(&text, closed).unwrap_or(0.0);
+        ensure!(n >= 500.0, "{closed} = {n}");
+        Ok(())
+    })
+    .await?;
+    // A new TCP client: answered within a second, on its only try.
+    let r = dig_reply(
+        skydns.port,
+        &[KUBERNETES, "A", "+tcp", "+tries=1", "+time=1"],
+    )
+    .await?;
+    ensure!(
+        r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
+        "TCP: {}",
+        r.raw
+    );
+    let r = dig_reply(skydns.port, &[KUBERNETES, "A", "+tries=1", "+time=1"]).await?;
+    ensure!(
+        r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
+        "UDP: {}",
+        r.raw
+    );
+    // Never refused outright: every connection was idle.
+    let text = scrape(&skydns.url("/metrics")).await?;
+    let refused = metric(
+        &text,
+        "skydns_dns_limit_count_total{limit=\"tcp_connections\"}",
+    );
+    ensure!(refused.is_none(), "refused {refused:?}");
+    drop(held);
+    Ok(())
+}
