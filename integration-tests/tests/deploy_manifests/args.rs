@@ -167,8 +167,14 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
                     .flatten()
                     .map(|p| (p.container_port, p.protocol.clone().unwrap_or_default()))
                     .collect();
-                let want: BTreeSet<(i32, String)> =
+                let mut want: BTreeSet<(i32, String)> =
                     [(53, "UDP".to_owned()), (53, "TCP".to_owned())].into();
+                if m.flavour == "legacy" {
+                    assert!(config.lameduck.is_zero(), "{what}: 1.2 had no lameduck");
+                } else {
+                    let metrics = check_skydns_lifecycle(pod, c, &config, &what);
+                    want.insert((metrics, "TCP".to_owned()));
+                }
                 assert_eq!(ports, want, "{what}");
             }
             Accepted::Kube2sky(config) => {
@@ -211,9 +217,9 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
         m.flavour
     );
 
-    // Every HTTP probe in the pod hits a port some container listens on:
-    // 8080 (exec-healthz) or 8081 (kube2sky's --healthz-port default).
-    for c in &pod.containers {
+    // Every other HTTP probe in the pod hits a port some container listens
+    // on: 8080 (exec-healthz) or 8081 (kube2sky's --healthz-port default).
+    for c in pod.containers.iter().filter(|c| c.name != "skydns") {
         for probe in [&c.liveness_probe, &c.readiness_probe]
             .into_iter()
             .flatten()
@@ -260,6 +266,37 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
             );
         }
     }
+}
+
+/// skydns in a current pod: readiness on its own `/ready` and liveness on
+/// `/health`, both on its metrics port; a lameduck, within the pod's
+/// termination grace period together with the drain. The metrics port.
+pub(crate) fn check_skydns_lifecycle(
+    pod: &PodSpec,
+    c: &Container,
+    config: &skydns::config::Config,
+    what: &str,
+) -> i32 {
+    let metrics = config.metrics_addr.expect("-metrics-addr").port();
+    let metrics = i32::from(metrics);
+    assert_eq!(
+        http_get(c.readiness_probe.as_ref(), what),
+        ("/ready".to_owned(), metrics),
+        "{what}: readiness"
+    );
+    assert_eq!(
+        http_get(c.liveness_probe.as_ref(), what),
+        ("/health".to_owned(), metrics),
+        "{what}: liveness"
+    );
+    assert!(!config.lameduck.is_zero(), "{what}: -lameduck");
+    let grace = pod.termination_grace_period_seconds.unwrap_or(30);
+    let needed = config.lameduck + skydns::lifecycle::DRAIN_LIMIT;
+    assert!(
+        u64::try_from(grace).unwrap() > needed.as_secs(),
+        "{what}: terminationGracePeriodSeconds {grace} <= lameduck + drain {needed:?}"
+    );
+    metrics
 }
 
 pub(crate) fn check_service(m: &Manifests) {

@@ -294,19 +294,18 @@ fn kubernetes_manifests_parse_and_args_are_accepted() {
         assert!(caps.add.is_none(), "{}", c.name);
     }
 
-    // Probes: kube2sky ready on /readiness 8081; something restarts on
-    // the nslookup check (/healthz 8080).
+    // Probes: kube2sky ready on /readiness 8081; skydns's own /ready and
+    // /health (checked with its arguments in check_pod_wiring).
     let kube2sky = container(pod, "kube2sky");
     assert_eq!(
         http_get(kube2sky.readiness_probe.as_ref(), "kube2sky"),
         ("/readiness".to_owned(), 8081)
     );
-    assert!(pod
-        .containers
-        .iter()
-        .any(|c| c.liveness_probe.as_ref().is_some_and(|_| {
-            http_get(c.liveness_probe.as_ref(), &c.name) == ("/healthz".to_owned(), 8080)
-        })));
+    let skydns = container(pod, "skydns");
+    assert_eq!(
+        http_get(skydns.readiness_probe.as_ref(), "skydns").0,
+        "/ready"
+    );
 }
 
 /// The flavours differ only in the etcd API (and the legacy pod's
@@ -332,7 +331,9 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
         "-etcd3=true",
     ];
     // The legacy pod keeps 1.2's key set (the DNS specification's extra
-    // records off).
+    // records off). The modern skydns also serves its probes and has a
+    // lameduck, which 1.2 did not.
+    let v3_only: &[&str] = &[v3_only, &["-metrics-addr=0.0.0.0:9153", "-lameduck=10s"]].concat();
     let v2_only: &[&str] = &["-enable-v2=true", "--spec-records=false"];
     let without = |list: &Option<Vec<String>>, drop: &[&str]| -> Option<Vec<String>> {
         list.as_ref().map(|l| {

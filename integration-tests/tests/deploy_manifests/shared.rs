@@ -233,7 +233,7 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
         k2s_pod.service_account_name.clone().unwrap_or_default()
     );
 
-    // skydns: every member; ready while the sidecar's nslookup answers.
+    // skydns: every member; ready on its own /ready.
     let dns = deployment("kube-dns").spec.as_ref().expect("spec");
     assert_eq!(
         dns.replicas.map(|r| r.to_string()).as_deref(),
@@ -251,9 +251,10 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
     };
     assert_eq!(sky.etcd.endpoints, endpoints);
     assert_eq!(sky.zone.domain, format!("{DOMAIN}."));
-    assert_eq!(
-        http_get(skydns.readiness_probe.as_ref(), "skydns"),
-        ("/healthz".to_owned(), 8080)
+    check_skydns_lifecycle(dns_pod, &skydns, &sky, "shared-etcd skydns");
+    assert!(
+        sky.ready_store_timeout.is_zero(),
+        "a shared etcd's outage must not take every replica out of the Service"
     );
     let healthz = container(dns_pod, "healthz");
     assert!(check_args(healthz, "healthz").expect("ours").is_ok());

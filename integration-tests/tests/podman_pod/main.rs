@@ -117,8 +117,9 @@ async fn probe_until_restarted(container: &str) -> Result<Vec<String>> {
     Ok(outputs)
 }
 
-/// Hangs skydns and runs the liveness probe of `probed` (the container
-/// whose probe is the nslookup check) until podman restarts it: the probe
+/// Hangs skydns and runs the liveness probe of `probed` (kube2sky's is the
+/// nslookup check in the 1.2 pod; skydns's own `/health` in the modern one)
+/// until podman restarts it: the probe
 /// passes before, `/healthz` turns 503, the probe reports unhealthy. Returns
 /// the hung skydns's pid.
 async fn hang_skydns_until_probe_restarts(pod: &RunningPod, probed: &str) -> Result<i32> {
@@ -280,8 +281,8 @@ async fn the_modern_deployment_runs_in_podman() {
         .await
         .unwrap();
 
-    // Here the nslookup check is skydns's own liveness probe: a hung skydns
-    // is restarted, and the pod answers again.
+    // Here skydns's liveness probe is its own /health, which a hung skydns
+    // cannot answer: it is restarted, and the pod answers again.
     let kube2sky = container_pid(&pod.container("kube2sky")).unwrap();
     hang_skydns_until_probe_restarts(&pod, "skydns")
         .await
