@@ -1,6 +1,6 @@
 //! SkyDNS configuration: flags, environment, the etcd `config` key, defaults.
 //!
-//! The order is SkyDNS's (reference §2): command-line flags (Go style
+//! The order is SkyDNS's (SkyDNS `main.go` and `server/config.go`): command-line flags (Go style
 //! `-domain=x` and `-ns-rotate=false` as well as `--domain x`) with their
 //! environment fallbacks fill a [`Settings`]; the JSON at `/<prefix>/config`
 //! in etcd, when present, overrides the keys it holds ([`Settings::merge_json`]);

@@ -1,8 +1,8 @@
 //! One DNS request in, one reply out: SkyDNS's `ServeDNS` pipeline.
 //!
-//! [`Handler::handle`] decodes the packet and routes the question (reference
-//! §5): refused (ANY), stub zone, reverse, forwarded (outside the domain) or
-//! authoritative. Everything answerable from memory is answered right away,
+//! [`Handler::handle`] decodes the packet and routes the question as
+//! SkyDNS's `ServeDNS` did (SkyDNS `server/server.go`): refused (ANY), stub
+//! zone, reverse, forwarded (outside the domain) or authoritative. Everything answerable from memory is answered right away,
 //! without waiting on anything; the rest comes back as [`Outcome::Pending`],
 //! which [`Handler::resolve`] completes by talking to upstream servers (see
 //! `pending.rs`). This module is the only place where answers become
@@ -266,7 +266,7 @@ impl Handler {
         );
         if let (Some(local), Some(local_dns)) = (&self.inner.options.local, &self.inner.local_dns) {
             // `-local`: local.dns.<domain> is looked up as that name; the
-            // answers keep the owner asked for (SkyDNS §5 step 6).
+            // answers keep the owner asked for (SkyDNS `server/server.go`, `ServeDNS`).
             if q.name == *local_dns {
                 q.name.clone_from(local);
             }
@@ -339,7 +339,8 @@ impl Handler {
         self.inner.replies.insert(plain, bytes, at, shufflable);
     }
 
-    /// Decides the path of a request (reference §5) and answers what memory can.
+    /// Decides the path of a request (SkyDNS `server/server.go`, `ServeDNS`)
+    /// and answers what memory can.
     fn route(&self, r: &Request, snapshot: Option<Arc<Snapshot>>) -> Route {
         let q = &r.q;
         let mut reply = base_reply(&r.message);
@@ -438,7 +439,8 @@ impl Handler {
         (!snapshot.has_read(&hidden)).then_some(hidden)
     }
 
-    /// Whether internal lookups (§8.2) can run: they need upstreams only;
+    /// Whether internal lookups (of CNAME and SRV/MX targets outside the
+    /// domain, README "skydns") can run: they need upstreams only;
     /// `-no-rec` stops forwarding, not lookups.
     fn can_forward(&self) -> bool {
         !self.inner.upstreams.is_empty()

@@ -5,7 +5,7 @@
 //! How a query is answered: the [`store`] task mirrors everything under
 //! `/skydns/` from etcd into an immutable [`snapshot::Snapshot`], swapped
 //! whole on every change; the [`server`] listeners hand each packet to the
-//! [`handler`], which decides the path (reference §5) and asks the pure
+//! [`handler`], which decides the path (as SkyDNS `server/server.go`) and asks the pure
 //! [`answer`] functions, then shapes the reply in [`response`]. No query
 //! ever waits on etcd. Crate map:
 //! - [`record`]: the JSON record (shared with kube2sky) and its key hash;

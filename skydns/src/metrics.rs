@@ -1,4 +1,4 @@
-//! Prometheus metrics with SkyDNS's names (reference §10), and their endpoint.
+//! Prometheus metrics with SkyDNS's names (SkyDNS `metrics/metrics.go`), and their endpoint.
 //!
 //! Counters and histograms live in one [`Metrics`] value shared by every
 //! listener. Unlike SkyDNS, the `nxdomain`, `nodata` and `servfail` error

@@ -1,4 +1,4 @@
-//! Request → reply tests of the pipeline, over the kube2sky §9 records.
+//! Request → reply tests of the pipeline, over the records kube2sky 1.2 writes for a small cluster.
 
 use super::*;
 use crate::answer::tests::{cluster, zone};
