@@ -14,6 +14,7 @@
 use super::TcpLimits;
 use crate::handler::{Handler, Transport};
 use crate::lifecycle::DRAIN_LIMIT;
+use bytes::Buf;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -234,10 +235,11 @@ async fn serve_connection(
         let Ok(reply_len) = u16::try_from(reply.len()) else {
             return;
         };
-        let mut framed = Vec::with_capacity(reply.len() + 2);
-        framed.extend_from_slice(&reply_len.to_be_bytes());
-        framed.extend_from_slice(&reply);
-        match tokio::time::timeout(limits.write, stream.write_all(&framed)).await {
+        // Length and reply in one vectored write, without copying the reply:
+        // a client that never reads holds one copy of it, not two.
+        let length = reply_len.to_be_bytes();
+        let mut framed = Buf::chain(&length[..], &reply[..]);
+        match tokio::time::timeout(limits.write, stream.write_all_buf(&mut framed)).await {
             Ok(Ok(())) => {}
             _ => return,
         }
