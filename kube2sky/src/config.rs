@@ -349,7 +349,7 @@ impl Flags {
             },
         };
         Ok(Config {
-            domain: skydns::path::fqdn(&domain),
+            domain: skydns_msg::path::fqdn(&domain),
             etcd: skydns::store::etcd::EtcdOptions {
                 endpoints,
                 tls_cert: etcd_certfile,

@@ -1,7 +1,7 @@
 //! Pure "API object → SkyDNS records" functions (reference §4–5).
 //!
 //! Every function here returns a [`Records`] map from etcd key to the exact
-//! JSON value kube2sky 1.2 wrote, built from [`skydns::record::Record`] (its
+//! JSON value kube2sky 1.2 wrote, built from [`skydns_msg::record::Record`] (its
 //! bytes are hashed into key labels, so they must never change). [`Names`]
 //! knows the domain and builds every name and key, including the prefixes of
 //! the subtrees kube2sky owns. No I/O, no clock, no state.
@@ -15,8 +15,8 @@
 
 use crate::validate;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
-use skydns::path::{fqdn, in_domain, PathPrefix};
-use skydns::record::Record;
+use skydns_msg::path::{fqdn, in_domain, PathPrefix};
+use skydns_msg::record::Record;
 use std::collections::BTreeMap;
 
 mod headless;

@@ -21,7 +21,7 @@ use crate::records::{Names, Records};
 use etcd2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 use futures::{StreamExt, TryStreamExt};
 use hidden::{visible_part, HiddenDirs};
-use skydns::store::paths::hidden_part;
+use skydns_msg::path::hidden_part;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;

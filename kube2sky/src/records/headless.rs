@@ -13,7 +13,7 @@
 use super::{address, port_labels, Names, Records};
 use crate::validate;
 use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints};
-use skydns::record::Record;
+use skydns_msg::record::Record;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The Endpoints annotation that maps IPs to hostnames (`{"<ip>":{"HostName":"<name>"}}`).

@@ -21,9 +21,9 @@ pub use other::{chaos, reverse, soa};
 pub use records::{group, records, target_strip, Service};
 pub use srv::weights;
 
-use crate::path::PathPrefix;
 use crate::snapshot::Snapshot;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use skydns_msg::path::PathPrefix;
 
 /// The settings an authoritative answer depends on.
 #[derive(Clone, Debug, PartialEq, Eq)]

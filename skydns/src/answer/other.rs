@@ -9,11 +9,11 @@
 
 use super::records::{group, records, Service};
 use super::{name, rr, Answer, Question, Zone};
-use crate::path::{fqdn, labels};
-use crate::record::HostKind;
 use crate::snapshot::{Leaf, Snapshot};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, TXT};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use skydns_msg::path::{fqdn, labels};
+use skydns_msg::record::HostKind;
 use std::collections::HashSet;
 use std::net::IpAddr;
 

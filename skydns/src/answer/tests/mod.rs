@@ -3,8 +3,8 @@
 //! Kubernetes DNS specification 1.1.0 in `spec`.
 
 use super::*;
-use crate::record::Record as SkyRecord;
 use hickory_proto::rr::rdata::{A, CNAME, SRV};
+use skydns_msg::record::Record as SkyRecord;
 
 mod rules;
 pub(crate) mod spec;
