@@ -169,7 +169,7 @@ pub struct Config {
     /// The cluster domain with its trailing dot, e.g. `cluster.local.`.
     pub domain: String,
     /// etcd connection settings.
-    pub etcd: skydns::store::etcd::EtcdOptions,
+    pub etcd: etcd_access::EtcdOptions,
     /// The etcd API written through.
     pub etcd_api: EtcdApi,
     /// Mutation retry deadline.
@@ -350,7 +350,7 @@ impl Flags {
         };
         Ok(Config {
             domain: skydns_msg::path::fqdn(&domain),
-            etcd: skydns::store::etcd::EtcdOptions {
+            etcd: etcd_access::EtcdOptions {
                 endpoints,
                 tls_cert: etcd_certfile,
                 tls_key: etcd_keyfile,

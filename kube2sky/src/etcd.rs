@@ -21,7 +21,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::{Names, Records};
 use backend::{Backend, MarkerError, SHUTTING_DOWN};
-use skydns::store::etcd::EtcdOptions;
+use etcd_access::EtcdOptions;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -130,7 +130,7 @@ impl Writer {
                 shutdown.clone(),
             ))),
             EtcdApi::V2 => {
-                let client = etcd2::Client::new(&options.etcd)
+                let client = etcd_access::v2::Client::new(&options.etcd)
                     .map_err(|e| WriteError::Config(e.to_string()))?;
                 Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
             }

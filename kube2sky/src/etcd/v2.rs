@@ -18,7 +18,7 @@ use super::backend::{bounded, file_key, MarkerError};
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::{Names, Records};
-use etcd2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
+use etcd_access::v2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 use futures::{StreamExt, TryStreamExt};
 use hidden::{visible_part, HiddenDirs};
 use skydns_msg::path::hidden_part;
@@ -116,7 +116,7 @@ impl V2 {
             .map_err(MarkerError::Retry)?
         {
             Ok(resp) => Ok(revision(resp.index)),
-            Err(etcd2::Error::Etcd {
+            Err(etcd_access::v2::Error::Etcd {
                 code: KEY_EXISTS,
                 index,
                 ..
@@ -365,7 +365,7 @@ impl V2 {
 /// A request's answer, or one of the etcd errors the caller expects (the
 /// key is absent, the directory is not empty) with etcd's index then.
 enum Outcome {
-    Found(Box<etcd2::Response>),
+    Found(Box<etcd_access::v2::Response>),
     Expected(u64),
 }
 
@@ -387,12 +387,14 @@ const NOT_EMPTY_OR_ABSENT: &[u32] = &[DIRECTORY_NOT_EMPTY, KEY_NOT_FOUND, NOT_A_
 
 /// Turns the etcd error codes in `expected` into [`Outcome::Expected`].
 async fn tolerate(
-    request: impl std::future::Future<Output = Result<etcd2::Response, etcd2::Error>>,
+    request: impl std::future::Future<
+        Output = Result<etcd_access::v2::Response, etcd_access::v2::Error>,
+    >,
     expected: &[u32],
-) -> Result<Outcome, etcd2::Error> {
+) -> Result<Outcome, etcd_access::v2::Error> {
     match request.await {
         Ok(resp) => Ok(Outcome::Found(Box::new(resp))),
-        Err(etcd2::Error::Etcd { code, index, .. }) if expected.contains(&code) => {
+        Err(etcd_access::v2::Error::Etcd { code, index, .. }) if expected.contains(&code) => {
             Ok(Outcome::Expected(index))
         }
         Err(e) => Err(e),

@@ -9,9 +9,10 @@ use super::SHUTTING_DOWN;
 use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
+use etcd_access::member::MemberClient;
+use etcd_access::{prefix_end, EtcdOptions};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use futures::StreamExt;
-use skydns::store::etcd::{EtcdOptions, MemberClient};
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
@@ -225,28 +226,4 @@ impl V3 {
 
 fn revision(header: Option<&etcd_client::ResponseHeader>) -> i64 {
     header.map_or(0, |h| h.revision())
-}
-
-/// The end of the key range of everything starting with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn prefix_end_increments_the_last_byte() {
-        assert_eq!(prefix_end(b"/skydns/pod/"), b"/skydns/pod0".to_vec());
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
-        assert_eq!(prefix_end(b"\xff"), vec![0]);
-    }
 }

@@ -14,7 +14,7 @@
 //! prefix they read; a hidden directory found absent is forgotten.
 
 use super::{bounded, max_of, revision, tolerate, Outcome, ABSENT};
-use etcd2::Client;
+use etcd_access::v2::Client;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
