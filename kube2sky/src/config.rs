@@ -7,7 +7,6 @@
 //! accepted and `--v` is mapped onto a tracing level. Boolean switches take
 //! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
 
-use crate::etcd::EtcdApi;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -102,7 +101,7 @@ pub struct Flags {
     pub etcd_loss_check_interval: Duration,
     /// Operations per etcd v3 transaction at most (etcd's --max-txn-ops). If etcd
     /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
-    #[arg(long, default_value_t = crate::reconcile::MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
+    #[arg(long, default_value_t = MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
     /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods,
     /// or of services with the PTRs they own): the desired and actual
@@ -397,7 +396,7 @@ impl Flags {
                  --leader-elect-lease-duration ({lease:?})"
             )));
         }
-        use crate::validate::{is_dns1123_label, is_dns1123_subdomain};
+        use crate::name_rules::{is_dns1123_label, is_dns1123_subdomain};
         for (flag, value, ok) in [
             (
                 "--leader-elect-resource-namespace",
@@ -492,6 +491,19 @@ fn validate_master_url(url: &str) -> Result<String, ConfigError> {
         _ => Err(invalid()),
     }
 }
+
+/// Which etcd API to write through (`--etcd-api`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EtcdApi {
+    /// The v2 keys API, as kube2sky 1.2 (the default).
+    #[default]
+    V2,
+    /// The v3 API: one transaction per batch.
+    V3,
+}
+
+/// etcd's default `--max-txn-ops`: the default of `--etcd-max-txn-ops`.
+pub const MAX_TXN_OPS: usize = 128;
 
 /// `--etcd-api`: `v2` or `v3`.
 fn parse_etcd_api(s: &str) -> Result<EtcdApi, String> {

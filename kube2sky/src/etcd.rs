@@ -16,6 +16,7 @@
 //! highest revision it saw; a missing marker or a lower revision means every
 //! record must be rewritten.
 
+use crate::config::EtcdApi;
 use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
@@ -33,16 +34,6 @@ mod v3;
 
 /// Pause between two attempts of one mutation (1.2: 50 ms).
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-
-/// Which etcd API to write through (`--etcd-api`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EtcdApi {
-    /// The v2 keys API, as kube2sky 1.2 (the default).
-    #[default]
-    V2,
-    /// The v3 API: one transaction per batch.
-    V3,
-}
 
 /// Why the writer gave up.
 #[derive(Debug, thiserror::Error)]

@@ -415,7 +415,7 @@ impl Index {
         let ips: Vec<String> = pod
             .ips
             .into_iter()
-            .filter(|ip| crate::validate::is_ip(ip))
+            .filter(|ip| crate::name_rules::is_ip(ip))
             .collect();
         if ips.is_empty() {
             return Vec::new();

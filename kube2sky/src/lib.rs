@@ -20,6 +20,7 @@ pub mod health;
 pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod name_rules;
 pub mod reconcile;
 pub mod records;
 pub mod validate;

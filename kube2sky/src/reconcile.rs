@@ -15,9 +15,6 @@
 use crate::records::Records;
 use std::collections::BTreeSet;
 
-/// etcd's default `--max-txn-ops`.
-pub const MAX_TXN_OPS: usize = 128;
-
 /// Names the unit an op belongs to: ops of one unit share a transaction.
 pub type UnitOf<'a> = &'a dyn Fn(&Op) -> String;
 
@@ -241,7 +238,7 @@ mod tests {
     }
 
     fn diff(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
-        super::diff(desired, actual, mode, MAX_TXN_OPS, &by_key)
+        super::diff(desired, actual, mode, crate::config::MAX_TXN_OPS, &by_key)
     }
 
     #[test]

@@ -13,7 +13,7 @@
 //! a hostname get PTRs, an IP with several names gets a PTR per name
 //! (`reverse`), and `dns-version.<domain>` holds the schema version.
 
-use crate::validate;
+use crate::name_rules;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use skydns_msg::path::{fqdn, in_domain, PathPrefix};
 use skydns_msg::record::Record;
@@ -219,7 +219,7 @@ pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
     }
     match spec.and_then(|s| s.cluster_ip.as_deref()).unwrap_or("") {
         "" | "None" => ServiceKind::Headless,
-        ip if validate::is_ip(ip) => ServiceKind::ClusterIp(ip),
+        ip if name_rules::is_ip(ip) => ServiceKind::ClusterIp(ip),
         _ => ServiceKind::Unusable,
     }
 }
@@ -234,7 +234,7 @@ pub fn cluster_ips(svc: &Service) -> Vec<&str> {
     let mut out = vec![primary];
     let all = svc.spec.as_ref().and_then(|s| s.cluster_ips.as_deref());
     for ip in all.unwrap_or_default() {
-        if validate::is_ip(ip) && !out.contains(&ip.as_str()) {
+        if name_rules::is_ip(ip) && !out.contains(&ip.as_str()) {
             out.push(ip);
         }
     }
@@ -251,7 +251,7 @@ pub(crate) fn port_labels(
 ) -> Option<(String, String, u16)> {
     let name = name.filter(|n| !n.is_empty())?;
     let protocol = protocol.filter(|p| !p.is_empty())?;
-    if !validate::is_port_label_pair(name, protocol) || !validate::is_port_number(number) {
+    if !name_rules::is_port_label_pair(name, protocol) || !name_rules::is_port_number(number) {
         return None;
     }
     Some((
@@ -322,7 +322,7 @@ pub fn service_records(
         }
         ServiceKind::ExternalName(target)
             if options.external_name
-                && validate::is_external_name(&target.to_ascii_lowercase()) =>
+                && name_rules::is_external_name(&target.to_ascii_lowercase()) =>
         {
             let (label, json) = address(&fqdn(&target.to_ascii_lowercase()));
             out.insert(names.key(&format!("{label}.{service}")), json);

@@ -43,9 +43,9 @@ pub(super) enum MarkerError {
 }
 
 impl Backend {
-    /// Whether batches are transactions, limited to
-    /// [`crate::reconcile::MAX_TXN_OPS`] operations (v3); v2 has no
-    /// transactions, so a scope's whole diff is one batch.
+    /// Whether batches are transactions, limited to `--etcd-max-txn-ops`
+    /// operations (v3); v2 has no transactions, so a scope's whole diff is
+    /// one batch.
     pub(super) fn has_transactions(&self) -> bool {
         matches!(self, Backend::V3(_))
     }

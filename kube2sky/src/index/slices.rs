@@ -43,7 +43,7 @@ impl From<EndpointSlice> for SliceInfo {
         // A label that cannot name a Service makes the slice nobody's (so
         // a slice relabelled so leaves its old service), with a warning.
         let service = service.filter(|s| {
-            let ok = crate::validate::is_dns1035_label(s);
+            let ok = crate::name_rules::is_dns1035_label(s);
             if !ok {
                 tracing::warn!(slice = ?key, label = %s, "EndpointSlice {SERVICE_NAME_LABEL} is not a Service name; ignoring its endpoints");
             }

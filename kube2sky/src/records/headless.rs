@@ -11,7 +11,7 @@
 //! first address keeps the label and the others get no record.
 
 use super::{address, port_labels, Names, Records};
-use crate::validate;
+use crate::name_rules;
 use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints};
 use skydns_msg::record::Record;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -51,13 +51,13 @@ pub fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
         let mut labels = Vec::new();
         for entry in subset.addresses.as_deref().unwrap_or_default() {
             let ip = entry.ip.as_str();
-            if !validate::is_ip(ip) {
+            if !name_rules::is_ip(ip) {
                 continue;
             }
             let hostname = entry
                 .hostname
                 .as_deref()
-                .filter(|h| validate::is_dns1123_label(h))
+                .filter(|h| name_rules::is_dns1123_label(h))
                 .or_else(|| hostnames.get(ip).map(String::as_str));
             let address = Address {
                 ip: ip.to_string(),
@@ -165,7 +165,7 @@ fn hostnames_map(endpoints: &Endpoints) -> HashMap<String, String> {
     match serde_json::from_str::<HashMap<String, Entry>>(raw) {
         Ok(map) => map
             .into_iter()
-            .filter(|(_, e)| validate::is_dns1123_label(&e.host_name))
+            .filter(|(_, e)| name_rules::is_dns1123_label(&e.host_name))
             .map(|(ip, e)| (ip, e.host_name))
             .collect(),
         Err(error) => {
