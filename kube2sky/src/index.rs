@@ -17,6 +17,7 @@
 //! adds and removes.
 
 use crate::config::Features;
+use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::{
     cluster_ips, dns_version_records, endpoint_ptr_names, pod_records, port_problems, ptr_records,
     service_kind, service_records, Names, Options, PortProblem, PtrName, Records, ServiceKind,
@@ -24,34 +25,6 @@ use crate::records::{
 use k8s_openapi::api::core::v1::Endpoints;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-
-/// `namespace/name` of an object.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of an object's metadata.
-    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
-        ObjectKey {
-            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-            name: meta.name.clone().unwrap_or_default(),
-        }
-    }
-}
-
-/// All a pod contributes to DNS (k/k#22290: never keep whole Pods).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodInfo {
-    /// Namespace and name.
-    pub key: ObjectKey,
-    /// `status.podIPs` (`status.podIP` first), empty when not assigned.
-    pub ips: Vec<String>,
-}
 
 /// One watch event, already reduced.
 #[derive(Clone, Debug)]
@@ -578,22 +551,9 @@ fn log_port_problems(svc: &ServiceInfo) {
 
 mod chunks;
 mod scope;
-mod service_info;
 mod slices;
 pub use scope::{Read, Scope};
-pub use service_info::{PortInfo, ServiceInfo};
 use slices::Slices;
-pub use slices::{SliceInfo, SERVICE_NAME_LABEL};
-
-impl ServiceInfo {
-    /// Whether the service is headless (its records come from Endpoints):
-    /// [`service_kind`]'s rule read off the fields, without rebuilding a
-    /// Service (it is asked on every endpoints event).
-    pub fn is_headless(&self) -> bool {
-        self.type_.as_deref() != Some("ExternalName")
-            && matches!(self.cluster_ip.as_deref().unwrap_or(""), "" | "None")
-    }
-}
 
 #[cfg(test)]
 mod spec_tests;

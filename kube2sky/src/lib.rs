@@ -21,6 +21,7 @@ pub mod index;
 pub mod leader;
 pub mod metrics;
 pub mod name_rules;
+pub mod objects;
 pub mod reconcile;
 pub mod records;
 pub mod validate;
@@ -328,7 +329,7 @@ impl WriteLoop<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{ObjectKey, PodInfo};
+    use crate::objects::{ObjectKey, PodInfo};
 
     fn pod_change(i: usize) -> Change {
         Change::Pod(Update::Apply(PodInfo {

@@ -19,10 +19,10 @@
 //! records with the same predicates, so what is reported here is exactly
 //! what is not written.
 
-use crate::index::PodInfo;
 use crate::name_rules::{
     is_dns1035_label, is_dns1123_label, is_external_name, is_ip, is_port_number,
 };
+use crate::objects::PodInfo;
 use crate::records::endpoint_labels;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;

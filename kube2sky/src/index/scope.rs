@@ -3,7 +3,7 @@
 //! directory, a whole subtree or a slice of one), and [`Scope::reads`] names
 //! the etcd [`Read`]s that give its actual records.
 
-use super::ObjectKey;
+use crate::objects::ObjectKey;
 use crate::records::Names;
 use std::net::IpAddr;
 

@@ -1,6 +1,6 @@
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
-use crate::index::ObjectKey;
+use crate::objects::ObjectKey;
 use crate::records::{service_records, Names, Options};
 
 /// 1.2's key set: the first address keeps a shared hostname.
