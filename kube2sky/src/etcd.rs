@@ -21,13 +21,15 @@ use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::{Names, Records};
-use backend::{Backend, MarkerError, SHUTTING_DOWN};
+pub use attempt::EtcdError;
+use backend::Backend;
 use etcd_access::EtcdOptions;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod attempt;
 mod backend;
 mod v2;
 mod v3;
@@ -84,9 +86,6 @@ pub struct WriterOptions {
     /// Pods or services per slice of a full sync on etcd v3 (`--full-sync-chunk`).
     pub sync_chunk: usize,
 }
-
-/// What etcd answers to a transaction over its `--max-txn-ops`.
-const TOO_MANY_OPS: &str = "too many operations in txn request";
 
 /// Owns the etcd connection; see the module docs.
 pub struct Writer {
@@ -147,12 +146,12 @@ impl Writer {
                     tracing::info!("Etcd server found: {endpoints}");
                     return Ok(writer);
                 }
-                Err(MarkerError::WrongApi(e)) => {
+                Err(e) if e.is_wrong_api() => {
                     return Err(WriteError::WrongApi(format!(
                         "{e}; or start kube2sky with --etcd-api=v3"
                     )))
                 }
-                Err(MarkerError::Retry(e)) => last_error = e,
+                Err(e) => last_error = e.to_string(),
             }
             writer.backend.reset();
             if attempt < attempts {
@@ -173,7 +172,7 @@ impl Writer {
         self.last_revision = self.last_revision.max(revision);
     }
 
-    async fn put_marker(&mut self) -> Result<(), MarkerError> {
+    async fn put_marker(&mut self) -> Result<(), EtcdError> {
         let revision = self.backend.put_marker(&self.marker).await?;
         self.saw(revision);
         Ok(())
@@ -284,7 +283,7 @@ impl Writer {
                 return Err(WriteError::Timeout {
                     timeout: self.options.mutation_timeout,
                     key,
-                    error,
+                    error: error.to_string(),
                 });
             }
             tracing::debug!("Failed to mutate etcd using mutator: sync {key} due to: {error}. Will retry in: 50ms");
@@ -295,7 +294,7 @@ impl Writer {
         }
     }
 
-    async fn sync_scopes(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), String> {
+    async fn sync_scopes(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), EtcdError> {
         let mut desired = Records::new();
         for scope in scopes {
             desired.extend(index.desired(scope));
@@ -335,7 +334,7 @@ impl Writer {
             diff_unbounded(desired, &actual.records, self.options.mode)
         };
         if self.shutdown.is_cancelled() {
-            return Err(SHUTTING_DOWN.into());
+            return Err(EtcdError::ShuttingDown);
         }
         if let Err(error) = self.apply(&batches).await {
             self.learn_txn_limit(&error);
@@ -345,8 +344,8 @@ impl Writer {
     }
 
     /// Halves the transaction size after etcd refused one as too large.
-    fn learn_txn_limit(&mut self, error: &str) {
-        if error.contains(TOO_MANY_OPS) && self.txn_limit > 1 {
+    fn learn_txn_limit(&mut self, error: &EtcdError) {
+        if error.is_too_many_ops() && self.txn_limit > 1 {
             let smaller = self.txn_limit / 2;
             tracing::warn!(
                 "etcd refused a transaction of up to {} operations ({error}); its --max-txn-ops \
@@ -358,7 +357,7 @@ impl Writer {
     }
 
     /// Applies `batches`, counting what each wrote as it is done.
-    async fn apply(&mut self, batches: &[Vec<Op>]) -> Result<(), String> {
+    async fn apply(&mut self, batches: &[Vec<Op>]) -> Result<(), EtcdError> {
         let mut counts = Vec::with_capacity(batches.len());
         for batch in batches {
             let (mut puts, mut deletes) = (0u64, 0u64);
