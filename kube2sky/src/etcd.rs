@@ -2,11 +2,13 @@
 //!
 //! [`Writer::connect`] waits for etcd the way 1.2 did (12 attempts, 5 s
 //! apart, logged). [`Writer::sync`] reconciles [`Scope`]s: read the scope's
-//! actual keys (paged, see `read`), diff against the index's desired
+//! actual keys (paged, see `read`), diff against the desired
 //! records minus keys holding foreign values, apply each batch as one v3
 //! transaction of at most `--etcd-max-txn-ops` operations that never splits
 //! a service (see [`crate::reconcile::pack`]); an etcd that allows fewer
-//! (`too many operations in txn request`) halves the limit, with a warning. Every etcd request has its own timeout. A failed scope is
+//! ([`EtcdError::TooManyOps`]) halves the limit, with a warning. The index
+//! is seen only through [`DesiredState`]. Every etcd request has its own
+//! timeout. A failed scope is
 //! retried as a whole every 50 ms; after `--etcd-mutation-timeout` without
 //! an answer from etcd it becomes a [`WriteError::Timeout`] naming the key,
 //! and the process exits (1.2 behaviour, so the kubelet restarts it). On
@@ -17,10 +19,10 @@
 //! record must be rewritten.
 
 use crate::config::EtcdApi;
-use crate::index::{Index, Scope};
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::{Names, Records};
+use crate::scope::{DesiredState, Scope};
 pub use attempt::EtcdError;
 use backend::Backend;
 use etcd_access::EtcdOptions;
@@ -180,14 +182,14 @@ impl Writer {
 
     /// Reconciles `scopes` (deduplicated; full scopes absorb their parts).
     /// A full sync on etcd v3 goes `sync_chunk` objects at a time
-    /// ([`Index::sync_chunks`], [`Index::service_chunks`]: services by
+    /// ([`DesiredState::pod_chunks`], [`DesiredState::service_chunks`]: services by
     /// namespace, then the PTRs): at 150,000 pods the desired and actual
     /// records of the whole subtree at once were 50 MB.
     /// Returns `Ok` early, after the request in flight, once shutdown is
     /// requested.
     pub async fn sync(
         &mut self,
-        index: &Index,
+        state: &impl DesiredState,
         scopes: impl IntoIterator<Item = Scope>,
     ) -> Result<(), WriteError> {
         let mut scopes: BTreeSet<Scope> = scopes.into_iter().collect();
@@ -216,19 +218,19 @@ impl Writer {
             let chunks = match round.as_slice() {
                 // One slice of a subtree in memory at a time (v3 ranges).
                 _ if !self.backend.has_transactions() => None,
-                [Scope::AllPods] => Some(index.sync_chunks(self.options.sync_chunk)),
-                [Scope::AllServices] => Some(index.service_chunks(self.options.sync_chunk)),
+                [Scope::AllPods] => Some(state.pod_chunks(self.options.sync_chunk)),
+                [Scope::AllServices] => Some(state.service_chunks(self.options.sync_chunk)),
                 _ => None,
             };
             if let Some(chunks) = chunks {
                 for chunk in chunks {
-                    self.sync_with_retry(index, &[chunk]).await?;
+                    self.sync_with_retry(state, &[chunk]).await?;
                     if self.shutdown.is_cancelled() {
                         return Ok(());
                     }
                 }
             } else {
-                self.sync_with_retry(index, &round).await?;
+                self.sync_with_retry(state, &round).await?;
             }
             if self.shutdown.is_cancelled() {
                 return Ok(());
@@ -253,10 +255,14 @@ impl Writer {
 
     /// Retries `scopes` every 50 ms until they are written, shutdown is
     /// requested (`Ok`), or etcd made no progress for the mutation timeout.
-    async fn sync_with_retry(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), WriteError> {
+    async fn sync_with_retry(
+        &mut self,
+        state: &impl DesiredState,
+        scopes: &[Scope],
+    ) -> Result<(), WriteError> {
         let start = Instant::now();
         loop {
-            let error = match self.sync_scopes(index, scopes).await {
+            let error = match self.sync_scopes(state, scopes).await {
                 Ok(()) => {
                     self.metrics.set_etcd_ok(true);
                     return Ok(());
@@ -294,10 +300,14 @@ impl Writer {
         }
     }
 
-    async fn sync_scopes(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), EtcdError> {
+    async fn sync_scopes(
+        &mut self,
+        state: &impl DesiredState,
+        scopes: &[Scope],
+    ) -> Result<(), EtcdError> {
         let mut desired = Records::new();
         for scope in scopes {
-            desired.extend(index.desired(scope));
+            desired.extend(state.desired(scope));
         }
         let reads: Vec<_> = scopes
             .iter()

@@ -22,6 +22,7 @@ use crate::records::{
     cluster_ips, dns_version_records, endpoint_ptr_names, pod_records, port_problems, ptr_records,
     service_kind, service_records, Names, Options, PortProblem, PtrName, Records, ServiceKind,
 };
+use crate::scope::{DesiredState, Scope};
 use k8s_openapi::api::core::v1::Endpoints;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
@@ -550,10 +551,22 @@ fn log_port_problems(svc: &ServiceInfo) {
 }
 
 mod chunks;
-mod scope;
 mod slices;
-pub use scope::{Read, Scope};
 use slices::Slices;
+
+impl DesiredState for Index {
+    fn desired(&self, scope: &Scope) -> Records {
+        Index::desired(self, scope)
+    }
+
+    fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
+        Index::pod_chunks(self, pods)
+    }
+
+    fn service_chunks(&self, services: usize) -> Vec<Scope> {
+        Index::service_chunks(self, services)
+    }
+}
 
 #[cfg(test)]
 mod spec_tests;

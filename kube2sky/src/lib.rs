@@ -2,16 +2,18 @@
 //! SkyDNS records kube2sky 1.2 wrote in etcd, through the v2 keys API as
 //! 1.2 did (`--etcd-api=v2`, the default) or the v3 API (`--etcd-api=v3`).
 //!
-//! Data flow: three [`watch`] tasks reduce API objects and send
-//! [`index::Change`]s down one channel to the single writer task ([`run`]),
-//! which updates the pure [`index::Index`], asks it which [`index::Scope`]s
-//! changed, and hands them to the [`etcd`] writer: read the scope's actual
-//! keys, [`reconcile::diff`] against [`index::Index::desired`] (built by the
-//! pure [`records`] functions), apply the result in one transaction. One
-//! writer means no races between handlers. [`validate`] keeps objects whose
-//! names cannot be keys out of the index. [`health`] serves `/readiness`
-//! (open once the first lists of services and endpoints are written, or
-//! after `--initial-sync-timeout`), `/healthz` and `/metrics`.
+//! Data flow: three [`watch`] tasks reduce API objects to the slim
+//! [`objects`] and send [`index::Change`]s down one channel to the single
+//! writer task ([`run`]), which updates the pure [`index::Index`], asks it
+//! which [`scope::Scope`]s changed, and hands them to the [`etcd`] writer:
+//! read the scope's actual keys, [`reconcile::diff`] against the desired
+//! records (built by the pure [`records`] functions; the writer sees the
+//! index only as a [`scope::DesiredState`]), apply the result in one
+//! transaction. One writer means no races between handlers. [`validate`]
+//! keeps objects whose names cannot be keys out of the index, with the
+//! checks of [`name_rules`]. [`health`] serves `/readiness` (open once the
+//! first lists of services and endpoints are written, or after
+//! `--initial-sync-timeout`), `/healthz` and `/metrics`.
 
 pub mod client;
 pub mod config;
@@ -24,6 +26,7 @@ pub mod name_rules;
 pub mod objects;
 pub mod reconcile;
 pub mod records;
+pub mod scope;
 pub mod validate;
 pub mod watch;
 
@@ -135,7 +138,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         return Ok(());
     };
     let mut scopes = index.apply(Change::Service(Update::Apply(kubernetes.into())));
-    scopes.push(index::Scope::DnsVersion);
+    scopes.push(scope::Scope::DnsVersion);
     writer.sync(&index, scopes).await?;
     tracing::info!("Successfully added DNS record for Kubernetes service.");
 

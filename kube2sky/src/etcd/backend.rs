@@ -10,9 +10,9 @@
 use super::attempt::EtcdError;
 use super::v2::V2;
 use super::v3::V3;
-use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Records;
+use crate::scope::Read;
 
 /// Which etcd API the records are written through.
 pub(super) enum Backend {

@@ -15,9 +15,9 @@
 //! recorded in an index in etcd that outlives the process (see `hidden`).
 
 use super::attempt::{bounded, EtcdError};
-use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::{Names, Records};
+use crate::scope::Read;
 use etcd_access::v2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 use futures::{StreamExt, TryStreamExt};
 use hidden::{visible_part, HiddenDirs};

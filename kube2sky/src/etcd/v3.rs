@@ -5,9 +5,9 @@
 //! owns. Each request runs under the per-request deadline.
 
 use super::attempt::{bounded, bounded_for, EtcdError};
-use crate::index::Read;
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
+use crate::scope::Read;
 use etcd_access::member::MemberClient;
 use etcd_access::{prefix_end, EtcdOptions};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};

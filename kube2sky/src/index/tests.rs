@@ -1,5 +1,6 @@
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
+use crate::scope::Read;
 use k8s_openapi::api::core::v1::Service;
 
 /// A Service event as the watch sends it.
@@ -416,7 +417,7 @@ fn sync_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
     .collect();
     ix.apply(Change::Pod(Update::Relisted(pods)));
     let names = Names::new("cluster.local");
-    let chunks = ix.sync_chunks(2);
+    let chunks = ix.pod_chunks(2);
     // `a-b/` sorts before `a/` in etcd; no namespace is split, and a
     // namespace larger than a chunk gets one of its own.
     let namespaces: Vec<Vec<String>> = chunks
@@ -465,7 +466,7 @@ fn sync_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
 fn no_pods_is_one_chunk_over_the_whole_subtree() {
     let ix = index(Features::default());
     let names = Names::new("cluster.local");
-    let chunks = ix.sync_chunks(10);
+    let chunks = ix.pod_chunks(10);
     assert_eq!(chunks.len(), 1);
     assert_eq!(
         chunks[0].reads(&names, false),
