@@ -1,4 +1,5 @@
-//! Command-line flags of kube2sky 1.2 (reference §2) and the validated
+//! Command-line flags of kube2sky 1.2 (`kube2sky.go`; the crate README
+//! lists them) and the validated
 //! [`Config`] the rest of the crate runs on.
 //!
 //! Go's pflag accepted `--kube_master_url` for `--kube-master-url` and a single
@@ -215,7 +216,7 @@ fn parse_endpoints_source(s: &str) -> Result<EndpointsSource, String> {
     }
 }
 
-/// Where the Kubernetes client configuration comes from (reference §3 step 4).
+/// Where the Kubernetes client configuration comes from (1.2's `newKubeClient`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeSource {
     /// `--kube-master-url` without kubeconfig: plain, unauthenticated client.

@@ -69,7 +69,7 @@ pub enum Change {
 pub struct Index {
     names: Names,
     features: Features,
-    // Compact (see `service_info`); Endpoints boxed: a k8s-openapi
+    // Compact (see `crate::objects::ServiceInfo`); Endpoints boxed: a k8s-openapi
     // Endpoints is most of a kilobyte even slimmed, and B-tree nodes hold
     // 11 values inline with slack.
     services: BTreeMap<ObjectKey, ServiceInfo>,
@@ -534,7 +534,8 @@ impl Index {
     }
 }
 
-/// Logs 1.2's complaints about a cluster-IP service's ports (§5.1), once
+/// Logs 1.2's complaints about a cluster-IP service's ports (see
+/// [`crate::records::PortProblem`]), once
 /// per received version of the service rather than on every reconcile.
 fn log_port_problems(svc: &ServiceInfo) {
     let svc = svc.to_service();

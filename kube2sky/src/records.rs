@@ -1,4 +1,5 @@
-//! Pure "API object → SkyDNS records" functions (reference §4–5).
+//! Pure "API object → SkyDNS records" functions: the records 1.2's
+//! `kube2sky.go` wrote (see the crate README, What it writes).
 //!
 //! Every function here returns a [`Records`] map from etcd key to the exact
 //! JSON value kube2sky 1.2 wrote, built from [`skydns_msg::record::Record`] (its
@@ -198,9 +199,9 @@ pub(crate) fn address(host: &str) -> (String, String) {
 /// What kind of DNS a Service gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServiceKind<'a> {
-    /// A cluster IP (§5.1): `spec.clusterIP`, the first of `spec.clusterIPs`.
+    /// A cluster IP: `spec.clusterIP`, the first of `spec.clusterIPs`.
     ClusterIp(&'a str),
-    /// `clusterIP` `None` or empty (§5.2).
+    /// `clusterIP` `None` or empty.
     Headless,
     /// `type: ExternalName`.
     ExternalName(&'a str),
@@ -261,7 +262,8 @@ pub(crate) fn port_labels(
     ))
 }
 
-/// Something 1.2 logged about a cluster-IP service's ports (§5.1).
+/// Something 1.2 logged about a cluster-IP service's ports
+/// (`buildPortSegmentString`, `generateRecordsForPortalService`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortProblem {
     /// `Unexpected service with no ports, ...`: the A record is still written.
@@ -372,7 +374,7 @@ fn version_record(version: &str) -> Record {
     }
 }
 
-/// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
+/// The record of one pod IP (1.2's `handlePodCreate`): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
 /// (AAAA for an IPv6 pod IP: `.../pod/<ns>/2001-db8--1/<hash>`).
 pub fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
     let (label, json) = address(ip);

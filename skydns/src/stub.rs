@@ -1,4 +1,4 @@
-//! Stub zones (`-stubzones`, reference §8.4): names forwarded to the
+//! Stub zones (`-stubzones`, SkyDNS's `server/stub.go`): names forwarded to the
 //! nameservers configured for their zone in the store.
 //!
 //! A zone is configured by leaves under `stub.dns.<domain>`, e.g. the key

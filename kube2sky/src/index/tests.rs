@@ -31,7 +31,7 @@ fn key(ns: &str, name: &str) -> ObjectKey {
     }
 }
 
-fn section9(features: Features) -> Index {
+fn demo_index(features: Features) -> Index {
     let mut ix = index(features);
     ix.apply(service(Update::Relisted(vec![
         svc("default", "kubernetes")
@@ -51,7 +51,7 @@ fn section9(features: Features) -> Index {
 
 #[test]
 fn worked_example_of_section_9_is_exact() {
-    let ix = section9(Features {
+    let ix = demo_index(Features {
         reverse: false,
         ..Features::default()
     });
@@ -91,7 +91,7 @@ fn worked_example_of_section_9_is_exact() {
 
 #[test]
 fn reverse_adds_ptrs_for_cluster_ips() {
-    let ix = section9(Features::default());
+    let ix = demo_index(Features::default());
     let all = ix.desired(&Scope::AllServices);
     assert_eq!(
         all["/skydns/arpa/in-addr/10/0/0/10"],

@@ -1,4 +1,5 @@
-//! The records of a headless service's endpoints (reference §5.2): which
+//! The records of a headless service's endpoints (1.2's
+//! `generateRecordsForHeadlessService` in `kube2sky.go`): which
 //! label each ready address gets ([`endpoint_labels`]) and the A/AAAA and
 //! SRV records under them ([`headless_records`]).
 //!
@@ -81,7 +82,7 @@ pub fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
 }
 
 /// Per-endpoint A/AAAA and SRV records of a headless service named
-/// `service` (§5.2); `spec`: one record per IP for a shared label.
+/// `service`; `spec`: one record per IP for a shared label.
 pub fn headless_records(
     names: &Names,
     service: &str,

@@ -390,7 +390,10 @@ fn port_problems_are_the_ones_1_2_logged() {
         ),
         vec![PortProblem::NoProtocol]
     );
-    assert!(port_problems(&svc("a", "h")).is_empty(), "headless: §5.2");
+    assert!(
+        port_problems(&svc("a", "h")).is_empty(),
+        "headless: ports come from the endpoints"
+    );
     assert!(port_problems(&svc("a", "e").external("example.org")).is_empty());
 }
 

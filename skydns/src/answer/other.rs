@@ -1,6 +1,6 @@
 //! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT.
 //!
-//! Each follows reference §6.3 and §7.3: TXT splits long text into 255-byte
+//! Each follows SkyDNS's `server/server.go`: TXT splits long text into 255-byte
 //! strings, CNAME looks at the key and the keys one level below it, NS
 //! exists only at the apex and reads `ns.dns.<domain>`, the SOA serial is
 //! the current hour, PTR reads a leaf or the leaves directly below a
