@@ -32,9 +32,9 @@ use skydns::dnssec::keyfile::KeyPair;
 use skydns::dnssec::{Dnssec, Settings};
 use skydns::handler::{Handler, Options, Outcome, SharedSnapshot, Transport};
 use skydns::metrics::Metrics;
-use skydns::path::PathPrefix;
-use skydns::record::Record;
 use skydns::snapshot::Snapshot;
+use skydns_msg::path::PathPrefix;
+use skydns_msg::record::Record;
 use std::sync::{Arc, OnceLock};
 
 /// The zone every target serves: `cluster.local.` as in the 1.2 pod.

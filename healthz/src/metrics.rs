@@ -3,13 +3,12 @@
 //! duration of the last run. Not part of exec-healthz 1.0.
 
 use std::sync::atomic::AtomicU64;
+use std::time::Duration;
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
-
-use crate::probe::RunOutcome;
 
 /// Content type of [`Metrics::encode`]'s output.
 pub const CONTENT_TYPE: &str = "application/openmetrics-text; version=1.0.0; charset=utf-8";
@@ -57,16 +56,18 @@ impl Metrics {
         }
     }
 
-    /// Accounts for one finished run.
-    pub fn record(&self, outcome: &RunOutcome) {
+    /// Accounts for one finished run: whether it failed (exited non-zero,
+    /// was killed, timed out or did not start), whether it timed out, and
+    /// how long it took.
+    pub fn record(&self, failed: bool, timed_out: bool, duration: Duration) {
         self.runs.inc();
-        if outcome.result.err.is_some() {
+        if failed {
             self.failures.inc();
         }
-        if outcome.timed_out {
+        if timed_out {
             self.timeouts.inc();
         }
-        self.last_duration.set(outcome.duration.as_secs_f64());
+        self.last_duration.set(duration.as_secs_f64());
     }
 
     /// The OpenMetrics text exposition.

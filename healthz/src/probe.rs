@@ -115,7 +115,8 @@ pub async fn worker(spec: ProbeSpec, last: LastResult, metrics: Arc<Metrics>) {
         ticker.tick().await;
         tracing::info!("Worker running {}", spec.cmd);
         let outcome = run_command(&spec.cmd, spec.timeout, spec.max_output).await;
-        metrics.record(&outcome);
+        let failed = outcome.result.err.is_some();
+        metrics.record(failed, outcome.timed_out, outcome.duration);
         if let Some(err) = &outcome.result.err {
             tracing::debug!("run failed: {err}");
         }

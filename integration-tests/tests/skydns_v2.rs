@@ -99,9 +99,9 @@ async fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_f
     // 1100 writes: the event after skydns's wait index falls out of etcd's
     // 1000-event history.
     {
-        let client = etcd2::Client::new(&etcd2::Connection {
+        let client = etcd_access::v2::Client::new(&etcd_access::EtcdOptions {
             endpoints: vec![etcd.endpoint()],
-            ..etcd2::Connection::default()
+            ..etcd_access::EtcdOptions::default()
         })
         .unwrap();
         let writes = (0..1100).map(|i| {

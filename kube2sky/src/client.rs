@@ -1,4 +1,5 @@
-//! Builds the Kubernetes client in the order of reference §3 step 4: an
+//! Builds the Kubernetes client in the order of 1.2's `newKubeClient`
+//! (`kube2sky.go`): an
 //! explicit `--kube-master-url` alone gives a plain unauthenticated client;
 //! a kubeconfig file (server optionally overridden by the URL) comes next;
 //! with neither, the in-cluster service account.

@@ -1,4 +1,5 @@
-//! Command-line flags of kube2sky 1.2 (reference §2) and the validated
+//! Command-line flags of kube2sky 1.2 (`kube2sky.go`; the crate README
+//! lists them) and the validated
 //! [`Config`] the rest of the crate runs on.
 //!
 //! Go's pflag accepted `--kube_master_url` for `--kube-master-url` and a single
@@ -7,7 +8,6 @@
 //! accepted and `--v` is mapped onto a tracing level. Boolean switches take
 //! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
 
-use crate::etcd::EtcdApi;
 use clap::Parser;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -102,7 +102,7 @@ pub struct Flags {
     pub etcd_loss_check_interval: Duration,
     /// Operations per etcd v3 transaction at most (etcd's --max-txn-ops). If etcd
     /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
-    #[arg(long, default_value_t = crate::reconcile::MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
+    #[arg(long, default_value_t = MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
     /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods,
     /// or of services with the PTRs they own): the desired and actual
@@ -169,7 +169,7 @@ pub struct Config {
     /// The cluster domain with its trailing dot, e.g. `cluster.local.`.
     pub domain: String,
     /// etcd connection settings.
-    pub etcd: skydns::store::etcd::EtcdOptions,
+    pub etcd: etcd_access::EtcdOptions,
     /// The etcd API written through.
     pub etcd_api: EtcdApi,
     /// Mutation retry deadline.
@@ -216,7 +216,7 @@ fn parse_endpoints_source(s: &str) -> Result<EndpointsSource, String> {
     }
 }
 
-/// Where the Kubernetes client configuration comes from (reference §3 step 4).
+/// Where the Kubernetes client configuration comes from (1.2's `newKubeClient`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KubeSource {
     /// `--kube-master-url` without kubeconfig: plain, unauthenticated client.
@@ -349,8 +349,8 @@ impl Flags {
             },
         };
         Ok(Config {
-            domain: skydns::path::fqdn(&domain),
-            etcd: skydns::store::etcd::EtcdOptions {
+            domain: skydns_msg::path::fqdn(&domain),
+            etcd: etcd_access::EtcdOptions {
                 endpoints,
                 tls_cert: etcd_certfile,
                 tls_key: etcd_keyfile,
@@ -397,7 +397,7 @@ impl Flags {
                  --leader-elect-lease-duration ({lease:?})"
             )));
         }
-        use crate::validate::{is_dns1123_label, is_dns1123_subdomain};
+        use crate::name_rules::{is_dns1123_label, is_dns1123_subdomain};
         for (flag, value, ok) in [
             (
                 "--leader-elect-resource-namespace",
@@ -492,6 +492,19 @@ fn validate_master_url(url: &str) -> Result<String, ConfigError> {
         _ => Err(invalid()),
     }
 }
+
+/// Which etcd API to write through (`--etcd-api`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EtcdApi {
+    /// The v2 keys API, as kube2sky 1.2 (the default).
+    #[default]
+    V2,
+    /// The v3 API: one transaction per batch.
+    V3,
+}
+
+/// etcd's default `--max-txn-ops`: the default of `--etcd-max-txn-ops`.
+pub const MAX_TXN_OPS: usize = 128;
 
 /// `--etcd-api`: `v2` or `v3`.
 fn parse_etcd_api(s: &str) -> Result<EtcdApi, String> {

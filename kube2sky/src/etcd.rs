@@ -2,11 +2,13 @@
 //!
 //! [`Writer::connect`] waits for etcd the way 1.2 did (12 attempts, 5 s
 //! apart, logged). [`Writer::sync`] reconciles [`Scope`]s: read the scope's
-//! actual keys (paged, see `read`), diff against the index's desired
+//! actual keys (paged, see `read`), diff against the desired
 //! records minus keys holding foreign values, apply each batch as one v3
 //! transaction of at most `--etcd-max-txn-ops` operations that never splits
 //! a service (see [`crate::reconcile::pack`]); an etcd that allows fewer
-//! (`too many operations in txn request`) halves the limit, with a warning. Every etcd request has its own timeout. A failed scope is
+//! ([`EtcdError::TooManyOps`]) halves the limit, with a warning. The index
+//! is seen only through [`DesiredState`]. Every etcd request has its own
+//! timeout. A failed scope is
 //! retried as a whole every 50 ms; after `--etcd-mutation-timeout` without
 //! an answer from etcd it becomes a [`WriteError::Timeout`] naming the key,
 //! and the process exits (1.2 behaviour, so the kubelet restarts it). On
@@ -16,33 +18,26 @@
 //! highest revision it saw; a missing marker or a lower revision means every
 //! record must be rewritten.
 
-use crate::index::{Index, Scope};
+use crate::config::EtcdApi;
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::{Names, Records};
-use backend::{Backend, MarkerError, SHUTTING_DOWN};
-use skydns::store::etcd::EtcdOptions;
+use crate::scope::{DesiredState, Scope};
+pub use attempt::EtcdError;
+use backend::Backend;
+use etcd_access::EtcdOptions;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
+mod attempt;
 mod backend;
 mod v2;
 mod v3;
 
 /// Pause between two attempts of one mutation (1.2: 50 ms).
 const RETRY_PAUSE: Duration = Duration::from_millis(50);
-
-/// Which etcd API to write through (`--etcd-api`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum EtcdApi {
-    /// The v2 keys API, as kube2sky 1.2 (the default).
-    #[default]
-    V2,
-    /// The v3 API: one transaction per batch.
-    V3,
-}
 
 /// Why the writer gave up.
 #[derive(Debug, thiserror::Error)]
@@ -94,9 +89,6 @@ pub struct WriterOptions {
     pub sync_chunk: usize,
 }
 
-/// What etcd answers to a transaction over its `--max-txn-ops`.
-const TOO_MANY_OPS: &str = "too many operations in txn request";
-
 /// Owns the etcd connection; see the module docs.
 pub struct Writer {
     options: WriterOptions,
@@ -130,7 +122,7 @@ impl Writer {
                 shutdown.clone(),
             ))),
             EtcdApi::V2 => {
-                let client = etcd2::Client::new(&options.etcd)
+                let client = etcd_access::v2::Client::new(&options.etcd)
                     .map_err(|e| WriteError::Config(e.to_string()))?;
                 Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
             }
@@ -156,12 +148,12 @@ impl Writer {
                     tracing::info!("Etcd server found: {endpoints}");
                     return Ok(writer);
                 }
-                Err(MarkerError::WrongApi(e)) => {
+                Err(e) if e.is_wrong_api() => {
                     return Err(WriteError::WrongApi(format!(
                         "{e}; or start kube2sky with --etcd-api=v3"
                     )))
                 }
-                Err(MarkerError::Retry(e)) => last_error = e,
+                Err(e) => last_error = e.to_string(),
             }
             writer.backend.reset();
             if attempt < attempts {
@@ -182,7 +174,7 @@ impl Writer {
         self.last_revision = self.last_revision.max(revision);
     }
 
-    async fn put_marker(&mut self) -> Result<(), MarkerError> {
+    async fn put_marker(&mut self) -> Result<(), EtcdError> {
         let revision = self.backend.put_marker(&self.marker).await?;
         self.saw(revision);
         Ok(())
@@ -190,14 +182,14 @@ impl Writer {
 
     /// Reconciles `scopes` (deduplicated; full scopes absorb their parts).
     /// A full sync on etcd v3 goes `sync_chunk` objects at a time
-    /// ([`Index::sync_chunks`], [`Index::service_chunks`]: services by
+    /// ([`DesiredState::pod_chunks`], [`DesiredState::service_chunks`]: services by
     /// namespace, then the PTRs): at 150,000 pods the desired and actual
     /// records of the whole subtree at once were 50 MB.
     /// Returns `Ok` early, after the request in flight, once shutdown is
     /// requested.
     pub async fn sync(
         &mut self,
-        index: &Index,
+        state: &impl DesiredState,
         scopes: impl IntoIterator<Item = Scope>,
     ) -> Result<(), WriteError> {
         let mut scopes: BTreeSet<Scope> = scopes.into_iter().collect();
@@ -226,19 +218,19 @@ impl Writer {
             let chunks = match round.as_slice() {
                 // One slice of a subtree in memory at a time (v3 ranges).
                 _ if !self.backend.has_transactions() => None,
-                [Scope::AllPods] => Some(index.sync_chunks(self.options.sync_chunk)),
-                [Scope::AllServices] => Some(index.service_chunks(self.options.sync_chunk)),
+                [Scope::AllPods] => Some(state.pod_chunks(self.options.sync_chunk)),
+                [Scope::AllServices] => Some(state.service_chunks(self.options.sync_chunk)),
                 _ => None,
             };
             if let Some(chunks) = chunks {
                 for chunk in chunks {
-                    self.sync_with_retry(index, &[chunk]).await?;
+                    self.sync_with_retry(state, &[chunk]).await?;
                     if self.shutdown.is_cancelled() {
                         return Ok(());
                     }
                 }
             } else {
-                self.sync_with_retry(index, &round).await?;
+                self.sync_with_retry(state, &round).await?;
             }
             if self.shutdown.is_cancelled() {
                 return Ok(());
@@ -263,10 +255,14 @@ impl Writer {
 
     /// Retries `scopes` every 50 ms until they are written, shutdown is
     /// requested (`Ok`), or etcd made no progress for the mutation timeout.
-    async fn sync_with_retry(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), WriteError> {
+    async fn sync_with_retry(
+        &mut self,
+        state: &impl DesiredState,
+        scopes: &[Scope],
+    ) -> Result<(), WriteError> {
         let start = Instant::now();
         loop {
-            let error = match self.sync_scopes(index, scopes).await {
+            let error = match self.sync_scopes(state, scopes).await {
                 Ok(()) => {
                     self.metrics.set_etcd_ok(true);
                     return Ok(());
@@ -293,7 +289,7 @@ impl Writer {
                 return Err(WriteError::Timeout {
                     timeout: self.options.mutation_timeout,
                     key,
-                    error,
+                    error: error.to_string(),
                 });
             }
             tracing::debug!("Failed to mutate etcd using mutator: sync {key} due to: {error}. Will retry in: 50ms");
@@ -304,10 +300,14 @@ impl Writer {
         }
     }
 
-    async fn sync_scopes(&mut self, index: &Index, scopes: &[Scope]) -> Result<(), String> {
+    async fn sync_scopes(
+        &mut self,
+        state: &impl DesiredState,
+        scopes: &[Scope],
+    ) -> Result<(), EtcdError> {
         let mut desired = Records::new();
         for scope in scopes {
-            desired.extend(index.desired(scope));
+            desired.extend(state.desired(scope));
         }
         let reads: Vec<_> = scopes
             .iter()
@@ -344,7 +344,7 @@ impl Writer {
             diff_unbounded(desired, &actual.records, self.options.mode)
         };
         if self.shutdown.is_cancelled() {
-            return Err(SHUTTING_DOWN.into());
+            return Err(EtcdError::ShuttingDown);
         }
         if let Err(error) = self.apply(&batches).await {
             self.learn_txn_limit(&error);
@@ -354,8 +354,8 @@ impl Writer {
     }
 
     /// Halves the transaction size after etcd refused one as too large.
-    fn learn_txn_limit(&mut self, error: &str) {
-        if error.contains(TOO_MANY_OPS) && self.txn_limit > 1 {
+    fn learn_txn_limit(&mut self, error: &EtcdError) {
+        if error.is_too_many_ops() && self.txn_limit > 1 {
             let smaller = self.txn_limit / 2;
             tracing::warn!(
                 "etcd refused a transaction of up to {} operations ({error}); its --max-txn-ops \
@@ -367,7 +367,7 @@ impl Writer {
     }
 
     /// Applies `batches`, counting what each wrote as it is done.
-    async fn apply(&mut self, batches: &[Vec<Op>]) -> Result<(), String> {
+    async fn apply(&mut self, batches: &[Vec<Op>]) -> Result<(), EtcdError> {
         let mut counts = Vec::with_capacity(batches.len());
         for batch in batches {
             let (mut puts, mut deletes) = (0u64, 0u64);

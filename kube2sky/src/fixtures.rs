@@ -103,7 +103,7 @@ pub(crate) fn subset(ips: &[&str], ports: &[(&str, &str, i32)]) -> EndpointSubse
 pub(crate) fn sorted_hosts<'a>(values: impl Iterator<Item = &'a String>) -> Vec<String> {
     let mut hosts: Vec<String> = values
         .map(|v| {
-            skydns::record::Record::from_json(v.as_bytes())
+            skydns_msg::record::Record::from_json(v.as_bytes())
                 .expect("record JSON")
                 .host
                 .to_string()

@@ -6,8 +6,9 @@
 //!
 //! Like Go's `:port`, the server listens on `[::]` (dual-stack where the
 //! system allows, so IPv4 clients reach it too) and falls back to
-//! `0.0.0.0` when IPv6 is unavailable. A serve error after start is fatal
-//! (reference §3.7): [`serve`] hands back a future that resolves with it.
+//! `0.0.0.0` when IPv6 is unavailable. A serve error after start is fatal,
+//! as in 1.2's `kube2sky.go`: [`serve`] hands back a future that resolves
+//! with it.
 
 use crate::metrics::Metrics;
 use axum::http::StatusCode;

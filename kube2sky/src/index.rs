@@ -17,41 +17,15 @@
 //! adds and removes.
 
 use crate::config::Features;
+use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::{
     cluster_ips, dns_version_records, endpoint_ptr_names, pod_records, port_problems, ptr_records,
     service_kind, service_records, Names, Options, PortProblem, PtrName, Records, ServiceKind,
 };
+use crate::scope::{DesiredState, Scope};
 use k8s_openapi::api::core::v1::Endpoints;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::IpAddr;
-
-/// `namespace/name` of an object.
-#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
-    /// Namespace.
-    pub namespace: String,
-    /// Name.
-    pub name: String,
-}
-
-impl ObjectKey {
-    /// The key of an object's metadata.
-    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
-        ObjectKey {
-            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
-            name: meta.name.clone().unwrap_or_default(),
-        }
-    }
-}
-
-/// All a pod contributes to DNS (k/k#22290: never keep whole Pods).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodInfo {
-    /// Namespace and name.
-    pub key: ObjectKey,
-    /// `status.podIPs` (`status.podIP` first), empty when not assigned.
-    pub ips: Vec<String>,
-}
 
 /// One watch event, already reduced.
 #[derive(Clone, Debug)]
@@ -95,7 +69,7 @@ pub enum Change {
 pub struct Index {
     names: Names,
     features: Features,
-    // Compact (see `service_info`); Endpoints boxed: a k8s-openapi
+    // Compact (see `crate::objects::ServiceInfo`); Endpoints boxed: a k8s-openapi
     // Endpoints is most of a kilobyte even slimmed, and B-tree nodes hold
     // 11 values inline with slack.
     services: BTreeMap<ObjectKey, ServiceInfo>,
@@ -415,7 +389,7 @@ impl Index {
         let ips: Vec<String> = pod
             .ips
             .into_iter()
-            .filter(|ip| crate::validate::is_ip(ip))
+            .filter(|ip| crate::name_rules::is_ip(ip))
             .collect();
         if ips.is_empty() {
             return Vec::new();
@@ -560,7 +534,8 @@ impl Index {
     }
 }
 
-/// Logs 1.2's complaints about a cluster-IP service's ports (§5.1), once
+/// Logs 1.2's complaints about a cluster-IP service's ports (see
+/// [`crate::records::PortProblem`]), once
 /// per received version of the service rather than on every reconcile.
 fn log_port_problems(svc: &ServiceInfo) {
     let svc = svc.to_service();
@@ -577,21 +552,20 @@ fn log_port_problems(svc: &ServiceInfo) {
 }
 
 mod chunks;
-mod scope;
-mod service_info;
 mod slices;
-pub use scope::{Read, Scope};
-pub use service_info::{PortInfo, ServiceInfo};
 use slices::Slices;
-pub use slices::{SliceInfo, SERVICE_NAME_LABEL};
 
-impl ServiceInfo {
-    /// Whether the service is headless (its records come from Endpoints):
-    /// [`service_kind`]'s rule read off the fields, without rebuilding a
-    /// Service (it is asked on every endpoints event).
-    pub fn is_headless(&self) -> bool {
-        self.type_.as_deref() != Some("ExternalName")
-            && matches!(self.cluster_ip.as_deref().unwrap_or(""), "" | "None")
+impl DesiredState for Index {
+    fn desired(&self, scope: &Scope) -> Records {
+        Index::desired(self, scope)
+    }
+
+    fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
+        Index::pod_chunks(self, pods)
+    }
+
+    fn service_chunks(&self, services: usize) -> Vec<Scope> {
+        Index::service_chunks(self, services)
     }
 }
 

@@ -2,16 +2,18 @@
 //! SkyDNS records kube2sky 1.2 wrote in etcd, through the v2 keys API as
 //! 1.2 did (`--etcd-api=v2`, the default) or the v3 API (`--etcd-api=v3`).
 //!
-//! Data flow: three [`watch`] tasks reduce API objects and send
-//! [`index::Change`]s down one channel to the single writer task ([`run`]),
-//! which updates the pure [`index::Index`], asks it which [`index::Scope`]s
-//! changed, and hands them to the [`etcd`] writer: read the scope's actual
-//! keys, [`reconcile::diff`] against [`index::Index::desired`] (built by the
-//! pure [`records`] functions), apply the result in one transaction. One
-//! writer means no races between handlers. [`validate`] keeps objects whose
-//! names cannot be keys out of the index. [`health`] serves `/readiness`
-//! (open once the first lists of services and endpoints are written, or
-//! after `--initial-sync-timeout`), `/healthz` and `/metrics`.
+//! Data flow: three [`watch`] tasks reduce API objects to the slim
+//! [`objects`] and send [`index::Change`]s down one channel to the single
+//! writer task ([`run`]), which updates the pure [`index::Index`], asks it
+//! which [`scope::Scope`]s changed, and hands them to the [`etcd`] writer:
+//! read the scope's actual keys, [`reconcile::diff`] against the desired
+//! records (built by the pure [`records`] functions; the writer sees the
+//! index only as a [`scope::DesiredState`]), apply the result in one
+//! transaction. One writer means no races between handlers. [`validate`]
+//! keeps objects whose names cannot be keys out of the index, with the
+//! checks of [`name_rules`]. [`health`] serves `/readiness` (open once the
+//! first lists of services and endpoints are written, or after
+//! `--initial-sync-timeout`), `/healthz` and `/metrics`.
 
 pub mod client;
 pub mod config;
@@ -20,8 +22,11 @@ pub mod health;
 pub mod index;
 pub mod leader;
 pub mod metrics;
+pub mod name_rules;
+pub mod objects;
 pub mod reconcile;
 pub mod records;
+pub mod scope;
 pub mod validate;
 pub mod watch;
 
@@ -72,8 +77,9 @@ pub enum Error {
 }
 
 /// Runs kube2sky until `shutdown` is cancelled (then returns `Ok` after the
-/// write in flight) or a fatal error. Start-up follows reference §3: etcd,
-/// client, `default/kubernetes` written first, watches, then the HTTP server.
+/// write in flight) or a fatal error. Start-up follows 1.2's `main`
+/// (`kube2sky.go`; the order is in the crate README): etcd, client,
+/// `default/kubernetes` written first, watches, then the HTTP server.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
     let Config {
         domain,
@@ -133,7 +139,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         return Ok(());
     };
     let mut scopes = index.apply(Change::Service(Update::Apply(kubernetes.into())));
-    scopes.push(index::Scope::DnsVersion);
+    scopes.push(scope::Scope::DnsVersion);
     writer.sync(&index, scopes).await?;
     tracing::info!("Successfully added DNS record for Kubernetes service.");
 
@@ -327,7 +333,7 @@ impl WriteLoop<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::index::{ObjectKey, PodInfo};
+    use crate::objects::{ObjectKey, PodInfo};
 
     fn pod_change(i: usize) -> Change {
         Change::Pod(Update::Apply(PodInfo {

@@ -12,11 +12,8 @@
 //! transaction, so a crash between two transactions leaves every service
 //! complete or absent. Units that put come before units that only delete.
 
-use crate::records::Records;
+use crate::records::{Names, Records};
 use std::collections::BTreeSet;
-
-/// etcd's default `--max-txn-ops`.
-pub const MAX_TXN_OPS: usize = 128;
 
 /// Names the unit an op belongs to: ops of one unit share a transaction.
 pub type UnitOf<'a> = &'a dyn Fn(&Op) -> String;
@@ -55,6 +52,24 @@ pub struct Actual {
     /// Keys in the scope that hold another writer's value (foreign PTRs):
     /// never written and never deleted.
     pub foreign: BTreeSet<String>,
+}
+
+impl Actual {
+    /// Files one key-value read from etcd as ours or foreign. Under the PTR
+    /// subtree (`ptr`) only values naming one of our services are ours.
+    pub fn file(&mut self, names: &Names, key: &str, value: &str, ptr: bool) {
+        let ours = if key == names.dns_version_key() {
+            // A hand-written `dns-version` is not ours to delete (or overwrite).
+            names.owns_version_value(value)
+        } else {
+            !ptr || names.owns_ptr_value(value)
+        };
+        if ours {
+            self.records.insert(key.to_string(), value.to_string());
+        } else {
+            self.foreign.insert(key.to_string());
+        }
+    }
 }
 
 /// Removes from `desired` every key that holds a foreign value in `actual`,
@@ -241,7 +256,7 @@ mod tests {
     }
 
     fn diff(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
-        super::diff(desired, actual, mode, MAX_TXN_OPS, &by_key)
+        super::diff(desired, actual, mode, crate::config::MAX_TXN_OPS, &by_key)
     }
 
     #[test]

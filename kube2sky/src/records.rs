@@ -1,7 +1,8 @@
-//! Pure "API object → SkyDNS records" functions (reference §4–5).
+//! Pure "API object → SkyDNS records" functions: the records 1.2's
+//! `kube2sky.go` wrote (see the crate README, What it writes).
 //!
 //! Every function here returns a [`Records`] map from etcd key to the exact
-//! JSON value kube2sky 1.2 wrote, built from [`skydns::record::Record`] (its
+//! JSON value kube2sky 1.2 wrote, built from [`skydns_msg::record::Record`] (its
 //! bytes are hashed into key labels, so they must never change). [`Names`]
 //! knows the domain and builds every name and key, including the prefixes of
 //! the subtrees kube2sky owns. No I/O, no clock, no state.
@@ -13,10 +14,10 @@
 //! a hostname get PTRs, an IP with several names gets a PTR per name
 //! (`reverse`), and `dns-version.<domain>` holds the schema version.
 
-use crate::validate;
+use crate::name_rules;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
-use skydns::path::{fqdn, in_domain, PathPrefix};
-use skydns::record::Record;
+use skydns_msg::path::{fqdn, in_domain, PathPrefix};
+use skydns_msg::record::Record;
 use std::collections::BTreeMap;
 
 mod headless;
@@ -198,9 +199,9 @@ pub(crate) fn address(host: &str) -> (String, String) {
 /// What kind of DNS a Service gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ServiceKind<'a> {
-    /// A cluster IP (§5.1): `spec.clusterIP`, the first of `spec.clusterIPs`.
+    /// A cluster IP: `spec.clusterIP`, the first of `spec.clusterIPs`.
     ClusterIp(&'a str),
-    /// `clusterIP` `None` or empty (§5.2).
+    /// `clusterIP` `None` or empty.
     Headless,
     /// `type: ExternalName`.
     ExternalName(&'a str),
@@ -219,7 +220,7 @@ pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
     }
     match spec.and_then(|s| s.cluster_ip.as_deref()).unwrap_or("") {
         "" | "None" => ServiceKind::Headless,
-        ip if validate::is_ip(ip) => ServiceKind::ClusterIp(ip),
+        ip if name_rules::is_ip(ip) => ServiceKind::ClusterIp(ip),
         _ => ServiceKind::Unusable,
     }
 }
@@ -234,7 +235,7 @@ pub fn cluster_ips(svc: &Service) -> Vec<&str> {
     let mut out = vec![primary];
     let all = svc.spec.as_ref().and_then(|s| s.cluster_ips.as_deref());
     for ip in all.unwrap_or_default() {
-        if validate::is_ip(ip) && !out.contains(&ip.as_str()) {
+        if name_rules::is_ip(ip) && !out.contains(&ip.as_str()) {
             out.push(ip);
         }
     }
@@ -251,7 +252,7 @@ pub(crate) fn port_labels(
 ) -> Option<(String, String, u16)> {
     let name = name.filter(|n| !n.is_empty())?;
     let protocol = protocol.filter(|p| !p.is_empty())?;
-    if !validate::is_port_label_pair(name, protocol) || !validate::is_port_number(number) {
+    if !name_rules::is_port_label_pair(name, protocol) || !name_rules::is_port_number(number) {
         return None;
     }
     Some((
@@ -261,7 +262,8 @@ pub(crate) fn port_labels(
     ))
 }
 
-/// Something 1.2 logged about a cluster-IP service's ports (§5.1).
+/// Something 1.2 logged about a cluster-IP service's ports
+/// (`buildPortSegmentString`, `generateRecordsForPortalService`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum PortProblem {
     /// `Unexpected service with no ports, ...`: the A record is still written.
@@ -322,7 +324,7 @@ pub fn service_records(
         }
         ServiceKind::ExternalName(target)
             if options.external_name
-                && validate::is_external_name(&target.to_ascii_lowercase()) =>
+                && name_rules::is_external_name(&target.to_ascii_lowercase()) =>
         {
             let (label, json) = address(&fqdn(&target.to_ascii_lowercase()));
             out.insert(names.key(&format!("{label}.{service}")), json);
@@ -372,7 +374,7 @@ fn version_record(version: &str) -> Record {
     }
 }
 
-/// The record of one pod IP (§5.3): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
+/// The record of one pod IP (1.2's `handlePodCreate`): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
 /// (AAAA for an IPv6 pod IP: `.../pod/<ns>/2001-db8--1/<hash>`).
 pub fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
     let (label, json) = address(ip);

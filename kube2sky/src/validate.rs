@@ -6,10 +6,10 @@
 //! named `""` would own the whole namespace directory, `x.foo` would land
 //! under `foo/x/`, a namespace `a.b` would collide with Service `web.a`.
 //! So every field that reaches a key or a record is checked here with
-//! Kubernetes's own rules (`k8s.io/apimachinery/pkg/util/validation`):
-//! namespaces and hostnames are DNS-1123 labels, Service names DNS-1035
-//! labels, port names and protocols DNS-1123 labels, port numbers 1–65535,
-//! ExternalNames DNS-1123 subdomains, IPs parsed as IPs.
+//! Kubernetes's own rules ([`crate::name_rules`]): namespaces and hostnames
+//! are DNS-1123 labels, Service names DNS-1035 labels, port names and
+//! protocols DNS-1123 labels, port numbers 1–65535, ExternalNames DNS-1123
+//! subdomains, IPs parsed as IPs.
 //!
 //! [`service`], [`endpoints`] and [`pod`] list an object's [`Problem`]s;
 //! the watches log each one once per received version and count it
@@ -19,12 +19,14 @@
 //! records with the same predicates, so what is reported here is exactly
 //! what is not written.
 
-use crate::index::PodInfo;
+use crate::name_rules::{
+    is_dns1035_label, is_dns1123_label, is_external_name, is_ip, is_port_number,
+};
+use crate::objects::PodInfo;
 use crate::records::endpoint_labels;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use prometheus_client::encoding::EncodeLabelValue;
-use std::net::IpAddr;
 
 /// The field a problem is about (the `field` label of the metric).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
@@ -86,49 +88,6 @@ const NOT_DNS1123_LABEL: &str =
     "is not a DNS-1123 label (lower-case letters, digits and '-', at most 63)";
 const NOT_DNS1035_LABEL: &str =
     "is not a DNS-1035 label (a lower-case letter, then letters, digits and '-', at most 63)";
-
-/// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
-    !b.is_empty()
-        && b.len() <= 63
-        && b.first().is_some_and(edge)
-        && b.last().is_some_and(edge)
-        && b.iter().all(|c| edge(c) || *c == b'-')
-}
-
-/// A DNS-1123 label that starts with a letter (Service names).
-pub fn is_dns1035_label(s: &str) -> bool {
-    is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
-}
-
-/// DNS-1123 labels joined by dots, at most 253 characters.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
-}
-
-/// Whether `s` is an IPv4 or IPv6 address, nothing more (no prefix length).
-pub fn is_ip(s: &str) -> bool {
-    s.parse::<IpAddr>().is_ok()
-}
-
-/// Whether an ExternalName can be a record's host: a DNS-1123 subdomain,
-/// compared in lower case, with or without its trailing dot.
-pub fn is_external_name(s: &str) -> bool {
-    is_dns1123_subdomain(s.strip_suffix('.').unwrap_or(s))
-}
-
-/// Whether a port number can be in an SRV record.
-pub fn is_port_number(n: i32) -> bool {
-    (1..=65535).contains(&n)
-}
-
-/// Whether a port can become `_<name>._<proto>` labels: both DNS-1123
-/// labels (the protocol compared in lower case).
-pub fn is_port_label_pair(name: &str, protocol: &str) -> bool {
-    is_dns1123_label(name) && is_dns1123_label(&protocol.to_ascii_lowercase())
-}
 
 fn meta_problems(
     meta: &ObjectMeta,

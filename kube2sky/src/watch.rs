@@ -23,8 +23,9 @@
 //! records use.
 
 use crate::config::EndpointsSource;
-use crate::index::{Change, ObjectKey, PodInfo, ServiceInfo, SliceInfo, Update};
+use crate::index::{Change, Update};
 use crate::metrics::{Kind, Metrics, SkippedLabels};
+use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::HOSTNAMES_ANNOTATION;
 use crate::validate::{self, Problem};
 use futures::StreamExt;

@@ -1,5 +1,5 @@
 //! kube2sky end to end: the real binary against a real etcd and the API test
-//! server, driven through kubectl: the §9 records, record lifecycles, start-up
+//! server, driven through kubectl: the demo records, record lifecycles, start-up
 //! order, exit behaviour, health endpoints. Needs `etcd`, `etcdctl` and
 //! `kubectl` on PATH (a missing one fails the test with an install hint).
 
@@ -21,10 +21,10 @@ async fn kubectl_create_gives_exactly_the_section_9_records() -> Result<()> {
     .await?;
     kubectl.with_manifest("create", KUBE_DNS)?;
     create_pod(&api, "default", "p", "1.2.3.4")?;
-    wait_exact(&etcd, "/skydns", &section9()).await
+    wait_exact(&etcd, "/skydns", &demo_records()).await
 }
 
-/// What `ETCDCTL_API=2 etcdctl ls --recursive /skydns` lists after the §9
+/// What `ETCDCTL_API=2 etcdctl ls --recursive /skydns` lists after the demo
 /// cluster (PTRs on): every directory and visible key. The SRV keys under
 /// `_tcp`/`_udp` are hidden nodes, which v2 never lists.
 const SECTION_9_V2_LISTING: &str = "\
@@ -58,7 +58,7 @@ async fn etcdctl_v2_lists_the_section_9_layout() -> Result<()> {
     // The legacy manifest's flags: 1.2's key set.
     let mut k2s = Kube2sky::start(&etcd, &api, &["--spec-records=false"])?;
     k2s.wait_ready().await?;
-    eventually("the §9 layout in etcdctl ls", DEADLINE, async || {
+    eventually("the demo layout in etcdctl ls", DEADLINE, async || {
         let out = etcd.etcdctl_v2(&["ls", "--recursive", "/skydns"])?;
         let listing = String::from_utf8_lossy(&out.stdout).into_owned();
         // etcdctl lists in etcd's (unsorted) order: compare as sets of lines.
@@ -118,7 +118,7 @@ async fn ptr_records_point_cluster_ips_at_service_names() -> Result<()> {
     ]);
     wait_exact(&etcd, "/skydns/arpa/", &expected).await?;
     // And, by default, the DNS specification's schema version.
-    let mut local = section9();
+    let mut local = demo_records();
     local.push((
         "/skydns/local/cluster/dns-version".to_string(),
         r#"{"text":"1.1.0","ttl":30,"targetstrip":0}"#.to_string(),

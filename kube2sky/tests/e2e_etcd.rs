@@ -9,9 +9,9 @@ use anyhow::Result;
 use support::*;
 use test_support::tls::Certificates;
 
-/// `default/kubernetes`'s A and SRV records of reference §9.
+/// `default/kubernetes`'s A and SRV records among the demo records.
 fn kubernetes_records() -> Vec<(String, String)> {
-    section9()
+    demo_records()
         .into_iter()
         .filter(|(k, _)| k.contains("/default/kubernetes/"))
         .collect()

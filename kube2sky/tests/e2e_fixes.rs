@@ -175,9 +175,9 @@ async fn records_come_back_after_etcd_is_wiped() -> Result<()> {
     .await?;
     kubectl.with_manifest("create", KUBE_DNS)?;
     create_pod(&api, "default", "p", "1.2.3.4")?;
-    wait_exact(&etcd, "/skydns", &section9()).await?;
+    wait_exact(&etcd, "/skydns", &demo_records()).await?;
     etcd.restart_empty()?;
-    wait_exact(&etcd, "/skydns", &section9()).await
+    wait_exact(&etcd, "/skydns", &demo_records()).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -90,7 +90,7 @@ pub async fn run(flags: Flags, shutdown: impl Into<Shutdown>) -> anyhow::Result<
 /// With `-etcd3`, an etcd 2.x (which has no v3 API) stops start-up with a
 /// message naming the flag; an etcd that cannot be asked is not an error.
 async fn refuse_etcd2(options: &store::etcd::EtcdOptions) -> Result<(), ConfigError> {
-    let Ok(client) = etcd2::Client::new(options) else {
+    let Ok(client) = etcd_access::v2::Client::new(options) else {
         return Ok(());
     };
     match client.version().await {

@@ -3,7 +3,7 @@
 //! After an authoritative answer is built, SkyDNS removes duplicate records
 //! (one CNAME per owner), clamps the TTLs of multi-record answers to the
 //! smallest one, shuffles A/AAAA answers for round robin, and finally makes
-//! the packed reply fit the client's buffer (`Fit`, reference §7.5): drop the
+//! the packed reply fit the client's buffer (SkyDNS's `Fit`, `server/msg.go`): drop the
 //! additional section, then over UDP set TC and keep the longest answer
 //! prefix that fits, over TCP send SERVFAIL. All of that lives here, as
 //! functions over `hickory_proto` messages.

@@ -18,8 +18,8 @@
 //! deleted itself. v2 also never lists hidden nodes, so their keys are read
 //! path by path on demand; [`Snapshot::has_read`] tells which paths were.
 
-use crate::record::Record;
 use imbl::{OrdMap, OrdSet};
+use skydns_msg::record::Record;
 use std::cell::RefCell;
 use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};

@@ -1,4 +1,4 @@
-//! Stub zones (`-stubzones`, reference §8.4): names forwarded to the
+//! Stub zones (`-stubzones`, SkyDNS's `server/stub.go`): names forwarded to the
 //! nameservers configured for their zone in the store.
 //!
 //! A zone is configured by leaves under `stub.dns.<domain>`, e.g. the key
@@ -9,11 +9,11 @@
 //! 65011, data `0x01`); a request that already carries it is a loop and is
 //! dropped without a reply.
 
-use crate::path::{in_domain, labels};
-use crate::record::HostKind;
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Edns, Message};
 use hickory_proto::rr::rdata::opt::{EdnsCode, EdnsOption};
+use skydns_msg::path::{in_domain, labels};
+use skydns_msg::record::HostKind;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
@@ -110,12 +110,12 @@ pub fn mark(request: &Message) -> Option<Vec<u8>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::record::Record;
+    use skydns_msg::record::Record;
 
     fn zone() -> crate::answer::Zone {
         crate::answer::Zone {
             domain: "cluster.local.".into(),
-            prefix: crate::path::PathPrefix::default(),
+            prefix: skydns_msg::path::PathPrefix::default(),
             ttl: 3600,
             min_ttl: 60,
             priority: 10,

@@ -4,24 +4,15 @@
 //! marker, read a scope's actual keys, apply a batch of [`Op`]s. Every call
 //! reports the store revision it saw (v3: the header revision; v2:
 //! `X-Etcd-Index`) so the writer can tell an etcd that went back in time.
-//! Retries, timeouts of the whole mutation and metrics stay in the writer.
-//! [`bounded`] is the per-request deadline both backends use.
+//! Retries, timeouts of the whole mutation and metrics stay in the writer;
+//! each request's deadline and error are the `attempt` module's.
 
+use super::attempt::EtcdError;
 use super::v2::V2;
 use super::v3::V3;
-use crate::index::Read;
 use crate::reconcile::{Actual, Op};
-use crate::records::{Names, Records};
-use std::future::Future;
-use std::time::Duration;
-use tokio_util::sync::CancellationToken;
-
-/// Upper bound on one etcd request, so a hung request cannot stall the retry loop.
-pub(super) const ATTEMPT_TIMEOUT: Duration = Duration::from_secs(3);
-/// How long a request in flight may still take once shutdown is requested.
-const SHUTDOWN_GRACE: Duration = Duration::from_secs(1);
-/// The error that ends a scope early on shutdown.
-pub(super) const SHUTTING_DOWN: &str = "shutting down";
+use crate::records::Records;
+use crate::scope::Read;
 
 /// Which etcd API the records are written through.
 pub(super) enum Backend {
@@ -31,27 +22,16 @@ pub(super) enum Backend {
     V2(V2),
 }
 
-/// Why the marker could not be written.
-#[derive(Debug, thiserror::Error)]
-pub(super) enum MarkerError {
-    /// etcd answers without the chosen API: retrying cannot help.
-    #[error("{0}")]
-    WrongApi(String),
-    /// Anything else (unreachable, timed out, ...): worth another try.
-    #[error("{0}")]
-    Retry(String),
-}
-
 impl Backend {
-    /// Whether batches are transactions, limited to
-    /// [`crate::reconcile::MAX_TXN_OPS`] operations (v3); v2 has no
-    /// transactions, so a scope's whole diff is one batch.
+    /// Whether batches are transactions, limited to `--etcd-max-txn-ops`
+    /// operations (v3); v2 has no transactions, so a scope's whole diff is
+    /// one batch.
     pub(super) fn has_transactions(&self) -> bool {
         matches!(self, Backend::V3(_))
     }
 
     /// Writes the marker key; returns the revision seen.
-    pub(super) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
+    pub(super) async fn put_marker(&mut self, marker: &str) -> Result<i64, EtcdError> {
         match self {
             Backend::V3(b) => b.put_marker(marker).await,
             Backend::V2(b) => b.put_marker(marker).await,
@@ -59,7 +39,7 @@ impl Backend {
     }
 
     /// Whether the marker is present, and the revision seen.
-    pub(super) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), String> {
+    pub(super) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), EtcdError> {
         match self {
             Backend::V3(b) => b.marker(marker).await,
             Backend::V2(b) => b.marker(marker).await,
@@ -72,7 +52,7 @@ impl Backend {
         &mut self,
         reads: &[Read],
         desired: &Records,
-    ) -> Result<(Actual, i64), String> {
+    ) -> Result<(Actual, i64), EtcdError> {
         match self {
             Backend::V3(b) => b.read(reads).await,
             Backend::V2(b) => b.read(reads, desired).await,
@@ -86,7 +66,7 @@ impl Backend {
         &mut self,
         batches: &[Vec<Op>],
         mut applied: impl FnMut(usize, i64),
-    ) -> Result<(), String> {
+    ) -> Result<(), EtcdError> {
         match self {
             Backend::V3(b) => b.apply_all(batches, applied).await,
             Backend::V2(b) => {
@@ -103,54 +83,5 @@ impl Backend {
         if let Backend::V3(b) = self {
             b.reset();
         }
-    }
-}
-
-/// Runs `work` under [`ATTEMPT_TIMEOUT`]. Once shutdown is requested it
-/// gets [`SHUTDOWN_GRACE`] more to finish.
-pub(super) async fn bounded<T, E: std::fmt::Display>(
-    shutdown: &CancellationToken,
-    work: impl Future<Output = Result<T, E>>,
-) -> Result<T, String> {
-    bounded_for(ATTEMPT_TIMEOUT, shutdown, work).await
-}
-
-/// [`bounded`] with a time limit of `within`.
-pub(super) async fn bounded_for<T, E: std::fmt::Display>(
-    within: Duration,
-    shutdown: &CancellationToken,
-    work: impl Future<Output = Result<T, E>>,
-) -> Result<T, String> {
-    let work = tokio::time::timeout(within, work);
-    tokio::pin!(work);
-    let outcome = tokio::select! {
-        outcome = &mut work => outcome,
-        _ = shutdown.cancelled() => {
-            match tokio::time::timeout(SHUTDOWN_GRACE, &mut work).await {
-                Ok(outcome) => outcome,
-                Err(_) => return Err(SHUTTING_DOWN.into()),
-            }
-        }
-    };
-    match outcome {
-        Ok(Ok(value)) => Ok(value),
-        Ok(Err(e)) => Err(e.to_string()),
-        Err(_) => Err(format!("timed out after {within:?}")),
-    }
-}
-
-/// Files one key-value read from etcd as ours or foreign. Under the PTR
-/// subtree only values naming one of our services are ours.
-pub(super) fn file_key(names: &Names, key: &str, value: &str, ptr: bool, out: &mut Actual) {
-    let ours = if key == names.dns_version_key() {
-        // A hand-written `dns-version` is not ours to delete (or overwrite).
-        names.owns_version_value(value)
-    } else {
-        !ptr || names.owns_ptr_value(value)
-    };
-    if ours {
-        out.records.insert(key.to_string(), value.to_string());
-    } else {
-        out.foreign.insert(key.to_string());
     }
 }

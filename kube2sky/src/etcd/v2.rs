@@ -14,14 +14,14 @@
 //! hidden directories the desired records use and those kube2sky wrote,
 //! recorded in an index in etcd that outlives the process (see `hidden`).
 
-use super::backend::{bounded, file_key, MarkerError};
-use crate::index::Read;
+use super::attempt::{bounded, EtcdError};
 use crate::reconcile::{Actual, Op};
 use crate::records::{Names, Records};
-use etcd2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
+use crate::scope::Read;
+use etcd_access::v2::{Client, DIRECTORY_NOT_EMPTY, KEY_EXISTS, KEY_NOT_FOUND, NOT_A_DIRECTORY};
 use futures::{StreamExt, TryStreamExt};
 use hidden::{visible_part, HiddenDirs};
-use skydns::store::paths::hidden_part;
+use skydns_msg::path::hidden_part;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
@@ -106,27 +106,24 @@ impl V2 {
         }
     }
 
-    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
-        // Keep etcd's error (not its text) to tell a missing API apart.
-        // Created only when absent, so a restart over a store that is
-        // already right changes nothing (etcd's index stays put).
-        let create = async { Ok::<_, String>(self.client.create(marker, "kube2sky").await) };
-        match bounded(&self.shutdown, create)
-            .await
-            .map_err(MarkerError::Retry)?
-        {
+    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, EtcdError> {
+        // Keep etcd's error to tell "the key exists" apart. Created only
+        // when absent, so a restart over a store that is already right
+        // changes nothing (etcd's index stays put).
+        let create = async { Ok::<_, EtcdError>(self.client.create(marker, "kube2sky").await) };
+        match bounded(&self.shutdown, create).await? {
             Ok(resp) => Ok(revision(resp.index)),
-            Err(etcd2::Error::Etcd {
+            Err(etcd_access::v2::Error::Etcd {
                 code: KEY_EXISTS,
                 index,
                 ..
             }) => Ok(revision(index)),
-            Err(e) if e.is_permanent() => Err(MarkerError::WrongApi(e.to_string())),
-            Err(e) => Err(MarkerError::Retry(e.to_string())),
+            // A missing keys API is EtcdError::WrongApi.
+            Err(e) => Err(e.into()),
         }
     }
 
-    pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), String> {
+    pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), EtcdError> {
         let got = bounded(
             &self.shutdown,
             tolerate(self.client.get(marker, false), ABSENT),
@@ -139,7 +136,7 @@ impl V2 {
         &mut self,
         reads: &[Read],
         desired: &Records,
-    ) -> Result<(Actual, i64), String> {
+    ) -> Result<(Actual, i64), EtcdError> {
         let mut out = Actual::default();
         let mut seen = 0;
         for read in reads {
@@ -152,10 +149,12 @@ impl V2 {
                     continue;
                 }
                 Read::Range { from, to } => {
-                    return Err(format!("a range read ({from}..{to}) needs etcd v3"));
+                    let why = format!("a range read ({from}..{to}) needs etcd v3");
+                    return Err(EtcdError::Unsupported(why));
                 }
                 Read::Ptrs { root, .. } => {
-                    return Err(format!("a filtered read of {root} needs etcd v3"));
+                    let why = format!("a filtered read of {root} needs etcd v3");
+                    return Err(EtcdError::Unsupported(why));
                 }
             };
             let mut dirs = BTreeSet::new();
@@ -175,12 +174,12 @@ impl V2 {
         ptr: bool,
         out: &mut Actual,
         dirs: &mut BTreeSet<String>,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         let read = tolerate(self.client.get(path, true), ABSENT);
         let outcome = bounded(&self.shutdown, read).await?;
         if let Outcome::Found(resp) = &outcome {
             for leaf in resp.node.leaves() {
-                file_key(&self.names, &leaf.key, &leaf.value, ptr, out);
+                out.file(&self.names, &leaf.key, &leaf.value, ptr);
             }
             dirs.extend(resp.node.dirs());
         }
@@ -188,12 +187,12 @@ impl V2 {
     }
 
     /// Reads `key` alone (a leaf; a directory there is not ours).
-    async fn read_key(&self, key: &str, out: &mut Actual) -> Result<i64, String> {
+    async fn read_key(&self, key: &str, out: &mut Actual) -> Result<i64, EtcdError> {
         let read = tolerate(self.client.get(key, false), ABSENT);
         let outcome = bounded(&self.shutdown, read).await?;
         if let Outcome::Found(resp) = &outcome {
             for leaf in resp.node.leaves().into_iter().filter(|l| l.key == key) {
-                file_key(&self.names, &leaf.key, &leaf.value, false, out);
+                out.file(&self.names, &leaf.key, &leaf.value, false);
             }
         }
         Ok(outcome.revision())
@@ -208,7 +207,7 @@ impl V2 {
         desired: &Records,
         visible: &BTreeSet<String>,
         out: &mut Actual,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         if !prefix.starts_with(&self.names.svc_root()) {
             return Ok(0); // only service records have hidden (port) directories
         }
@@ -243,7 +242,7 @@ impl V2 {
             match read {
                 Outcome::Found(resp) => {
                     for leaf in resp.node.leaves() {
-                        file_key(&self.names, &leaf.key, &leaf.value, false, out);
+                        out.file(&self.names, &leaf.key, &leaf.value, false);
                     }
                 }
                 Outcome::Expected(_) => self.hidden.forget(dir),
@@ -261,7 +260,7 @@ impl V2 {
     /// not resolve (v2 has no transactions to make a service all-or-nothing).
     /// The hidden directories it writes into are recorded first, those it
     /// removes forgotten last.
-    pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, String> {
+    pub(in crate::etcd) async fn apply(&mut self, batch: &[Op]) -> Result<i64, EtcdError> {
         let batch = ptrs_around_their_targets(&self.names, batch);
         let (swaps, batch) = leaf_dir_swaps(batch);
         let batch = batch.as_slice();
@@ -301,13 +300,13 @@ impl V2 {
     }
 
     /// Sends every op of `run` (all puts or all deletes) concurrently.
-    async fn apply_run(&self, run: &[Op]) -> Result<i64, String> {
+    async fn apply_run(&self, run: &[Op]) -> Result<i64, EtcdError> {
         let (client, shutdown) = (&self.client, &self.shutdown);
         let requests = run.iter().map(|op| async move {
             match op {
                 Op::Put { key, value } => {
                     let resp = bounded(shutdown, client.set(key, value)).await?;
-                    Ok::<_, String>(revision(resp.index))
+                    Ok::<_, EtcdError>(revision(resp.index))
                 }
                 Op::Delete { key } => {
                     let deleted = tolerate(client.delete(key, false), ABSENT);
@@ -321,7 +320,7 @@ impl V2 {
     /// Removes the directories above `deleted` keys that are now empty,
     /// deepest first, never at or above the keys' floor; returns the
     /// revision and the directories removed.
-    async fn prune(&self, deleted: &[&str]) -> Result<(i64, Vec<String>), String> {
+    async fn prune(&self, deleted: &[&str]) -> Result<(i64, Vec<String>), EtcdError> {
         let mut by_depth: Vec<BTreeSet<String>> = Vec::new();
         for key in deleted {
             let Some(floor) = self.names.dir_floor(key) else {
@@ -346,7 +345,7 @@ impl V2 {
             let removals = futures::stream::iter(level.iter().map(|dir| async move {
                 let removal = tolerate(self.client.delete_empty_dir(dir), NOT_EMPTY_OR_ABSENT);
                 let outcome = bounded(&self.shutdown, removal).await?;
-                Ok::<_, String>((dir, outcome))
+                Ok::<_, EtcdError>((dir, outcome))
             }))
             .buffer_unordered(IN_FLIGHT)
             .try_collect::<Vec<_>>()
@@ -365,7 +364,7 @@ impl V2 {
 /// A request's answer, or one of the etcd errors the caller expects (the
 /// key is absent, the directory is not empty) with etcd's index then.
 enum Outcome {
-    Found(Box<etcd2::Response>),
+    Found(Box<etcd_access::v2::Response>),
     Expected(u64),
 }
 
@@ -387,12 +386,14 @@ const NOT_EMPTY_OR_ABSENT: &[u32] = &[DIRECTORY_NOT_EMPTY, KEY_NOT_FOUND, NOT_A_
 
 /// Turns the etcd error codes in `expected` into [`Outcome::Expected`].
 async fn tolerate(
-    request: impl std::future::Future<Output = Result<etcd2::Response, etcd2::Error>>,
+    request: impl std::future::Future<
+        Output = Result<etcd_access::v2::Response, etcd_access::v2::Error>,
+    >,
     expected: &[u32],
-) -> Result<Outcome, etcd2::Error> {
+) -> Result<Outcome, etcd_access::v2::Error> {
     match request.await {
         Ok(resp) => Ok(Outcome::Found(Box::new(resp))),
-        Err(etcd2::Error::Etcd { code, index, .. }) if expected.contains(&code) => {
+        Err(etcd_access::v2::Error::Etcd { code, index, .. }) if expected.contains(&code) => {
             Ok(Outcome::Expected(index))
         }
         Err(e) => Err(e),
@@ -401,9 +402,9 @@ async fn tolerate(
 
 /// Runs `requests` [`IN_FLIGHT`] at a time; the highest revision, or the
 /// first error.
-async fn max_of<F>(requests: impl Iterator<Item = F>) -> Result<i64, String>
+async fn max_of<F>(requests: impl Iterator<Item = F>) -> Result<i64, EtcdError>
 where
-    F: std::future::Future<Output = Result<i64, String>>,
+    F: std::future::Future<Output = Result<i64, EtcdError>>,
 {
     futures::stream::iter(requests)
         .buffer_unordered(IN_FLIGHT)

@@ -4,14 +4,14 @@
 //! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
 //! owns. Each request runs under the per-request deadline.
 
-use super::backend::{bounded, bounded_for, file_key, MarkerError};
-use super::SHUTTING_DOWN;
-use crate::index::Read;
+use super::attempt::{bounded, bounded_for, EtcdError};
 use crate::reconcile::{Actual, Op};
 use crate::records::Names;
+use crate::scope::Read;
+use etcd_access::member::MemberClient;
+use etcd_access::{prefix_end, EtcdOptions};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use futures::StreamExt;
-use skydns::store::etcd::{EtcdOptions, MemberClient};
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
@@ -56,7 +56,7 @@ impl V3 {
     }
 
     /// A handle on the connection (cheap to clone), connecting if needed.
-    async fn client(&mut self) -> Result<Client, String> {
+    async fn client(&mut self) -> Result<Client, EtcdError> {
         // One connect timeout per member, not one request's deadline: a
         // member that drops packets must not use up the time for the next.
         let budget = self.client.connect_budget();
@@ -67,20 +67,18 @@ impl V3 {
         self.client.forget();
     }
 
-    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, MarkerError> {
-        let mut client = self.client().await.map_err(MarkerError::Retry)?;
+    pub(in crate::etcd) async fn put_marker(&mut self, marker: &str) -> Result<i64, EtcdError> {
+        let mut client = self.client().await?;
         // Created only when absent, so a restart over a store that is
         // already right changes nothing (the revision stays put).
         let create = Txn::new()
             .when([Compare::create_revision(marker, CompareOp::Equal, 0)])
             .and_then([TxnOp::put(marker, "kube2sky", None)]);
-        let resp = bounded(&self.shutdown, client.txn(create))
-            .await
-            .map_err(MarkerError::Retry)?;
+        let resp = bounded(&self.shutdown, client.txn(create)).await?;
         Ok(revision(resp.header()))
     }
 
-    pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), String> {
+    pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), EtcdError> {
         let mut client = self.client().await?;
         let resp = bounded(&self.shutdown, client.get(marker, None)).await?;
         Ok((!resp.kvs().is_empty(), revision(resp.header())))
@@ -95,7 +93,7 @@ impl V3 {
         &mut self,
         batches: &[Vec<Op>],
         mut applied: impl FnMut(usize, i64),
-    ) -> Result<(), String> {
+    ) -> Result<(), EtcdError> {
         let client = self.client().await?;
         let shutdown = &self.shutdown;
         let mut results = futures::stream::iter(batches.iter().enumerate())
@@ -103,7 +101,7 @@ impl V3 {
                 let mut client = client.clone();
                 async move {
                     if shutdown.is_cancelled() {
-                        return Err(SHUTTING_DOWN.to_string());
+                        return Err(EtcdError::ShuttingDown);
                     }
                     let resp = bounded(shutdown, client.txn(txn_of(batch))).await?;
                     Ok((i, revision(resp.header())))
@@ -118,7 +116,10 @@ impl V3 {
     }
 
     /// The actual records of `reads`; foreign PTR values are set apart.
-    pub(in crate::etcd) async fn read(&mut self, reads: &[Read]) -> Result<(Actual, i64), String> {
+    pub(in crate::etcd) async fn read(
+        &mut self,
+        reads: &[Read],
+    ) -> Result<(Actual, i64), EtcdError> {
         let mut out = Actual::default();
         let mut seen = 0;
         for read in reads {
@@ -181,7 +182,7 @@ impl V3 {
         ptr: bool,
         out: &mut Actual,
         keep: impl Fn(&[u8]) -> bool,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         let mut from = start.to_vec();
         let mut at = 0;
         loop {
@@ -214,7 +215,7 @@ impl V3 {
             return;
         };
         match kv.value_str() {
-            Ok(value) => file_key(&self.names, key, value, ptr, out),
+            Ok(value) => out.file(&self.names, key, value, ptr),
             Err(_) if ptr => {
                 out.foreign.insert(key.to_string());
             }
@@ -225,28 +226,4 @@ impl V3 {
 
 fn revision(header: Option<&etcd_client::ResponseHeader>) -> i64 {
     header.map_or(0, |h| h.revision())
-}
-
-/// The end of the key range of everything starting with `prefix`.
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0]
-}
-
-#[cfg(test)]
-mod tests {
-    use super::prefix_end;
-
-    #[test]
-    fn prefix_end_increments_the_last_byte() {
-        assert_eq!(prefix_end(b"/skydns/pod/"), b"/skydns/pod0".to_vec());
-        assert_eq!(prefix_end(b"a\xff"), b"b".to_vec());
-        assert_eq!(prefix_end(b"\xff"), vec![0]);
-    }
 }

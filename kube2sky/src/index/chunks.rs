@@ -5,14 +5,15 @@
 //! records at a time; each service's PTRs go in its slice, and one
 //! [`Scope::PtrSweep`] removes the owned PTRs no service holds.
 
-use super::{Index, Scope};
+use super::Index;
+use crate::scope::Scope;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
 
 impl Index {
     /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
     /// each (whole namespaces), covering every key under `pod/`.
-    pub fn sync_chunks(&self, pods: usize) -> Vec<Scope> {
+    pub fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for (ns, _) in self.pod_ips.keys() {
             *counts.entry(format!("{ns}/")).or_default() += 1;

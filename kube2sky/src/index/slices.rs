@@ -2,115 +2,18 @@
 //!
 //! A service's endpoints may be spread over many slices (the label
 //! `kubernetes.io/service-name` names the service; at most 100 endpoints
-//! and one address family per slice). [`SliceInfo`] keeps what records use
-//! of one slice: its ready addresses (`conditions.ready` unset counts as
-//! ready, as the API documents) with their hostnames, and its ports; FQDN
-//! slices contribute nothing. [`Slices`] keeps every slice and, after each
+//! and one address family per slice; [`SliceInfo`] keeps what records use
+//! of one). [`Slices`] keeps every slice and, after each
 //! change, merges the slices of the services it touched into the v1
 //! [`Endpoints`] shape the records are built from: one subset per distinct
 //! port list, each address once. A slice that moves to another service
 //! changes both; a deleted slice takes only its own addresses away.
 
-use super::ObjectKey;
 use super::Update;
-use k8s_openapi::api::core::v1::{EndpointAddress, EndpointPort, EndpointSubset, Endpoints};
-use k8s_openapi::api::discovery::v1::EndpointSlice;
+use crate::objects::{ObjectKey, SliceInfo};
+use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
-
-/// The label that ties a slice to its service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
-
-/// What kube2sky keeps of one EndpointSlice.
-#[derive(Clone, Debug, PartialEq)]
-pub struct SliceInfo {
-    /// The slice's namespace and name.
-    pub key: ObjectKey,
-    /// The service it belongs to (its `kubernetes.io/service-name` label).
-    pub service: Option<String>,
-    /// Ready addresses (IP and hostname) and ports.
-    pub subset: EndpointSubset,
-}
-
-impl From<EndpointSlice> for SliceInfo {
-    fn from(slice: EndpointSlice) -> Self {
-        let key = ObjectKey::of(&slice.metadata);
-        let service = slice
-            .metadata
-            .labels
-            .and_then(|mut labels| labels.remove(SERVICE_NAME_LABEL))
-            .filter(|s| !s.is_empty());
-        // A label that cannot name a Service makes the slice nobody's (so
-        // a slice relabelled so leaves its old service), with a warning.
-        let service = service.filter(|s| {
-            let ok = crate::validate::is_dns1035_label(s);
-            if !ok {
-                tracing::warn!(slice = ?key, label = %s, "EndpointSlice {SERVICE_NAME_LABEL} is not a Service name; ignoring its endpoints");
-            }
-            ok
-        });
-        let addresses: Vec<EndpointAddress> = if slice.address_type == "FQDN" {
-            Vec::new()
-        } else {
-            slice
-                .endpoints
-                .into_iter()
-                .filter(|e| e.conditions.as_ref().and_then(|c| c.ready).unwrap_or(true))
-                .flat_map(|e| {
-                    let hostname = e.hostname;
-                    e.addresses.into_iter().map(move |ip| EndpointAddress {
-                        ip,
-                        hostname: hostname.clone(),
-                        ..EndpointAddress::default()
-                    })
-                })
-                .collect()
-        };
-        let ports: Vec<EndpointPort> = slice
-            .ports
-            .unwrap_or_default()
-            .into_iter()
-            .filter_map(|p| {
-                Some(EndpointPort {
-                    name: p.name,
-                    protocol: p.protocol,
-                    port: p.port?,
-                    ..EndpointPort::default()
-                })
-            })
-            .collect();
-        SliceInfo {
-            key,
-            service,
-            subset: EndpointSubset {
-                addresses: Some(addresses),
-                ports: Some(ports),
-                not_ready_addresses: None,
-            },
-        }
-    }
-}
-
-impl SliceInfo {
-    /// The slice as the Endpoints of its service (for [`crate::validate`]).
-    pub fn as_endpoints(&self) -> Endpoints {
-        Endpoints {
-            metadata: ObjectMeta {
-                namespace: Some(self.key.namespace.clone()),
-                name: Some(self.service.clone().unwrap_or_default()),
-                ..ObjectMeta::default()
-            },
-            subsets: Some(vec![self.subset.clone()]),
-        }
-    }
-
-    fn service_key(&self) -> Option<ObjectKey> {
-        Some(ObjectKey {
-            namespace: self.key.namespace.clone(),
-            name: self.service.clone()?,
-        })
-    }
-}
 
 /// Every slice, and the slices of each service.
 #[derive(Debug, Default)]

@@ -3,6 +3,7 @@
 
 use super::*;
 use crate::fixtures::{sorted_hosts, svc, ServiceExt};
+use crate::objects::SERVICE_NAME_LABEL;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 

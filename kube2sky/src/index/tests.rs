@@ -1,5 +1,6 @@
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
+use crate::scope::Read;
 use k8s_openapi::api::core::v1::Service;
 
 /// A Service event as the watch sends it.
@@ -30,7 +31,7 @@ fn key(ns: &str, name: &str) -> ObjectKey {
     }
 }
 
-fn section9(features: Features) -> Index {
+fn demo_index(features: Features) -> Index {
     let mut ix = index(features);
     ix.apply(service(Update::Relisted(vec![
         svc("default", "kubernetes")
@@ -50,7 +51,7 @@ fn section9(features: Features) -> Index {
 
 #[test]
 fn worked_example_of_section_9_is_exact() {
-    let ix = section9(Features {
+    let ix = demo_index(Features {
         reverse: false,
         ..Features::default()
     });
@@ -90,7 +91,7 @@ fn worked_example_of_section_9_is_exact() {
 
 #[test]
 fn reverse_adds_ptrs_for_cluster_ips() {
-    let ix = section9(Features::default());
+    let ix = demo_index(Features::default());
     let all = ix.desired(&Scope::AllServices);
     assert_eq!(
         all["/skydns/arpa/in-addr/10/0/0/10"],
@@ -416,7 +417,7 @@ fn sync_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
     .collect();
     ix.apply(Change::Pod(Update::Relisted(pods)));
     let names = Names::new("cluster.local");
-    let chunks = ix.sync_chunks(2);
+    let chunks = ix.pod_chunks(2);
     // `a-b/` sorts before `a/` in etcd; no namespace is split, and a
     // namespace larger than a chunk gets one of its own.
     let namespaces: Vec<Vec<String>> = chunks
@@ -465,7 +466,7 @@ fn sync_chunks_cover_the_pod_subtree_in_key_order_whole_namespaces_each() {
 fn no_pods_is_one_chunk_over_the_whole_subtree() {
     let ix = index(Features::default());
     let names = Names::new("cluster.local");
-    let chunks = ix.sync_chunks(10);
+    let chunks = ix.pod_chunks(10);
     assert_eq!(chunks.len(), 1);
     assert_eq!(
         chunks[0].reads(&names, false),

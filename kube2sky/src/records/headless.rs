@@ -1,4 +1,5 @@
-//! The records of a headless service's endpoints (reference §5.2): which
+//! The records of a headless service's endpoints (1.2's
+//! `generateRecordsForHeadlessService` in `kube2sky.go`): which
 //! label each ready address gets ([`endpoint_labels`]) and the A/AAAA and
 //! SRV records under them ([`headless_records`]).
 //!
@@ -11,9 +12,9 @@
 //! first address keeps the label and the others get no record.
 
 use super::{address, port_labels, Names, Records};
-use crate::validate;
+use crate::name_rules;
 use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints};
-use skydns::record::Record;
+use skydns_msg::record::Record;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The Endpoints annotation that maps IPs to hostnames (`{"<ip>":{"HostName":"<name>"}}`).
@@ -51,13 +52,13 @@ pub fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
         let mut labels = Vec::new();
         for entry in subset.addresses.as_deref().unwrap_or_default() {
             let ip = entry.ip.as_str();
-            if !validate::is_ip(ip) {
+            if !name_rules::is_ip(ip) {
                 continue;
             }
             let hostname = entry
                 .hostname
                 .as_deref()
-                .filter(|h| validate::is_dns1123_label(h))
+                .filter(|h| name_rules::is_dns1123_label(h))
                 .or_else(|| hostnames.get(ip).map(String::as_str));
             let address = Address {
                 ip: ip.to_string(),
@@ -81,7 +82,7 @@ pub fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
 }
 
 /// Per-endpoint A/AAAA and SRV records of a headless service named
-/// `service` (§5.2); `spec`: one record per IP for a shared label.
+/// `service`; `spec`: one record per IP for a shared label.
 pub fn headless_records(
     names: &Names,
     service: &str,
@@ -165,7 +166,7 @@ fn hostnames_map(endpoints: &Endpoints) -> HashMap<String, String> {
     match serde_json::from_str::<HashMap<String, Entry>>(raw) {
         Ok(map) => map
             .into_iter()
-            .filter(|(_, e)| validate::is_dns1123_label(&e.host_name))
+            .filter(|(_, e)| name_rules::is_dns1123_label(&e.host_name))
             .map(|(ip, e)| (ip, e.host_name))
             .collect(),
         Err(error) => {

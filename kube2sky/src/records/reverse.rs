@@ -11,7 +11,7 @@
 
 use super::{Names, Records};
 use k8s_openapi::api::core::v1::Endpoints;
-use skydns::record::Record;
+use skydns_msg::record::Record;
 use std::net::IpAddr;
 
 /// A name a PTR points at: a service, or a hostname of its endpoints.

@@ -157,7 +157,7 @@ fn external_name_record_points_at_the_fqdn() {
     let s = svc("default", "ext").external("Example.COM");
     let records = service_records(&names(), &s, None, Options::default());
     let json = r#"{"host":"example.com.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
-    let label = format!("{:x}", skydns::record::fnv1a32(json.as_bytes()));
+    let label = format!("{:x}", skydns_msg::record::fnv1a32(json.as_bytes()));
     assert_eq!(
         pairs(&records),
         [(
@@ -390,7 +390,10 @@ fn port_problems_are_the_ones_1_2_logged() {
         ),
         vec![PortProblem::NoProtocol]
     );
-    assert!(port_problems(&svc("a", "h")).is_empty(), "headless: §5.2");
+    assert!(
+        port_problems(&svc("a", "h")).is_empty(),
+        "headless: ports come from the endpoints"
+    );
     assert!(port_problems(&svc("a", "e").external("example.org")).is_empty());
 }
 

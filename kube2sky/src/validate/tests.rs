@@ -1,6 +1,6 @@
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
-use crate::index::ObjectKey;
+use crate::objects::ObjectKey;
 use crate::records::{service_records, Names, Options};
 
 /// 1.2's key set: the first address keeps a shared hostname.
@@ -20,31 +20,6 @@ fn records(s: &Service, ep: Option<&Endpoints>) -> Vec<String> {
     service_records(&Names::new("cluster.local"), s, ep, LEGACY)
         .into_keys()
         .collect()
-}
-
-#[test]
-fn kubernetes_name_rules() {
-    assert!(is_dns1123_label("a"));
-    assert!(is_dns1123_label("web-0"));
-    assert!(is_dns1123_label("0web"));
-    assert!(!is_dns1123_label("-a"));
-    assert!(!is_dns1123_label("a-"));
-    assert!(!is_dns1123_label("A"));
-    assert!(!is_dns1123_label("a.b"));
-    assert!(!is_dns1123_label(&"a".repeat(64)));
-    assert!(is_dns1123_label(&"a".repeat(63)));
-    assert!(!is_dns1123_label(""));
-    assert!(is_dns1035_label("web"));
-    assert!(!is_dns1035_label("0web"));
-    assert!(is_dns1123_subdomain("example.com"));
-    assert!(!is_dns1123_subdomain("bad name..com"));
-    assert!(!is_dns1123_subdomain("a..b"));
-    assert!(!is_dns1123_subdomain(&format!("{}.com", "a.".repeat(125))));
-    assert!(is_external_name("example.com."));
-    assert!(!is_external_name("bad name..com."));
-    assert!(!is_external_name("."));
-    assert!(is_ip("10.0.0.1") && is_ip("fd00::1"));
-    assert!(!is_ip("10.7.7.7/24") && !is_ip("not-an-ip") && !is_ip(""));
 }
 
 #[test]

@@ -23,7 +23,7 @@ use test_support::ports::free_port;
 use test_support::process::Process;
 pub use test_support::wait::{eventually, DEADLINE};
 
-/// The §9 services: `kubernetes` and `kube-dns`, plus pod 1.2.3.4.
+/// The demo services (README, What it writes): `kubernetes` and `kube-dns`, plus pod 1.2.3.4.
 pub const KUBERNETES: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes","namespace":"default"},
  "spec":{"clusterIP":"10.0.0.1","ports":[{"name":"https","port":443,"protocol":"TCP","targetPort":443}]}}"#;
 pub const KUBE_DNS: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kube-dns","namespace":"kube-system"},
@@ -33,8 +33,8 @@ pub const KUBE_DNS: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"n
 /// The rest of every A/SRV JSON value.
 pub const REST: &str = r#""priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
 
-/// The exact §9 contents of `/skydns`.
-pub fn section9() -> Vec<(String, String)> {
+/// The exact contents of `/skydns` for the demo objects (README, What it writes).
+pub fn demo_records() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = [
         (
             "/skydns/local/cluster/pod/default/1-2-3-4/ad70cf0f",
@@ -221,7 +221,7 @@ impl Kube2sky {
     }
 }
 
-/// The A-record value kube2sky writes for `host` (reference §9, byte for byte).
+/// The A-record value kube2sky writes for `host` (1.2's bytes, byte for byte).
 pub fn a(host: &str) -> String {
     format!(r#"{{"host":"{host}",{REST}"#)
 }
@@ -232,7 +232,7 @@ pub fn srv(host: &str, port: u16) -> String {
 }
 
 /// The key label of [`a`]`(host)`: FNV-1a 32 of that JSON, in lower-case
-/// hex, computed once outside this code (reference: 10.0.0.1 → c88f1059).
+/// hex, computed once outside this code (10.0.0.1 → c88f1059, as 1.2 wrote it).
 pub fn label(host: &str) -> &'static str {
     match host {
         "10.0.0.1" => "c88f1059",

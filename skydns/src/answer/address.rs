@@ -11,11 +11,11 @@
 
 use super::records::{group, records};
 use super::{name, rr, Answer, Ctx, Question};
-use crate::path::fqdn;
-use crate::path::in_domain;
-use crate::record::HostKind;
 use hickory_proto::rr::rdata::{A, AAAA, CNAME};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use skydns_msg::path::fqdn;
+use skydns_msg::path::in_domain;
+use skydns_msg::record::HostKind;
 use std::net::IpAddr;
 
 /// Longest CNAME chain followed (SkyDNS: more than 7 previous records stops).

@@ -1,7 +1,7 @@
 //! Answers from upstream that an authoritative answer may need.
 //!
 //! A CNAME or SRV/MX target outside the domain is resolved upstream
-//! (SkyDNS's internal `Lookup`, reference §8.2). To keep the answer functions
+//! (SkyDNS's internal `Lookup`, `server/forwarding.go`). To keep the answer functions
 //! pure, they read such results from a [`Lookups`] table instead of doing
 //! I/O: a name the table does not know yet is recorded as missing, the
 //! handler fetches every missing name, and the answer is computed again.

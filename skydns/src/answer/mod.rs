@@ -1,7 +1,7 @@
 //! Authoritative answers for the cluster domain, as pure functions.
 //!
 //! [`authoritative`] is SkyDNS's `ServeDNS` from the point where a question is
-//! known to belong to the domain (§6 of the reference): it takes the
+//! known to belong to the domain (in SkyDNS's `server/server.go`): it takes the
 //! [`Zone`] settings, the current [`Snapshot`] and a [`Question`], and returns
 //! an [`Answer`] — records for the answer and additional sections, or "no such
 //! name", or "server failure". No I/O, no clock (the SOA serial's `now` is an
@@ -21,9 +21,9 @@ pub use other::{chaos, reverse, soa};
 pub use records::{group, records, target_strip, Service};
 pub use srv::weights;
 
-use crate::path::PathPrefix;
 use crate::snapshot::Snapshot;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
+use skydns_msg::path::PathPrefix;
 
 /// The settings an authoritative answer depends on.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -121,7 +121,7 @@ pub struct Ctx<'a> {
     pub lookups: &'a Lookups,
 }
 
-/// Answers a question inside the domain (reference §6). `now` is the Unix
+/// Answers a question inside the domain (SkyDNS's `server/server.go`). `now` is the Unix
 /// time, used only for the SOA serial. Targets outside the domain are taken
 /// from `lookups`; those it lacks are noted there for the caller to fetch.
 pub fn authoritative(

@@ -1,6 +1,6 @@
 //! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT.
 //!
-//! Each follows reference §6.3 and §7.3: TXT splits long text into 255-byte
+//! Each follows SkyDNS's `server/server.go`: TXT splits long text into 255-byte
 //! strings, CNAME looks at the key and the keys one level below it, NS
 //! exists only at the apex and reads `ns.dns.<domain>`, the SOA serial is
 //! the current hour, PTR reads a leaf or the leaves directly below a
@@ -9,11 +9,11 @@
 
 use super::records::{group, records, Service};
 use super::{name, rr, Answer, Question, Zone};
-use crate::path::{fqdn, labels};
-use crate::record::HostKind;
 use crate::snapshot::{Leaf, Snapshot};
 use hickory_proto::rr::rdata::{A, AAAA, CNAME, NS, PTR, SOA, TXT};
 use hickory_proto::rr::{DNSClass, RData, Record, RecordType};
+use skydns_msg::path::{fqdn, labels};
+use skydns_msg::record::HostKind;
 use std::collections::HashSet;
 use std::net::IpAddr;
 

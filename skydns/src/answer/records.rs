@@ -5,8 +5,8 @@
 //! default priority, and the group filter (`msg.Group`).
 
 use super::Zone;
-use crate::record::Record;
 use crate::snapshot::{Leaf, Snapshot};
+use skydns_msg::record::Record;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -100,7 +100,7 @@ pub fn target_strip(name: &str, n: u16) -> String {
     if n == 0 {
         return name.to_string();
     }
-    let labels: Vec<&str> = crate::path::labels(name).collect();
+    let labels: Vec<&str> = skydns_msg::path::labels(name).collect();
     if usize::from(n) >= labels.len() {
         return name.to_string();
     }

@@ -10,10 +10,10 @@
 use super::address::{address_records, Family, Owner};
 use super::records::{group, records, target_strip, Service};
 use super::{name, rr, Answer, Ctx, Question};
-use crate::path::{fqdn, in_domain};
-use crate::record::{go_float_to_uint16, go_uint16, HostKind};
 use hickory_proto::rr::rdata::{A, AAAA, MX, SRV};
 use hickory_proto::rr::{Name, RData, Record, RecordType};
+use skydns_msg::path::{fqdn, in_domain};
+use skydns_msg::record::{go_float_to_uint16, go_uint16, HostKind};
 use std::collections::{HashMap, HashSet};
 use std::net::IpAddr;
 

@@ -13,7 +13,8 @@
 //! try each, never the way back. An answer with no members (or an error)
 //! changes nothing.
 
-use super::member::{Endpoints, EtcdOptions, MemberClient};
+use etcd_access::member::{Endpoints, MemberClient};
+use etcd_access::EtcdOptions;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -62,7 +63,7 @@ pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: Can
 }
 
 /// Keeps a v2 client's endpoints equal to the members' client URLs until `shutdown`.
-pub async fn follow_v2(client: etcd2::Client, shutdown: CancellationToken) {
+pub async fn follow_v2(client: etcd_access::v2::Client, shutdown: CancellationToken) {
     let configured = client.endpoints();
     loop {
         let listed = tokio::select! {

@@ -16,6 +16,7 @@
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use crate::snapshot::Snapshot;
+use etcd_access::prefix_end;
 use etcd_client::{EventType, GetOptions, KvClient, WatchOptions};
 use futures::StreamExt;
 
@@ -207,18 +208,6 @@ pub async fn read_pages(
             _ => return Ok(revision),
         }
     }
-}
-
-/// The end of the range of keys that start with `prefix` (etcd's prefix end).
-fn prefix_end(prefix: &[u8]) -> Vec<u8> {
-    let mut end = prefix.to_vec();
-    while let Some(last) = end.pop() {
-        if last < 0xff {
-            end.push(last + 1);
-            return end;
-        }
-    }
-    vec![0] // every key
 }
 
 /// Turns an etcd watch into batches; compaction and cancellation are errors.

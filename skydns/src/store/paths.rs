@@ -21,6 +21,10 @@ use crate::snapshot::{Change, Snapshot};
 use std::time::Duration;
 use tokio::sync::{mpsc, oneshot};
 
+/// Which part of a key is hidden: shared with kube2sky, so it lives with the
+/// key paths in skydns-msg.
+pub use skydns_msg::path::hidden_part;
+
 /// How often etcd's index is checked for changes the watch could not see.
 pub const REFRESH_PERIOD: Duration = Duration::from_secs(1);
 /// Most hidden paths remembered; past it, new ones are not read.
@@ -199,47 +203,5 @@ fn read_change(path: String, loaded: Loaded) -> Change {
             .filter_map(|kv| super::parse_kv(kv).map(|r| (kv.key.clone(), r)))
             .collect(),
         dirs: loaded.dirs.unwrap_or_default(),
-    }
-}
-
-/// The hidden path a query needs read, if any: `path` (an etcd path under
-/// `root`, already cut at any wildcard) up to its last segment starting
-/// with `_`. `None` when no segment below `root` is hidden.
-pub fn hidden_part(path: &str, root: &str) -> Option<String> {
-    let relative = path.strip_prefix(root)?;
-    let mut end = None;
-    let mut at = root.len();
-    for segment in relative.split('/') {
-        at += segment.len();
-        if segment.starts_with('_') {
-            end = Some(at);
-        }
-        at += 1;
-    }
-    end.map(|end| path[..end].to_string())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::hidden_part;
-
-    #[test]
-    fn the_hidden_part_ends_at_the_last_underscore_segment() {
-        let root = "/skydns";
-        let svc = "/skydns/local/cluster/svc/default/kubernetes";
-        assert_eq!(hidden_part(svc, root), None);
-        assert_eq!(
-            hidden_part(&format!("{svc}/_tcp/_https"), root).as_deref(),
-            Some(format!("{svc}/_tcp/_https").as_str())
-        );
-        assert_eq!(
-            hidden_part(&format!("{svc}/_tcp/_https/c88f1059"), root).as_deref(),
-            Some(format!("{svc}/_tcp/_https").as_str())
-        );
-        assert_eq!(
-            hidden_part(&format!("{svc}/_tcp"), root).as_deref(),
-            Some(format!("{svc}/_tcp").as_str())
-        );
-        assert_eq!(hidden_part("/other/_x", root), None);
     }
 }

@@ -16,9 +16,9 @@
 //! in flight at once. Node TTLs travel with the keys. A server without the
 //! v2 API is [`StoreError::WrongApi`].
 
-use super::etcd::EtcdOptions;
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
-use etcd2::{Client, Response};
+use etcd_access::v2::{Client, Response};
+use etcd_access::EtcdOptions;
 use futures::StreamExt;
 use std::time::Duration;
 
@@ -63,8 +63,8 @@ impl Store for EtcdV2Store {
         self.root = root.clone();
         match self.client.get(&root, true).await {
             Ok(resp) => Ok(loaded(&resp)),
-            Err(etcd2::Error::Etcd {
-                code: etcd2::KEY_NOT_FOUND,
+            Err(etcd_access::v2::Error::Etcd {
+                code: etcd_access::v2::KEY_NOT_FOUND,
                 index,
                 ..
             }) => Ok(Loaded {
@@ -104,7 +104,7 @@ impl Store for EtcdV2Store {
                         }
                         Err(e) if e.is_event_index_cleared() => {
                             let compacted = match &e {
-                                etcd2::Error::Etcd { index, .. } => to_revision(*index),
+                                etcd_access::v2::Error::Etcd { index, .. } => to_revision(*index),
                                 _ => 0,
                             };
                             let err = StoreError::Compacted {
@@ -155,7 +155,7 @@ impl Store for EtcdV2Store {
     async fn current_revision(&mut self) -> Result<i64, StoreError> {
         match self.client.get(&self.root, false).await {
             Ok(resp) => Ok(to_revision(resp.index)),
-            Err(etcd2::Error::Etcd { index, .. }) => Ok(to_revision(index)),
+            Err(etcd_access::v2::Error::Etcd { index, .. }) => Ok(to_revision(index)),
             Err(e) => Err(store_error(e)),
         }
     }
@@ -167,7 +167,7 @@ async fn read_one(client: &Client, path: &str) -> Result<Option<Loaded>, StoreEr
         Err(e)
             if matches!(
                 e.code(),
-                Some(etcd2::KEY_NOT_FOUND | etcd2::NOT_A_DIRECTORY)
+                Some(etcd_access::v2::KEY_NOT_FOUND | etcd_access::v2::NOT_A_DIRECTORY)
             ) =>
         {
             Ok(None)
@@ -224,7 +224,7 @@ fn to_revision(index: u64) -> i64 {
     i64::try_from(index).unwrap_or(i64::MAX)
 }
 
-fn store_error(e: etcd2::Error) -> StoreError {
+fn store_error(e: etcd_access::v2::Error) -> StoreError {
     if e.is_permanent() {
         StoreError::WrongApi(format!("{e}; or start skydns with -etcd3"))
     } else {

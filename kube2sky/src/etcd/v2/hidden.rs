@@ -13,8 +13,9 @@
 //! once hidden directories are removed. Reads load the entries under the
 //! prefix they read; a hidden directory found absent is forgotten.
 
-use super::{bounded, max_of, revision, tolerate, Outcome, ABSENT};
-use etcd2::Client;
+use super::{max_of, revision, tolerate, Outcome, ABSENT};
+use crate::etcd::attempt::{bounded, EtcdError};
+use etcd_access::v2::Client;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
@@ -62,7 +63,7 @@ impl HiddenDirs {
         client: &Client,
         shutdown: &CancellationToken,
         prefix: &str,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         let key = format!("{}{}", self.root, prefix.trim_end_matches('/'));
         let outcome = bounded(shutdown, tolerate(client.get(&key, true), ABSENT)).await?;
         if let Outcome::Found(resp) = &outcome {
@@ -85,7 +86,7 @@ impl HiddenDirs {
         client: &Client,
         shutdown: &CancellationToken,
         dirs: impl IntoIterator<Item = String>,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         let mut parents = BTreeSet::new();
         for dir in dirs {
             if !self.dirs.contains(&dir) {
@@ -102,7 +103,7 @@ impl HiddenDirs {
         client: &Client,
         shutdown: &CancellationToken,
         removed: &[String],
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         let mut parents = BTreeSet::new();
         for dir in removed {
             if self.dirs.remove(dir) {
@@ -119,16 +120,17 @@ impl HiddenDirs {
         client: &Client,
         shutdown: &CancellationToken,
         parents: BTreeSet<String>,
-    ) -> Result<i64, String> {
+    ) -> Result<i64, EtcdError> {
         let writes = parents.iter().map(|parent| async move {
             let below = format!("{parent}/_");
             let dirs: Vec<&String> = self.below(&below).collect();
             let key = format!("{}{parent}", self.root);
             if dirs.is_empty() {
                 let deleted = tolerate(client.delete(&key, false), ABSENT);
-                return Ok::<_, String>(bounded(shutdown, deleted).await?.revision());
+                return Ok::<_, EtcdError>(bounded(shutdown, deleted).await?.revision());
             }
-            let value = serde_json::to_string(&dirs).map_err(|e| e.to_string())?;
+            let value =
+                serde_json::to_string(&dirs).map_err(|e| EtcdError::Failed(e.to_string()))?;
             let resp = bounded(shutdown, client.set(&key, &value)).await?;
             Ok(revision(resp.index))
         });

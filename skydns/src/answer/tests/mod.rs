@@ -1,10 +1,10 @@
-//! Table tests of the authoritative answers: the reference §11 rows over the
-//! kube2sky §9 records here, the finer rules in `rules`, the records of the
+//! Table tests of the authoritative answers: SkyDNS 2.5.2c's answers over
+//! the demo records of kube2sky's README (What it writes) here, the finer rules in `rules`, the records of the
 //! Kubernetes DNS specification 1.1.0 in `spec`.
 
 use super::*;
-use crate::record::Record as SkyRecord;
 use hickory_proto::rr::rdata::{A, CNAME, SRV};
+use skydns_msg::record::Record as SkyRecord;
 
 mod rules;
 pub(crate) mod spec;
@@ -23,7 +23,7 @@ pub(crate) fn zone() -> Zone {
     }
 }
 
-/// The etcd state of reference kube2sky.md §9, plus a headless service.
+/// The demo records of kube2sky's README (What it writes), plus a headless service.
 pub(crate) fn cluster() -> Snapshot {
     let a = SkyRecord::kube2sky_address;
     let s = SkyRecord::kube2sky_service;

@@ -22,7 +22,7 @@ fn dns_version() -> SkyRecord {
         .unwrap()
 }
 
-/// The kube2sky §9 records plus what specification 1.1.0 adds.
+/// The demo records of kube2sky's README plus what specification 1.1.0 adds.
 pub(crate) fn spec() -> Snapshot {
     let svc = "/skydns/local/cluster/svc";
     let added = [

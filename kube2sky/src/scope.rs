@@ -2,10 +2,29 @@
 //! the owned key space diffed as a unit (one service, one PTR, one pod
 //! directory, a whole subtree or a slice of one), and [`Scope::reads`] names
 //! the etcd [`Read`]s that give its actual records.
+//!
+//! [`DesiredState`] is all the writer asks of the index: the records a
+//! scope should hold, and a full sync cut into slices. The index answers it;
+//! the writer sees no more of the index than that.
 
-use super::ObjectKey;
-use crate::records::Names;
+use crate::objects::ObjectKey;
+use crate::records::{Names, Records};
 use std::net::IpAddr;
+
+/// The desired state as the writer sees it.
+pub trait DesiredState {
+    /// The records `scope` should hold.
+    fn desired(&self, scope: &Scope) -> Records;
+
+    /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
+    /// each, covering every key under `pod/`.
+    fn pod_chunks(&self, pods: usize) -> Vec<Scope>;
+
+    /// [`Scope::AllServices`] as [`Scope::ServiceChunk`]s of about
+    /// `services` services each (and a [`Scope::PtrSweep`]), covering every
+    /// key under `svc/` and every owned PTR.
+    fn service_chunks(&self, services: usize) -> Vec<Scope>;
+}
 
 /// A part of the owned key space that is reconciled as a unit.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]

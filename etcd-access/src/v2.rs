@@ -13,9 +13,9 @@
 //!
 //! Requests go over HTTP/1.1 keep-alive connections from one pool, so many
 //! can be in flight at once (clone the [`Client`]; clones share the pool).
-//! TLS client certificates, a CA and basic auth come from [`Connection`]
-//! (the one description of "how to reach etcd" in the project: skydns's and
-//! kube2sky's v3 clients take it too); with
+//! TLS client certificates, a CA and basic auth come from [`EtcdOptions`]
+//! (the one description of "how to reach etcd" in the project: the v3
+//! [`crate::member::MemberClient`] takes it too); with
 //! several endpoints a request that cannot reach one tries the next. A
 //! server that answers `/v2/keys` with a plain 404 (etcd ≥ 3.4 started
 //! without `--enable-v2`) is [`Error::NoV2Api`], so callers can stop with a
@@ -34,26 +34,12 @@ pub use error::{
 };
 pub use node::{Leaf, Node, Response};
 
+use crate::EtcdOptions;
 use reqwest::{Method, RequestBuilder, StatusCode, Url};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
-
-/// How to reach etcd, whichever API is used.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Connection {
-    /// Endpoint URLs, e.g. `http://127.0.0.1:2379`.
-    pub endpoints: Vec<String>,
-    /// Client certificate (PEM).
-    pub tls_cert: Option<PathBuf>,
-    /// Client key (PEM).
-    pub tls_key: Option<PathBuf>,
-    /// CA certificate (PEM) that signed etcd's server certificate.
-    pub ca_cert: Option<PathBuf>,
-    /// User and password (v2: HTTP basic auth; v3: etcd authentication).
-    pub user: Option<(String, String)>,
-}
 
 /// Upper bound of one ordinary request (not of a watch).
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(10);
@@ -88,7 +74,7 @@ pub struct Client {
 
 impl Client {
     /// A client for `options` (no request is made yet).
-    pub fn new(options: &Connection) -> Result<Self, Error> {
+    pub fn new(options: &EtcdOptions) -> Result<Self, Error> {
         if options.endpoints.is_empty() {
             return Err(Error::Config("no etcd endpoint given".into()));
         }

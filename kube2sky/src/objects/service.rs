@@ -118,6 +118,16 @@ impl ServiceInfo {
     }
 }
 
+impl ServiceInfo {
+    /// Whether the service is headless (its records come from Endpoints):
+    /// the rule of `records::service_kind` read off the fields, without
+    /// rebuilding a Service (it is asked on every endpoints event).
+    pub fn is_headless(&self) -> bool {
+        self.type_.as_deref() != Some("ExternalName")
+            && matches!(self.cluster_ip.as_deref().unwrap_or(""), "" | "None")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

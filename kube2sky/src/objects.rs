@@ -1,0 +1,43 @@
+//! The slim API objects the index holds: what records are made of, and no
+//! more, so tens of thousands of services and pods fit in a few megabytes
+//! (k/k#22290: never keep whole objects). The watches reduce what the API
+//! server sends to these; the index, the records and the object checks read
+//! them. Nothing here knows about etcd or DNS names.
+//!
+//! They are [`ObjectKey`] (`namespace/name`), [`ServiceInfo`] with its
+//! [`PortInfo`]s (a Service's type, IPs and ports), [`PodInfo`] (a pod's
+//! IPs) and [`SliceInfo`] (an EndpointSlice's ready addresses and ports).
+
+mod service;
+mod slice;
+
+pub use service::{PortInfo, ServiceInfo};
+pub use slice::{SliceInfo, SERVICE_NAME_LABEL};
+
+/// `namespace/name` of an object.
+#[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ObjectKey {
+    /// Namespace.
+    pub namespace: String,
+    /// Name.
+    pub name: String,
+}
+
+impl ObjectKey {
+    /// The key of an object's metadata.
+    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+        ObjectKey {
+            namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
+            name: meta.name.clone().unwrap_or_default(),
+        }
+    }
+}
+
+/// All a pod contributes to DNS (k/k#22290: never keep whole Pods).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodInfo {
+    /// Namespace and name.
+    pub key: ObjectKey,
+    /// `status.podIPs` (`status.podIP` first), empty when not assigned.
+    pub ips: Vec<String>,
+}
