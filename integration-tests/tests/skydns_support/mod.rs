@@ -12,7 +12,7 @@ use test_support::ports::{free_port, on_free_port};
 use test_support::wait::{eventually, DEADLINE};
 use tokio_util::sync::CancellationToken;
 
-/// The answer line for the `kubernetes` service of reference §9.
+/// The answer line for the `kubernetes` service of the demo records (kube2sky/README.md, "What it writes").
 pub const KUBERNETES_A: &str = "kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1";
 
 pub struct SkyDns {
@@ -116,7 +116,7 @@ impl SkyDns {
         .await?
     }
 
-    /// Asserts that `kubernetes.default.svc.cluster.local A` gives the §9 record.
+    /// Asserts that `kubernetes.default.svc.cluster.local A` gives the demo record.
     pub async fn assert_kubernetes_resolves(&self) {
         let r = self
             .dig(&["kubernetes.default.svc.cluster.local", "A"])
