@@ -53,8 +53,8 @@ etcd_url="http://127.0.0.1:${ETCD_PORT}"
 
 scripts/install-deps.sh
 if [ "${SKIP_BUILD:-}" != 1 ]; then
-  echo "==> building (cargo build --bins -p skydns -p kube2sky -p healthz -p integration-tests)"
-  cargo build --bins -p skydns -p kube2sky -p healthz -p integration-tests
+  echo "==> building (cargo build --bins -p skydns -p kube2sky -p healthz -p kube-api-test-server)"
+  cargo build --bins -p skydns -p kube2sky -p healthz -p kube-api-test-server
 fi
 for bin in skydns kube2sky exec-healthz kube-api-test-server; do
   [ -x "$BIN_DIR/$bin" ] || { echo "missing $BIN_DIR/$bin (build it, or unset SKIP_BUILD)" >&2; exit 1; }

@@ -53,9 +53,9 @@ fail() { echo "run.sh: $*" >&2; exit 1; }
 [ -z "$kubeconfig" ] || [ -r "$kubeconfig" ] || fail "--kubeconfig $kubeconfig: not a readable file"
 scripts/install-deps.sh
 if [ "${SKIP_BUILD:-}" != 1 ]; then
-  echo "==> building (scripts/build-release.sh; cargo build --release -p integration-tests --bins)"
+  echo "==> building (scripts/build-release.sh; cargo build --release -p kube-api-test-server -p integration-tests --bins)"
   scripts/build-release.sh
-  cargo build --locked --release -p integration-tests --bins
+  cargo build --locked --release -p kube-api-test-server -p integration-tests --bins
 fi
 for bin in skydns kube2sky exec-healthz kube-api-test-server podman-manifest; do
   [ -x "$BIN_DIR/$bin" ] || fail "missing $BIN_DIR/$bin (build it, or unset SKIP_BUILD)"

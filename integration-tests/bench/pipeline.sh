@@ -21,9 +21,9 @@ PROFILE=${PROFILE:-debug}
 
 scripts/install-deps.sh
 if [ "$PROFILE" = release ]; then
-  cargo build --release --bins -p skydns -p kube2sky -p integration-tests
+  cargo build --release --bins -p skydns -p kube2sky -p kube-api-test-server
 else
-  cargo build --bins -p skydns -p kube2sky -p integration-tests
+  cargo build --bins -p skydns -p kube2sky -p kube-api-test-server
 fi
 bin="$root/target/$PROFILE"
 

@@ -9,5 +9,5 @@
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 scripts/install-deps.sh
-cargo build --release --locked --bins -p kube2sky -p integration-tests
+cargo build --release --locked --bins -p kube2sky -p kube-api-test-server
 exec python3 integration-tests/bench/reliability.py "$(pwd)/target/release" "${1:-10000}"

@@ -35,7 +35,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
 scripts/install-deps.sh
-cargo build --release --locked -p skydns -p kube2sky -p integration-tests --bins
+cargo build --release --locked -p skydns -p kube2sky -p kube-api-test-server --bins
 python3 integration-tests/bench/scale.py "$(pwd)/target/release" "$sizes" "$samples" "$seconds" "$out"
 /usr/bin/python3 integration-tests/bench/scale_chart.py "$out/scale.json" "$out/scale.png"
 echo "chart: $out/scale.png"

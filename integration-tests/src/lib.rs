@@ -1,10 +1,13 @@
-//! The Kubernetes API test server: an in-memory API server (core/v1
-//! services, endpoints, pods, namespaces; leases; endpoint slices, which can
-//! be switched off) with the real API's list/watch semantics, used by the kube2sky tests, by kubectl-driven tests and by
-//! the local demo (`kube-api-test-server`). What the tests share besides
-//! it (etcd, DNS queries, process guards, waiting) is the `test-support`
-//! crate. `podman` turns the deploy manifests into what `podman kube play`
-//! runs (`podman-manifest`, used by deploy/podman/run.sh).
+//! The end-to-end suites of the kube-dns pipeline live in `tests/`: skydns
+//! (`skydns_*`), the Kubernetes API test server
+//! (`apiserver_*`, against the `kube-api-test-server` crate), the deploy
+//! scripts and manifests (`local_pipeline`, `deploy_manifests`,
+//! `podman_pod`). They run the workspace's binaries as built by `cargo build
+//! --workspace --bins` and share the `test-support` crate (etcd, DNS
+//! queries, process guards, waiting).
+//!
+//! The library itself is `podman`: it turns the deploy manifests into what
+//! `podman kube play` runs (`podman-manifest`, used by
+//! deploy/podman/run.sh).
 
-pub mod apiserver;
 pub mod podman;

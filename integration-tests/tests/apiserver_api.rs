@@ -10,12 +10,12 @@ use apiserver_support::{
     client, client_with, client_with_token, service, start, start_default, within,
 };
 use futures::{StreamExt, TryStreamExt};
-use integration_tests::apiserver::Config;
 use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
 use kube::api::{
     Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent, WatchParams,
 };
 use kube::{Client, ResourceExt};
+use kube_api_test_server::Config;
 use serde_json::{json, Value};
 
 fn api_code(err: kube::Error) -> u16 {

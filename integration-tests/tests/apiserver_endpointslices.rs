@@ -14,13 +14,13 @@ mod apiserver_support;
 
 use apiserver_support::{binary_server, client, start, start_default, within};
 use futures::{Stream, StreamExt};
-use integration_tests::apiserver::Config;
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::WatchParams;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
 use kube::runtime::watcher::{self, Event};
 use kube::{Client, ResourceExt};
+use kube_api_test_server::Config;
 use serde_json::{json, Value};
 use test_support::kubectl::Kubectl;
 
@@ -541,7 +541,7 @@ async fn without_endpoint_slices_the_group_does_not_exist() {
     }
     .with_seed_text("apiVersion: discovery.k8s.io/v1\nkind: EndpointSlice\nmetadata: {name: x}\naddressType: IPv4\n")
     .unwrap();
-    let refused = integration_tests::apiserver::ApiServer::start(seeded)
+    let refused = kube_api_test_server::ApiServer::start(seeded)
         .await
         .unwrap_err();
     assert!(

@@ -13,7 +13,7 @@ use std::path::{Path, PathBuf};
 use test_support::kubectl::Kubectl;
 
 use apiserver_support::{binary_server, start, start_default};
-use integration_tests::apiserver::Config;
+use kube_api_test_server::Config;
 use serde_json::json;
 
 /// Whether kubectl succeeded, and what it said on stderr.

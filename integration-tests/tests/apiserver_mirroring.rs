@@ -17,11 +17,11 @@ use std::path::Path;
 
 use apiserver_support::{binary_server, client, start, start_default, within};
 use futures::{Stream, StreamExt};
-use integration_tests::apiserver::{ApiServerHandle, Config, ResourceKind};
 use k8s_openapi::api::core::v1::{Endpoints, Namespace};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::api::{Api, DeleteParams, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::ResourceExt;
+use kube_api_test_server::{ApiServerHandle, Config, ResourceKind};
 use serde_json::{json, Value};
 use test_support::kubectl::Kubectl;
 
@@ -256,7 +256,7 @@ async fn big_endpoints_are_cut_into_slices_of_100() {
             .collect()
     };
     assert_eq!(sizes(&server), want(&[100, 100, 50]));
-    let key = integration_tests::apiserver::Key {
+    let key = kube_api_test_server::Key {
         kind: ResourceKind::Endpoints,
         namespace: "default".into(),
         name: "big".into(),

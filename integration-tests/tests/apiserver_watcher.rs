@@ -8,13 +8,13 @@ use std::collections::BTreeSet;
 
 use apiserver_support::{client, client_with, service, start_default, within};
 use futures::{Stream, StreamExt};
-use integration_tests::apiserver::{ApiServerHandle, Key, ResourceKind};
 use k8s_openapi::api::core::v1::Service;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::reflector::{self, Store as ReflectorStore};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::ResourceExt;
+use kube_api_test_server::{ApiServerHandle, Key, ResourceKind};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;

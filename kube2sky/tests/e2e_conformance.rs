@@ -12,7 +12,7 @@
 mod support;
 
 use anyhow::{bail, ensure, Context, Result};
-use integration_tests::apiserver::{ApiServer, ApiServerHandle, Config, ResourceKind};
+use kube_api_test_server::{ApiServer, ApiServerHandle, Config, ResourceKind};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;

@@ -38,7 +38,7 @@ const QUESTIONS: &[(&str, &str)] = &[
 fn replica(
     endpoints: &str,
     etcd: &EtcdCluster,
-    api: &integration_tests::apiserver::ApiServerHandle,
+    api: &kube_api_test_server::ApiServerHandle,
     id: &str,
 ) -> Result<Kube2sky> {
     let lease = format!("--leader-elect-lease-duration={}s", LEASE.as_secs());

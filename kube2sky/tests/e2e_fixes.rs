@@ -6,7 +6,7 @@
 mod support;
 
 use anyhow::{ensure, Context, Result};
-use integration_tests::apiserver::{ApiServerHandle, ResourceKind};
+use kube_api_test_server::{ApiServerHandle, ResourceKind};
 use std::time::Duration;
 use support::*;
 use test_support::wait::within;

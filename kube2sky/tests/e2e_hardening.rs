@@ -8,7 +8,7 @@
 mod support;
 
 use anyhow::{ensure, Context, Result};
-use integration_tests::apiserver::{ApiServer, ApiServerHandle, Config};
+use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use std::collections::{BTreeMap, BTreeSet};
 use support::*;
 use test_support::etcd::Api;

@@ -13,11 +13,7 @@ use support::*;
 /// Short timings so the test waits seconds, not the 15 s default.
 const LEASE: &str = "--leader-elect-lease-duration=3s";
 
-fn replica(
-    etcd: &Etcd,
-    api: &integration_tests::apiserver::ApiServerHandle,
-    id: &str,
-) -> Result<Kube2sky> {
+fn replica(etcd: &Etcd, api: &kube_api_test_server::ApiServerHandle, id: &str) -> Result<Kube2sky> {
     let identity = format!("--leader-elect-identity={id}");
     Kube2sky::start(
         etcd,
@@ -44,7 +40,7 @@ fn written(metrics: &str) -> f64 {
 /// etcd, the API server, kubectl, leader "a" (ready) and standby "b".
 async fn two_replicas() -> Result<(
     Etcd,
-    integration_tests::apiserver::ApiServerHandle,
+    kube_api_test_server::ApiServerHandle,
     Kubectl,
     Kube2sky,
     Kube2sky,

@@ -6,10 +6,10 @@
 use std::future::Future;
 use std::time::Duration;
 
-use integration_tests::apiserver::{ApiServer, ApiServerHandle, Config};
 use k8s_openapi::api::core::v1::Service;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
+use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use serde_json::json;
 
 /// Starts a server with the given config (port 0 unless set).
@@ -80,19 +80,20 @@ pub fn service(name: &str, port: i32) -> Service {
     .expect("service")
 }
 
-/// The `kube-api-test-server` binary on a free loopback port with `args`,
-/// and the URL its first line announces (`listening on <url>`); killed
-/// when the child is dropped.
+/// The `kube-api-test-server` binary (built by `cargo build --workspace
+/// --bins`) on a free loopback port with `args`, and the URL its first line
+/// announces (`listening on <url>`); killed when the child is dropped.
 pub async fn binary_server(args: &[std::ffi::OsString]) -> (tokio::process::Child, String) {
     use tokio::io::{AsyncBufReadExt, BufReader};
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_kube-api-test-server"))
-        .args(["--listen", "127.0.0.1:0"])
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("kube-api-test-server starts");
+    let mut child =
+        tokio::process::Command::new(test_support::bins::built_binary("kube-api-test-server"))
+            .args(["--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("kube-api-test-server starts");
     let stdout = child.stdout.take().expect("stdout");
     let mut lines = BufReader::new(stdout).lines();
     let first = within("the listening line", lines.next_line())

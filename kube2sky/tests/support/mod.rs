@@ -9,9 +9,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 use anyhow::{ensure, Context, Result};
-use integration_tests::apiserver::{
-    ApiServer, ApiServerHandle, Config, Key, Preconditions, ResourceKind,
-};
+use kube_api_test_server::{ApiServer, ApiServerHandle, Config, Key, Preconditions, ResourceKind};
 use serde_json::Value;
 use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
@@ -296,7 +294,7 @@ pub async fn cluster(
     flags: &[&str],
 ) -> Result<(
     Etcd,
-    integration_tests::apiserver::ApiServerHandle,
+    kube_api_test_server::ApiServerHandle,
     Kubectl,
     Kube2sky,
 )> {

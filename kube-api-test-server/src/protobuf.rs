@@ -35,8 +35,10 @@ pub(crate) const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
 
 const MAGIC: &[u8] = b"k8s\0";
 
-/// Decodes a protobuf request body for `kind` into its JSON form.
-pub(crate) fn decode(kind: ResourceKind, body: &[u8]) -> Result<Value, ApiError> {
+/// Decodes a protobuf request body for `kind` into its JSON form. A body
+/// with fields this module does not decode is a 415 naming `accepted`, the
+/// media types the caller takes instead.
+pub(crate) fn decode(kind: ResourceKind, body: &[u8], accepted: &str) -> Result<Value, ApiError> {
     let bad = |why: String| ApiError::bad_request(format!("error decoding request body: {why}"));
     let envelope = body.strip_prefix(MAGIC).ok_or_else(|| {
         bad("provided data does not appear to be a protobuf message, expected prefix [107 56 115 0]".into())
@@ -85,7 +87,7 @@ pub(crate) fn decode(kind: ResourceKind, body: &[u8]) -> Result<Value, ApiError>
     if !all_zero(&residue) {
         return Err(ApiError::unsupported_media_type(
             &format!("{MEDIA_TYPE} (this {} sets fields the test server does not decode from protobuf; send application/json)", kind.kind()),
-            super::handlers::BODY_MEDIA_TYPES,
+            accepted,
         ));
     }
     Ok(Value::Object(obj))

@@ -41,7 +41,7 @@
 //! Reconciling creates missing slices, updates those whose content differs
 //! (no event otherwise) and deletes the rest of the Endpoints' mirrored
 //! slices: the slices labelled managed-by the mirroring controller with that
-//! service name, found through [`MirrorIndex`], and no others. A deleted
+//! service name, found through [`super::mirrored::MirrorIndex`], and no others. A deleted
 //! Endpoints loses all of them; so does one labelled `skip-mirror: "true"` or
 //! annotated `control-plane.alpha.kubernetes.io/leader` (a leader election
 //! lock), which are not mirrored. A slice name taken by another slice is
@@ -60,16 +60,11 @@ use serde_json::{json, Map, Value};
 
 use super::endpointslice;
 use super::history::{EventType, Key};
+use super::mirrored::{CONTROLLER, MANAGED_BY, SERVICE_NAME};
 use super::resource::ResourceKind;
-use super::store::Inner;
+use super::state::State;
 use super::writes;
 
-/// The label naming the controller that manages a slice.
-pub(crate) const MANAGED_BY: &str = "endpointslice.kubernetes.io/managed-by";
-/// [`MANAGED_BY`]'s value on mirrored slices.
-pub(crate) const CONTROLLER: &str = "endpointslicemirroring-controller.k8s.io";
-/// The label naming a slice's Service (for mirrored ones: the Endpoints).
-pub(crate) const SERVICE_NAME: &str = "kubernetes.io/service-name";
 /// The label that, `"true"`, keeps an Endpoints from being mirrored.
 pub(crate) const SKIP_MIRROR: &str = "endpointslice.kubernetes.io/skip-mirror";
 /// The annotation of a leader election lock (never mirrored).
@@ -86,58 +81,6 @@ const MAX_PER_SLICE: usize = 100;
 /// Longest object name.
 const MAX_NAME: usize = 253;
 
-/// The mirrored slices in the store, by the Endpoints (namespace, name)
-/// their labels name, so a reconcile finds them without a scan.
-#[derive(Debug, Default)]
-pub(crate) struct MirrorIndex {
-    slices: BTreeMap<(String, String), BTreeSet<String>>,
-}
-
-impl MirrorIndex {
-    /// Follows one write (of any kind; only EndpointSlices count).
-    pub(crate) fn track(
-        &mut self,
-        key: &Key,
-        event: EventType,
-        object: &Value,
-        prev: Option<&Value>,
-    ) {
-        if key.kind != ResourceKind::EndpointSlice {
-            return;
-        }
-        if let Some(service) = prev.and_then(mirrored_for) {
-            let owner = (key.namespace.clone(), service.to_string());
-            if let Some(names) = self.slices.get_mut(&owner) {
-                names.remove(&key.name);
-                if names.is_empty() {
-                    self.slices.remove(&owner);
-                }
-            }
-        }
-        if let Some(service) = mirrored_for(object).filter(|_| event != EventType::Deleted) {
-            self.slices
-                .entry((key.namespace.clone(), service.to_string()))
-                .or_default()
-                .insert(key.name.clone());
-        }
-    }
-
-    fn names(&self, namespace: &str, endpoints: &str) -> BTreeSet<String> {
-        self.slices
-            .get(&(namespace.to_string(), endpoints.to_string()))
-            .cloned()
-            .unwrap_or_default()
-    }
-}
-
-/// The Endpoints name a slice's labels say it mirrors, if it is mirrored.
-fn mirrored_for(slice: &Value) -> Option<&str> {
-    let labels = &slice["metadata"]["labels"];
-    (labels[MANAGED_BY] == CONTROLLER)
-        .then(|| labels[SERVICE_NAME].as_str())
-        .flatten()
-}
-
 /// One slice write a reconcile asks the store to make.
 pub(crate) struct Write {
     /// ADDED, MODIFIED or DELETED.
@@ -153,12 +96,12 @@ pub(crate) struct Write {
 /// The slice writes that make the store's mirrored slices of Endpoints
 /// `key` match `endpoints` (None: it was deleted). Creates are checked and
 /// filled in as any create; nothing is stored yet.
-pub(crate) fn reconcile(inner: &mut Inner, key: &Key, endpoints: Option<&Value>) -> Vec<Write> {
+pub(crate) fn reconcile(state: &mut State, key: &Key, endpoints: Option<&Value>) -> Vec<Write> {
     let desired = endpoints
         .filter(|e| should_mirror(e))
         .map(desired_slices)
         .unwrap_or_default();
-    let existing = inner.mirrored.names(&key.namespace, &key.name);
+    let existing = state.mirrored.names(&key.namespace, &key.name);
     let mut writes = Vec::new();
     let mut kept = BTreeSet::new();
     for (name, slice) in desired {
@@ -169,9 +112,9 @@ pub(crate) fn reconcile(inner: &mut Inner, key: &Key, endpoints: Option<&Value>)
         };
         let result = if existing.contains(&slice_key.name) {
             kept.insert(slice_key.name.clone());
-            update(inner, &slice_key, slice)
+            update(state, &slice_key, slice)
         } else {
-            create(inner, &slice_key, slice)
+            create(state, &slice_key, slice)
         };
         match result {
             Ok(write) => writes.extend(write),
@@ -189,7 +132,7 @@ pub(crate) fn reconcile(inner: &mut Inner, key: &Key, endpoints: Option<&Value>)
             namespace: key.namespace.clone(),
             name: name.clone(),
         };
-        if let Some(old) = inner.objects.get(&slice_key) {
+        if let Some(old) = state.objects.get(&slice_key) {
             writes.push(Write {
                 event_type: EventType::Deleted,
                 key: slice_key,
@@ -201,13 +144,13 @@ pub(crate) fn reconcile(inner: &mut Inner, key: &Key, endpoints: Option<&Value>)
     writes
 }
 
-fn create(inner: &mut Inner, key: &Key, slice: Value) -> Result<Option<Write>, String> {
+fn create(state: &mut State, key: &Key, slice: Value) -> Result<Option<Write>, String> {
     let mut obj = ResourceKind::EndpointSlice
         .decode(slice)
         .map_err(|e| e.to_string())?;
     let ns = Some(key.namespace.as_str());
     let key =
-        writes::prepare_create(inner, key.kind, ns, &mut obj, false).map_err(|e| e.to_string())?;
+        writes::prepare_create(state, key.kind, ns, &mut obj, false).map_err(|e| e.to_string())?;
     Ok(Some(Write {
         event_type: EventType::Added,
         key,
@@ -216,14 +159,14 @@ fn create(inner: &mut Inner, key: &Key, slice: Value) -> Result<Option<Write>, S
     }))
 }
 
-fn update(inner: &mut Inner, key: &Key, slice: Value) -> Result<Option<Write>, String> {
-    let Some(old) = inner.objects.get(key).cloned() else {
+fn update(state: &mut State, key: &Key, slice: Value) -> Result<Option<Write>, String> {
+    let Some(old) = state.objects.get(key).cloned() else {
         return Ok(None);
     };
     let obj = ResourceKind::EndpointSlice
         .decode(slice)
         .map_err(|e| e.to_string())?;
-    let new = writes::prepare_update(inner, key, &old, obj).map_err(|e| e.to_string())?;
+    let new = writes::prepare_update(state, key, &old, obj).map_err(|e| e.to_string())?;
     Ok((new != old).then(|| Write {
         event_type: EventType::Modified,
         key: key.clone(),
@@ -542,26 +485,5 @@ mod tests {
         let name = slice_name(&long, "IPv6", 3);
         assert_eq!(name.len(), 252, "{name}");
         assert!(name.ends_with("a-mirror-ipv6-3"), "{name}");
-    }
-
-    #[test]
-    fn the_index_follows_mirrored_slices_only() {
-        let key = |name: &str| Key {
-            kind: ResourceKind::EndpointSlice,
-            namespace: "ns".into(),
-            name: name.into(),
-        };
-        let slice = |managed: &str, service: &str| json!({ "metadata": { "labels": { MANAGED_BY: managed, SERVICE_NAME: service } } });
-        let mut index = MirrorIndex::default();
-        let mirrored = slice(CONTROLLER, "web");
-        index.track(&key("a"), EventType::Added, &mirrored, None);
-        let other = slice("someone-else", "web");
-        index.track(&key("b"), EventType::Added, &other, None);
-        assert_eq!(index.names("ns", "web"), BTreeSet::from(["a".to_string()]));
-        let moved = slice(CONTROLLER, "db");
-        index.track(&key("a"), EventType::Modified, &moved, Some(&mirrored));
-        assert!(index.names("ns", "web").is_empty());
-        index.track(&key("a"), EventType::Deleted, &moved, Some(&moved));
-        assert!(index.slices.is_empty());
     }
 }

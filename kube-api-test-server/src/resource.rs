@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
+use super::names::{dns1123_label, dns1123_subdomain};
 use super::status::ApiError;
 use super::{endpointslice, podips};
 
@@ -275,22 +276,6 @@ impl Served {
     pub(crate) fn of_version(self, api_version: &str) -> impl Iterator<Item = ResourceKind> + '_ {
         ResourceKind::of_version(api_version).filter(move |k| self.serves(*k))
     }
-}
-
-/// A DNS-1123 label: 1-63 lowercase alphanumerics or `-`, alphanumeric at
-/// both ends.
-pub(crate) fn dns1123_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// A DNS-1123 subdomain: dot-separated labels, at most 253 characters.
-pub(crate) fn dns1123_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(dns1123_label)
 }
 
 fn roundtrip<T: DeserializeOwned + Serialize>(body: Value) -> Result<Value, ApiError> {

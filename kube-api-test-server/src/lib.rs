@@ -25,9 +25,13 @@
 //! [`ApiServerHandle`] that exposes the fault switches tests need and stops
 //! the server when dropped.
 //!
+//! No product crate depends on it: the end-to-end suites (`integration-tests`),
+//! the local demo (`deploy/local/run.sh`, through the `kube-api-test-server`
+//! binary) and the benchmarks use it.
+//!
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
-//! use integration_tests::apiserver::{ApiServer, Config};
+//! use kube_api_test_server::{ApiServer, Config};
 //! let server = ApiServer::start(Config::default()).await?;
 //! let url = server.url(); // e.g. "http://127.0.0.1:41234"
 //! server.drop_watches();
@@ -35,6 +39,7 @@
 //! # Ok(()) }
 //! ```
 
+mod clock;
 mod discovery;
 mod dualstack;
 mod endpointslice;
@@ -44,12 +49,15 @@ mod history;
 mod ipalloc;
 mod list;
 mod mirror;
+mod mirrored;
+mod names;
 mod patch;
 mod podips;
 mod protobuf;
 mod resource;
 mod seed;
 mod selector;
+mod state;
 mod status;
 mod store;
 mod table;

@@ -209,7 +209,7 @@ fn age(ts: &Value) -> String {
     else {
         return "<unknown>".into();
     };
-    let secs = (super::store::now_timestamp().as_second() - then.as_second()).max(0);
+    let secs = (super::clock::now_timestamp().as_second() - then.as_second()).max(0);
     match secs {
         0..120 => format!("{secs}s"),
         120..7200 => format!("{}m", secs / 60),

@@ -7,21 +7,21 @@
 //! the lock, so watchers see writes in version order with no gaps between a
 //! replay and the live feed. With mirroring on, an Endpoints write is
 //! followed, under the same lock, by the slice writes of
-//! [`super::mirror::reconcile`].
+//! [`super::mirror::reconcile`]. The state itself is [`State`].
 
 use std::collections::BTreeMap;
-use std::hash::{BuildHasher, RandomState};
 use std::ops::Bound;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{json, Value};
 use tokio::sync::broadcast;
 
 use super::history::{EventType, History, Key, StoredEvent};
 use super::ipalloc::{IpAllocator, Ipv4Cidr};
-use super::mirror::{self, MirrorIndex};
+use super::mirror;
+use super::mirrored::MirrorIndex;
 use super::resource::{set_status, status_of, ResourceKind};
+use super::state::State;
 use super::status::ApiError;
 use super::writes;
 
@@ -33,17 +33,9 @@ pub(crate) const SYSTEM_NAMESPACES: [&str; 4] =
 /// is disconnected and resumes from history, as with a real server.
 const BROADCAST_CAPACITY: usize = 4096;
 
-pub(crate) struct Inner {
-    pub(crate) rv: u64,
-    pub(crate) objects: BTreeMap<Key, Value>,
-    pub(crate) history: History,
-    pub(crate) ips: IpAllocator,
-    pub(crate) mirrored: MirrorIndex,
-}
-
 /// The store shared by all request handlers.
 pub struct Store {
-    inner: Mutex<Inner>,
+    inner: Mutex<State>,
     events: broadcast::Sender<Arc<StoredEvent>>,
     /// Whether Endpoints are mirrored into EndpointSlices.
     mirror: bool,
@@ -73,7 +65,7 @@ impl Store {
     pub fn new(cidr: Ipv4Cidr, history: usize) -> Self {
         let (events, _) = broadcast::channel(BROADCAST_CAPACITY);
         let store = Self {
-            inner: Mutex::new(Inner {
+            inner: Mutex::new(State {
                 rv: 0,
                 objects: BTreeMap::new(),
                 history: History::new(history),
@@ -101,7 +93,7 @@ impl Store {
         self.mirror = on;
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner> {
+    fn lock(&self) -> MutexGuard<'_, State> {
         self.inner.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -114,7 +106,7 @@ impl Store {
     /// slice writes that mirror it; returns the stored object.
     fn commit(
         &self,
-        inner: &mut Inner,
+        inner: &mut State,
         event_type: EventType,
         key: Key,
         object: Value,
@@ -134,7 +126,7 @@ impl Store {
     /// Stores one write, gives it the next version and tells the watchers.
     fn record(
         &self,
-        inner: &mut Inner,
+        inner: &mut State,
         event_type: EventType,
         key: Key,
         mut object: Value,
@@ -450,34 +442,6 @@ impl Store {
         let rv = inner.rv;
         inner.history.compact_to(rv);
     }
-
-    /// Creates a fresh timestamp in the API's format.
-    pub fn now() -> Value {
-        serde_json::to_value(Time(now_timestamp())).unwrap_or(Value::Null)
-    }
-
-    /// A random RFC 4122-shaped UID.
-    pub fn new_uid() -> String {
-        let a = RandomState::new().hash_one(0u8);
-        let b = RandomState::new().hash_one(1u8);
-        format!(
-            "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
-            a >> 32,
-            (a >> 16) & 0xffff,
-            a & 0xfff,
-            b >> 52,
-            b & 0xffff_ffff_ffff
-        )
-    }
-}
-
-/// The current time, to the second.
-pub(crate) fn now_timestamp() -> k8s_openapi::jiff::Timestamp {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
-    k8s_openapi::jiff::Timestamp::from_second(i64::try_from(secs).unwrap_or(i64::MAX))
-        .unwrap_or(k8s_openapi::jiff::Timestamp::UNIX_EPOCH)
 }
 
 /// Two key-sorted sequences as one, key-sorted; where both hold a key, the

@@ -14,13 +14,13 @@ use serde_json::{json, Value};
 
 use super::history::Key;
 use super::resource::{set_status, status_of, ResourceKind};
+use super::state::State;
 use super::status::ApiError;
-use super::store::{Inner, Store};
-use super::{dualstack, endpointslice};
+use super::{clock, dualstack, endpointslice};
 
 /// Fills in and checks a new object; returns its key. Nothing is stored yet.
 pub(crate) fn prepare_create(
-    inner: &mut Inner,
+    state: &mut State,
     kind: ResourceKind,
     namespace: Option<&str>,
     obj: &mut Value,
@@ -38,7 +38,7 @@ pub(crate) fn prepare_create(
             namespace: String::new(),
             name: namespace.clone(),
         };
-        if !inner.objects.contains_key(&ns_key) {
+        if !state.objects.contains_key(&ns_key) {
             return Err(ApiError::not_found("namespaces", &namespace));
         }
     }
@@ -47,12 +47,12 @@ pub(crate) fn prepare_create(
         namespace,
         name,
     };
-    if inner.objects.contains_key(&key) {
+    if state.objects.contains_key(&key) {
         return Err(ApiError::already_exists(kind.plural(), &key.name));
     }
     if let Some(meta) = obj["metadata"].as_object_mut() {
-        meta.insert("uid".into(), json!(Store::new_uid()));
-        meta.insert("creationTimestamp".into(), Store::now());
+        meta.insert("uid".into(), json!(new_uid()));
+        meta.insert("creationTimestamp".into(), clock::now());
         for field in [
             "resourceVersion",
             "deletionTimestamp",
@@ -71,7 +71,7 @@ pub(crate) fn prepare_create(
     }
     kind.validate(obj, None)?;
     if kind == ResourceKind::Service {
-        dualstack::create_service(&mut inner.ips, &key.name, obj)?;
+        dualstack::create_service(&mut state.ips, &key.name, obj)?;
     }
     Ok(key)
 }
@@ -126,6 +126,20 @@ fn resolve_name(kind: ResourceKind, meta: &mut Value) -> Result<String, ApiError
     Ok(name)
 }
 
+/// A random RFC 4122-shaped UID.
+fn new_uid() -> String {
+    let a = RandomState::new().hash_one(0u8);
+    let b = RandomState::new().hash_one(1u8);
+    format!(
+        "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        b >> 52,
+        b & 0xffff_ffff_ffff
+    )
+}
+
 fn random_suffix() -> String {
     const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
     let mut n = RandomState::new().hash_one(0u8);
@@ -139,9 +153,9 @@ fn random_suffix() -> String {
 }
 
 /// Frees what a deleted object held (its cluster IPs).
-pub(crate) fn release(inner: &mut Inner, key: &Key, obj: &Value) {
+pub(crate) fn release(state: &mut State, key: &Key, obj: &Value) {
     if key.kind == ResourceKind::Service {
-        dualstack::release_service(&mut inner.ips, obj);
+        dualstack::release_service(&mut state.ips, obj);
     }
 }
 
@@ -174,7 +188,7 @@ pub(crate) fn check_identity(key: &Key, obj: &mut Value) -> Result<(), ApiError>
 
 /// Builds the new state for a main-resource PUT of an existing object.
 pub(crate) fn prepare_update(
-    inner: &mut Inner,
+    state: &mut State,
     key: &Key,
     old: &Value,
     mut obj: Value,
@@ -210,7 +224,7 @@ pub(crate) fn prepare_update(
     }
     key.kind.validate(&obj, Some(old))?;
     if key.kind == ResourceKind::Service {
-        dualstack::update_service(&mut inner.ips, &key.name, old, &mut obj)?;
+        dualstack::update_service(&mut state.ips, &key.name, old, &mut obj)?;
     }
     Ok(obj)
 }

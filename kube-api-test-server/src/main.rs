@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Parser;
-use integration_tests::apiserver::{ApiServer, Config, Ipv4Cidr};
+use kube_api_test_server::{ApiServer, Config, Ipv4Cidr};
 
 /// An in-memory Kubernetes API server (core/v1, leases, endpoint slices) for
 /// tests and demos.

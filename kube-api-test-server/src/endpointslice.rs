@@ -14,7 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Value};
 
-use super::resource::{dns1123_label, dns1123_subdomain};
+use super::names::{dns1123_label, dns1123_subdomain};
 
 const MAX_ENDPOINTS: usize = 1000;
 const MAX_ADDRESSES: usize = 100;

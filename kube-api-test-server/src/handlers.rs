@@ -234,7 +234,7 @@ fn get(
 }
 
 /// The media types a create or update body may use.
-pub(crate) const BODY_MEDIA_TYPES: &str =
+const BODY_MEDIA_TYPES: &str =
     "application/json, application/yaml, application/vnd.kubernetes.protobuf";
 
 /// Decodes a create/update body by its `Content-Type`, as the real server
@@ -250,7 +250,7 @@ fn object_body(kind: ResourceKind, headers: &HeaderMap, body: &Bytes) -> Result<
         "" | "application/json" => parse_body(body),
         "application/yaml" => serde_yaml::from_slice(body)
             .map_err(|e| ApiError::bad_request(format!("error decoding request body: {e}"))),
-        protobuf::MEDIA_TYPE => protobuf::decode(kind, body),
+        protobuf::MEDIA_TYPE => protobuf::decode(kind, body, BODY_MEDIA_TYPES),
         _ => Err(ApiError::unsupported_media_type(
             content_type,
             BODY_MEDIA_TYPES,
