@@ -18,8 +18,10 @@ cargo test --locked --workspace
 # ...and once more on the v3 API.
 E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
   --test skydns_e2e --test skydns_forward --test skydns_tls --test skydns_dnssec --test local_pipeline \
-  --test skydns_discover --test skydns_systemd --test skydns_lifecycle
-E2E_ETCD_API=v3 cargo test --locked -p kube2sky --test e2e --test e2e_fixes --test e2e_review --test e2e_etcd --test e2e_hardening --test e2e_leader --test e2e_failover --test e2e_conformance --test e2e_spec
+  --test skydns_discover --test skydns_systemd --test skydns_lifecycle \
+  --test kube2sky_e2e --test kube2sky_consistency --test kube2sky_full_sync --test kube2sky_etcd \
+  --test kube2sky_faults --test kube2sky_leader --test kube2sky_failover --test kube2sky_conformance \
+  --test kube2sky_spec_keys
 # A short coverage-guided run of the fuzz targets under libFuzzer (the long
 # runs and their figures: README, "Fuzzing").
 fuzz/run.sh --runs 20000

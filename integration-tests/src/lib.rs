@@ -1,5 +1,5 @@
 //! The end-to-end suites of the kube-dns pipeline live in `tests/`: skydns
-//! (`skydns_*`), the Kubernetes API test server
+//! (`skydns_*`), kube2sky (`kube2sky_*`), the Kubernetes API test server
 //! (`apiserver_*`, against the `kube-api-test-server` crate), the deploy
 //! scripts and manifests (`local_pipeline`, `deploy_manifests`,
 //! `podman_pod`). They run the workspace's binaries as built by `cargo build

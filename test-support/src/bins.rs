@@ -1,9 +1,9 @@
 //! The workspace's own binaries, as tests that run them find them.
 //!
-//! Integration tests of this crate can only name their own package's
-//! binaries through `CARGO_BIN_EXE_*`; the others (skydns, kube2sky,
-//! exec-healthz) are found next to the test executable, in the profile's
-//! target directory. `scripts/test.sh` builds them first with
+//! Integration tests can only name their own package's binaries through
+//! `CARGO_BIN_EXE_*`; the end-to-end suites (`integration-tests`) run the
+//! other packages' (skydns, kube2sky, exec-healthz, kube-api-test-server),
+//! found next to the test executable, in the profile's target directory. `scripts/test.sh` builds them first with
 //! `cargo build --workspace --bins`. A binary older than any source it is
 //! built from fails the test at once: a test must never pass or fail on a
 //! stale build of the tree it claims to test.

@@ -9,10 +9,10 @@
 //! `pet-0.headless.conf.svc.cluster.local.` → 8088fce9,
 //! `web.conf.svc.cluster.local.` → 3ca9b568, `www.example.com.` → 37ae7a37.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::Result;
-use support::*;
+use kube2sky_support::*;
 
 const NAMESPACE: &str = r#"{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"conf"}}"#;
 const HEADLESS: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"headless","namespace":"conf"},

@@ -3,11 +3,11 @@
 //! order, exit behaviour, health endpoints. Needs `etcd`, `etcdctl` and
 //! `kubectl` on PATH (a missing one fails the test with an install hint).
 
-mod support;
+mod kube2sky_support;
 
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
+use kube2sky_support::*;
 use std::time::Duration;
-use support::*;
 use test_support::etcd::Api;
 use test_support::http::metric;
 
@@ -325,7 +325,7 @@ async fn mutation_timeout_exits_non_zero_naming_the_key() -> Result<()> {
 
 #[test]
 fn a_bad_flag_exits_2_naming_the_flag() -> Result<()> {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kube2sky"))
+    let out = std::process::Command::new(test_support::bins::built_binary("kube2sky"))
         .arg("--etcd-api=v4")
         .output()?;
     let stderr = String::from_utf8_lossy(&out.stderr);
@@ -381,6 +381,46 @@ async fn healthz_and_metrics_report_etcd_and_writes() -> Result<()> {
     ensure!(
         errors.is_some_and(|n| n >= 1.0),
         "failed etcd requests counted: {errors:?}"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_exits_zero_promptly_while_a_write_is_retried() -> Result<()> {
+    let (mut etcd, api, kubectl, mut k2s) = cluster(&["--etcd-mutation-timeout=60s"]).await?;
+    tokio::time::timeout(DEADLINE, api.wait_for_open_watches(3))
+        .await
+        .context("3 watches")?;
+    etcd.stop();
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("t", "10.0.0.91", &[("http", "TCP", 80)]),
+    )?;
+    k2s.wait_for_log("Failed to mutate etcd using mutator: sync")
+        .await?;
+    k2s.signal(nix::sys::signal::Signal::SIGTERM)?;
+    // Well before the 60 s the write would be retried for (exit 1 then).
+    let status = k2s.wait_exit(DEADLINE).await?;
+    ensure!(
+        status.success(),
+        "SIGTERM must exit 0: {status}; log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn health_port_answers_on_ipv4_and_ipv6() -> Result<()> {
+    let (_etcd, _api, _kubectl, k2s) = cluster(&[]).await?;
+    ensure!(k2s.http("/readiness").await == Some((200, "ok\n".into())));
+    ensure!(
+        std::net::TcpListener::bind("[::1]:0").is_ok(),
+        "this machine has no IPv6 loopback (::1), which this test needs"
+    );
+    let v6 = test_support::http::get(&format!("http://[::1]:{}/readiness", k2s.port)).await;
+    ensure!(
+        matches!(&v6, Ok(reply) if reply.status == 200),
+        "[::1] must reach the health port like Go's :port: {v6:?}"
     );
     Ok(())
 }

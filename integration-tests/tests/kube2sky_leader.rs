@@ -4,11 +4,11 @@
 //! right; a leader stopped with SIGTERM releases the Lease, so a standby
 //! takes over at its next attempt.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::{ensure, Result};
+use kube2sky_support::*;
 use std::time::{Duration, Instant};
-use support::*;
 
 /// Short timings so the test waits seconds, not the 15 s default.
 const LEASE: &str = "--leader-elect-lease-duration=3s";

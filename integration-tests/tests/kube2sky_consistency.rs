@@ -1,14 +1,15 @@
-//! The beyond-1.2 fixes end to end: stale-key removal after downtime and
-//! after a 410 re-list, replayed deletes after a dropped watch, rewrite after
-//! etcd data loss, single-transaction updates. Each fix has a `control_*`
-//! test run with the fix's flag off, showing the failure the fix prevents.
+//! etcd kept consistent with the API end to end, where kube2sky 1.2 let it
+//! drift: stale-key removal after downtime and after a 410 re-list,
+//! replayed deletes after a dropped watch, rewrite after etcd data loss,
+//! single-transaction updates. Each fix beyond 1.2 has a `control_*` test
+//! run with the fix's flag off, showing the failure the fix prevents.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};
+use kube2sky_support::*;
 use kube_api_test_server::{ApiServerHandle, ResourceKind};
 use std::time::Duration;
-use support::*;
 use test_support::wait::within;
 
 /// Hand-written keys kube2sky must never touch.

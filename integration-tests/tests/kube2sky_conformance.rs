@@ -9,14 +9,14 @@
 //! with each endpoints source (v1 Endpoints, EndpointSlices), and once as
 //! the 1.2 pod on a 1.2-era API: exactly 1.2's keys.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::{bail, ensure, Context, Result};
+use kube2sky_support::*;
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config, ResourceKind};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
-use support::*;
 
 /// The namespace of the querying "pod" and of the test's objects.
 const NS: &str = "conf";

@@ -1,6 +1,8 @@
-//! Shared harness for the kube2sky end-to-end tests: the real `kube2sky`
-//! binary against a real etcd and the in-process API test server, driven
-//! with kubectl (all three from `test_support`), and the records expected
+//! Shared harness for the kube2sky end-to-end tests (`kube2sky_*`): the
+//! real `kube2sky` binary (as `cargo build --workspace --bins` built it,
+//! found through `test_support::bins`) against a real etcd and the
+//! in-process API test server (`kube_api_test_server`), driven with kubectl
+//! (etcd and kubectl from `test_support`), and the records expected
 //! in etcd written out literally as the reference gives them: the JSON
 //! byte for byte, the key labels as numbers computed once from the
 //! reference's algorithm (FNV-1a 32 of the JSON), never by the code under
@@ -15,6 +17,7 @@ use std::path::PathBuf;
 use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use tempfile::TempDir;
+use test_support::bins::built_binary;
 pub use test_support::etcd::{Api, Etcd};
 pub use test_support::kubectl::Kubectl;
 use test_support::ports::free_port;
@@ -132,7 +135,7 @@ impl Kube2sky {
         let dir = tempfile::tempdir()?;
         let log = dir.path().join("kube2sky.log");
         let port = free_port()?;
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kube2sky"));
+        let mut command = Command::new(built_binary("kube2sky"));
         command
             .arg(format!("--etcd-server={endpoints}"))
             .arg(etcd_api.kube2sky_flag())

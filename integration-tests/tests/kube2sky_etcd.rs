@@ -3,10 +3,10 @@
 //! told by the marker key alone (the revision only moves forward), and the
 //! v2 index of hidden directories written again after a wipe.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::Result;
-use support::*;
+use kube2sky_support::*;
 use test_support::tls::Certificates;
 
 /// `default/kubernetes`'s A and SRV records among the demo records.

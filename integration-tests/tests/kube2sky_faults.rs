@@ -5,12 +5,12 @@
 //! with a smaller `--max-txn-ops` is written in smaller transactions, and
 //! fields that cannot become records are skipped with a warning.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};
+use kube2sky_support::*;
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use std::collections::{BTreeMap, BTreeSet};
-use support::*;
 use test_support::etcd::Api;
 use test_support::http::metric;
 

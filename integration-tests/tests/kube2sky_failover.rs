@@ -8,11 +8,11 @@
 //! skydns must follow the failover on its watch without reading every
 //! record again.
 
-mod support;
+mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};
+use kube2sky_support::*;
 use std::time::{Duration, Instant};
-use support::*;
 use test_support::dns::{query, Transport};
 use test_support::dnsperf::{self, Dnsperf};
 use test_support::etcd_cluster::EtcdCluster;
