@@ -181,5 +181,4 @@ fn fixed_point(value: u128, per: u128) -> String {
 }
 
 #[cfg(test)]
-#[path = "duration_tests.rs"]
 mod tests;

@@ -163,5 +163,4 @@ pub async fn serve(
 }
 
 #[cfg(test)]
-#[path = "server_tests.rs"]
 mod tests;

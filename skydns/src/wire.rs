@@ -213,5 +213,4 @@ impl Writer {
 }
 
 #[cfg(test)]
-#[path = "wire_tests.rs"]
 mod tests;
