@@ -578,19 +578,3 @@ fn unix_now() -> u64 {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod tests_claims;
-#[cfg(test)]
-mod tests_dnssec;
-#[cfg(test)]
-mod tests_hostile;
-#[cfg(test)]
-mod tests_hot;
-#[cfg(test)]
-mod tests_limits;
-#[cfg(test)]
-mod tests_local;
-#[cfg(test)]
-mod tests_sizes;
-#[cfg(test)]
-mod tests_spec;

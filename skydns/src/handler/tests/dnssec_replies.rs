@@ -2,11 +2,11 @@
 //! cost no signature; DO queries get signed answers, NSEC3 denials built
 //! from the snapshot, the apex DNSKEY, and the signature-cache metric.
 
-use super::tests::{handler_with, request};
-use super::*;
+use super::{handler_with, request};
 use crate::answer::tests::cluster;
 use crate::dnssec::tests::{ecdsa, TestKey};
 use crate::dnssec::{nsec3, Dnssec, Settings};
+use crate::handler::*;
 use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::dnssec::Verifier;
 use hickory_proto::op::Edns;

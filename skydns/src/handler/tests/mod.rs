@@ -1,4 +1,8 @@
-//! Request → reply tests of the pipeline, over the records kube2sky 1.2 writes for a small cluster.
+//! Request → reply tests of the pipeline, over the records kube2sky 1.2 writes for a small cluster,
+//! and the helpers the other request → reply tests share: where a request goes (`routing`), the
+//! `-local` name (`local_names`), the Kubernetes DNS specification's records (`spec`), reply sizes
+//! (`sizes`), limits under a flood (`limits`), odd requests (`hostile`), the encoded-reply cache
+//! under churn (`cache_churn`) and `-dnssec` (`dnssec_replies`).
 
 use super::*;
 use crate::answer::tests::{cluster, zone};
@@ -6,6 +10,15 @@ use crate::metrics::Metrics;
 use hickory_proto::op::{Edns, Query};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::RData;
+
+mod cache_churn;
+mod dnssec_replies;
+mod hostile;
+mod limits;
+mod local_names;
+mod routing;
+mod sizes;
+mod spec;
 
 pub(super) fn handler(snapshot: Option<Snapshot>) -> Handler {
     handler_with(
@@ -98,11 +111,36 @@ fn a_reply_is_authoritative_with_recursion_available() {
 
 #[test]
 fn nxdomain_carries_the_soa() {
-    // NODATA: see `tests_claims::nodata_is_noerror_with_the_soa_and_no_answer`.
+    // NODATA: see `nodata_is_noerror_with_the_soa_and_no_answer`, below.
     let r = ask("nosuch.default.svc.cluster.local.", RecordType::A);
     assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
     assert!(r.metadata.authoritative);
     assert_soa_authority(&r);
+}
+
+#[test]
+fn nodata_is_noerror_with_the_soa_and_no_answer() {
+    let kubernetes = "kubernetes.default.svc.cluster.local.";
+    for (qname, qtype) in [
+        (kubernetes, RecordType::AAAA),
+        (kubernetes, RecordType::SOA),
+        (kubernetes, RecordType::TXT),
+        (kubernetes, RecordType::MX),
+        (kubernetes, RecordType::CNAME),
+        (kubernetes, RecordType::HINFO),
+        ("1-2-3-4.default.pod.cluster.local.", RecordType::AAAA),
+        ("default.svc.cluster.local.", RecordType::NS),
+    ] {
+        let r = ask(qname, qtype);
+        assert_eq!(
+            r.metadata.response_code,
+            ResponseCode::NoError,
+            "{qname} {qtype}"
+        );
+        assert!(r.metadata.authoritative, "{qname} {qtype}");
+        assert!(r.answers.is_empty(), "{qname} {qtype}: {:?}", r.answers);
+        assert_soa_authority(&r);
+    }
 }
 
 #[test]

@@ -1,8 +1,8 @@
 //! `-local`: `local.dns.<domain>` is answered as the name it stands for.
 
-use super::tests::{ask_msg, handler, handler_with, request};
-use super::*;
+use super::{ask_msg, handler, handler_with, request};
 use crate::answer::tests::spec::spec;
+use crate::handler::*;
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();

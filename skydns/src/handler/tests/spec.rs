@@ -2,10 +2,10 @@
 //! PTR directories in both reverse trees, ExternalName CNAMEs whose target
 //! fails upstream, and the `dns-version` TXT leaf.
 
-use super::tests::{ask_msg, assert_soa_authority, handler, handler_with, request};
-use super::*;
+use super::{ask_msg, assert_soa_authority, handler, handler_with, request};
 use crate::answer::tests::spec::{spec, FD00_10_1};
 use crate::fake_upstream::nxdomain_udp;
+use crate::handler::*;
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();

@@ -2,9 +2,9 @@
 //! speak, classes without data, and a malformed OPT that must get the same
 //! reply whether or not the question is in the encoded-reply cache.
 
-use super::tests::{ask_msg, handler, request, run};
-use super::*;
+use super::{ask_msg, handler, request, run};
 use crate::answer::tests::cluster;
+use crate::handler::*;
 use hickory_proto::op::{Edns, Query};
 
 fn kubernetes() -> Message {

@@ -2,8 +2,8 @@
 //! a datagram, or a DNS message at all. Every reply must parse with nothing
 //! after it and stay within what the transport and the client allow.
 
-use super::tests::{handler, request, run};
-use super::*;
+use super::{handler, request, run};
+use crate::handler::*;
 use crate::record::Record as SkyRecord;
 
 /// A snapshot holding `texts` as TXT records of `big.default.svc.cluster.local.`.

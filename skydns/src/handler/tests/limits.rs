@@ -1,10 +1,10 @@
 //! Limits on what a flood can hold: requests waiting on upstream servers,
 //! and forwarded replies larger than the asking client allows.
 
-use super::tests::{ask_msg, handler_with, request};
-use super::*;
+use super::{ask_msg, handler_with, request};
 use crate::answer::tests::cluster;
 use crate::fake_upstream::oversized_udp;
+use crate::handler::*;
 
 fn external(n: u16) -> Vec<u8> {
     let name = Name::from_ascii(format!("host{n}.example.org.")).unwrap();

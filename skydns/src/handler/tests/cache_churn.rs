@@ -2,9 +2,9 @@
 //! read what changed (the name itself, a directory listing above it, a
 //! negative answer for a name that now exists) and keeps every other.
 
-use super::tests::{ask_msg, handler_sharing, request};
-use super::*;
+use super::{ask_msg, handler_sharing, request};
 use crate::answer::tests::cluster;
+use crate::handler::*;
 use crate::record::Record;
 use crate::snapshot::Change;
 
