@@ -570,6 +570,4 @@ impl DesiredState for Index {
 }
 
 #[cfg(test)]
-mod spec_tests;
-#[cfg(test)]
 mod tests;

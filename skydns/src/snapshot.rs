@@ -438,5 +438,3 @@ fn matches_wildcard(pattern: &[&str], key: &str) -> bool {
 
 #[cfg(test)]
 mod tests;
-#[cfg(test)]
-mod v2_tests;

@@ -1,4 +1,9 @@
-use super::*;
+//! The v2 keys API's directory nodes: an emptied directory exists until it
+//! is deleted, loaded empty directories exist and names below keys do not,
+//! v3 snapshots have none, and a read path replaces only what is visible
+//! from it.
+
+use crate::snapshot::*;
 
 const SVC: &str = "/skydns/local/cluster/svc/default/web";
 

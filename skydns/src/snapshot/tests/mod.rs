@@ -1,4 +1,11 @@
+//! Snapshot lookups: directory listings and hidden (`_`) segments, exact
+//! and leaf lookups, wildcard filters, and changes that make a new snapshot
+//! and leave the old one alone; the v2 API's directory nodes in
+//! `v2_directories`.
+
 use super::*;
+
+mod v2_directories;
 
 fn snap(keys: &[&str]) -> Snapshot {
     Snapshot::new(

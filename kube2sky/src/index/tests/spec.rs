@@ -1,8 +1,8 @@
 //! The index with the DNS specification 1.1.0's inputs: EndpointSlices,
 //! dual-stack objects, endpoint PTRs and type changes.
 
-use super::*;
 use crate::fixtures::{sorted_hosts, svc, ServiceExt};
+use crate::index::*;
 use crate::objects::SERVICE_NAME_LABEL;
 use k8s_openapi::api::core::v1::Service;
 use k8s_openapi::api::discovery::v1::EndpointSlice;

@@ -1,7 +1,15 @@
+//! The index (the desired state) over 1.2's inputs: the worked example of
+//! the demo records, PTRs for cluster IPs, relists with and without stale
+//! removal, headless services and their Endpoints, pods sharing an IP, and
+//! the chunks of a full sync; the DNS specification 1.1.0's inputs in
+//! `spec`.
+
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
 use crate::scope::Read;
 use k8s_openapi::api::core::v1::Service;
+
+mod spec;
 
 /// A Service event as the watch sends it.
 fn service(update: Update<Service>) -> Change {
