@@ -1,12 +1,12 @@
 //! Tests of the real `exec-healthz` binary: Go-style flags, usage and exit
 //! codes, `/quit`, SIGTERM, a busy port and `-quiet`.
 
-mod common;
+mod support;
 
 use std::process::{Command, Output, Stdio};
 
-use common::{assert_no_process_with, eventually_503, unique_sleep};
 use nix::sys::signal::Signal;
+use support::{assert_no_process_with, eventually_503, unique_sleep};
 use test_support::http::get;
 use test_support::ports::free_port;
 use test_support::process::{processes_with, Process};

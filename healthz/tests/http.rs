@@ -2,12 +2,12 @@
 //! the real clock: every `/healthz` outcome with the 1.0 bodies and content
 //! types, the index page, `/metrics`, `/quit` and shutdown.
 
-mod common;
+mod support;
 
 use std::time::Duration;
 
-use common::{assert_no_process_with, metric, unique_sleep};
 use healthz::{Config, Exit};
+use support::{assert_no_process_with, metric, unique_sleep};
 use test_support::http::get;
 use test_support::process::processes_with;
 use test_support::wait::{eventually, within, DEADLINE};

@@ -3,11 +3,11 @@
 //! resolves and 503 with nslookup's reason once the server is stopped.
 //! Needs `apt-get install -y dnsutils dnsmasq`; fails (never skips) without.
 
-mod common;
+mod support;
 
 use std::process::{Command, Stdio};
 
-use common::{eventually_503, metric};
+use support::{eventually_503, metric};
 use test_support::dnsmasq::Dnsmasq;
 use test_support::http::get;
 use test_support::ports::free_port;

@@ -2,12 +2,12 @@
 //! statuses, combined output, the output cap, and the timeout that kills the
 //! whole process group.
 
-mod common;
+mod support;
 
 use std::time::{Duration, Instant};
 
-use common::{assert_no_process_with, unique_sleep};
 use healthz::probe::run_command;
+use support::{assert_no_process_with, unique_sleep};
 use test_support::process::processes_with;
 
 const LONG: Duration = Duration::from_secs(10);

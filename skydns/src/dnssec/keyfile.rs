@@ -254,7 +254,7 @@ impl SigningKey for RsaSha256 {
 }
 
 #[cfg(test)]
-mod scalar_tests {
+mod tests {
     #[test]
     fn a_short_p256_scalar_is_padded_and_a_long_one_refused() {
         assert_eq!(super::p256_scalar(vec![7; 31]).unwrap()[..2], [0, 7]);
