@@ -1,3 +1,9 @@
+//! `podman_workload` over the rendered manifests: the legacy
+//! ReplicationController becomes its Pod, the modern Deployment stays a
+//! Deployment of one pod, each with only the listed changes; streams
+//! without exactly one workload, or without kube2sky or the etcd image, are
+//! refused.
+
 use super::*;
 use k8s_openapi::api::core::v1::Container;
 use std::path::Path;

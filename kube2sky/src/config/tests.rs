@@ -1,3 +1,7 @@
+//! Flag parsing as kube2sky 1.2's: the defaults, Go and pflag spellings,
+//! glog flags, Go booleans and durations, master URL and kubeconfig, etcd
+//! servers and TLS pairs, `-h`, and leader election's timings.
+
 use super::*;
 
 fn args(list: &[&str]) -> Vec<String> {

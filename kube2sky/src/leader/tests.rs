@@ -1,3 +1,8 @@
+//! The Lease decisions of `--leader-elect` on a clock of our own: create
+//! one where there is none, renew our own, take over a free or silent
+//! lease, never compare the holder's clock with ours, and count
+//! transitions only on take-over.
+
 use super::*;
 
 const DURATION: Duration = Duration::from_secs(15);

@@ -1,3 +1,8 @@
+//! Objects → records: A and SRV of cluster-IP services, headless services
+//! (1.2's examples and the 10-key case), ExternalName, pods, PTRs and their
+//! ownership, IPv6 and dual-stack, hostnames, the `dns-version` TXT, and
+//! what kube2sky owns in etcd.
+
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
 

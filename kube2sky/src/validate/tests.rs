@@ -1,3 +1,8 @@
+//! Fields that cannot become records: names that would address other keys
+//! skip the whole service, bad parts are reported and not written, bad
+//! endpoint addresses and duplicate hostnames are skipped, bad pods
+//! reported.
+
 use super::*;
 use crate::fixtures::{endpoints, subset, svc, ServiceExt};
 use crate::objects::ObjectKey;
