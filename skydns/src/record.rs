@@ -1,4 +1,4 @@
 //! The SkyDNS record, re-exported from skydns-msg (the crate kube2sky and
 //! skydns share) so that `crate::record` keeps naming it inside skydns.
 
-pub use skydns_msg::record::*;
+pub(crate) use skydns_msg::record::*;
