@@ -36,8 +36,6 @@ mod forward;
 mod handler;
 mod hot;
 mod metrics;
-mod path;
-mod record;
 mod response;
 mod server;
 mod snapshot;
@@ -218,7 +216,7 @@ async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Config, C
     let mut settings = Settings::from_flags(flags);
     let key = format!(
         "/{}/config",
-        crate::path::PathPrefix::new(&flags.path_prefix).as_str()
+        skydns_msg::path::PathPrefix::new(&flags.path_prefix).as_str()
     );
     match tokio::time::timeout(CONFIG_READ_TIMEOUT, store.get(&key)).await {
         Ok(Ok(Some(json))) => {

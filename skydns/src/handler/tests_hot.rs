@@ -5,8 +5,8 @@
 use super::tests::{ask_msg, handler_sharing, request};
 use super::*;
 use crate::answer::tests::cluster;
-use crate::record::Record;
 use crate::snapshot::Change;
+use skydns_msg::record::Record;
 
 const BASE: &str = "/skydns/local/cluster/svc";
 
