@@ -4,6 +4,14 @@
 //! (`-quiet`, `-quiet=false`), parsing stops at the first non-flag argument
 //! or at `--`, and an unknown flag is an error. This module owns the flag
 //! table, the usage text and the resulting [`Config`].
+//!
+//! Values are read by gocompat, as in skydns and kube2sky; the syntax is
+//! parsed here rather than by clap because exec-healthz's command line is
+//! part of its contract and the tests pin it: Go's error texts (`flag
+//! provided but not defined: -bogus`) followed by Go's usage format, exit
+//! status 2, values that start with a dash (`-cmd -x`), and parsing that
+//! stops at the first non-flag argument. clap would need each of these
+//! rebuilt on top of it.
 
 use std::time::Duration;
 

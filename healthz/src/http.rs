@@ -23,7 +23,7 @@ const TEXT_HTML: &str = "text/html; charset=utf-8";
 
 /// What the handlers share.
 #[derive(Debug, Clone)]
-pub struct AppState {
+pub(crate) struct AppState {
     /// The command, for logs.
     pub cmd: Arc<str>,
     /// Maximum result age.
@@ -39,7 +39,7 @@ pub struct AppState {
 }
 
 /// Builds the router; serve it with `ConnectInfo<SocketAddr>`.
-pub fn router(state: AppState) -> Router {
+pub(crate) fn router(state: AppState) -> Router {
     Router::new()
         .route("/healthz", any(healthz))
         .route("/quit", any(quit))
@@ -58,7 +58,7 @@ fn describe(result: &ExecResult) -> Vec<u8> {
 }
 
 /// The `/healthz` verdict: `None` for healthy, else the 503 message.
-pub fn verdict(result: &ExecResult, latency: Duration) -> Option<Vec<u8>> {
+pub(crate) fn verdict(result: &ExecResult, latency: Duration) -> Option<Vec<u8>> {
     if result.err.is_some() {
         let mut msg = b"Healthz probe error: ".to_vec();
         msg.extend_from_slice(&describe(result));
@@ -126,7 +126,7 @@ async fn metrics_page(State(state): State<AppState>) -> Response {
 }
 
 /// The 1.0 index page (without the `/quit` line when it is disabled).
-pub fn index_html(quit_enabled: bool) -> String {
+pub(crate) fn index_html(quit_enabled: bool) -> String {
     let mut page = String::from("<b> Kubernetes healthz sidecar container </b><br/><br/>");
     let mut links = vec![(
         "/healthz",

@@ -6,8 +6,8 @@
 //! worker and the HTTP server together; see the submodules for each part.
 
 pub mod flags;
-pub mod http;
-pub mod metrics;
+mod http;
+mod metrics;
 pub mod probe;
 
 use std::future::Future;

@@ -20,25 +20,10 @@ fi
 scripts/install-deps.sh
 cargo build --release -p skydns
 
-work=$(mktemp -d)
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT INT TERM
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-etcd_port=$(free_port); peer_port=$(free_port); sky_port=$(free_port); hole_port=$(free_port)
-etcd_url="http://127.0.0.1:${etcd_port}"
-
-ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name hostile --data-dir "$work/etcd" \
-  --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
-  --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
-  --initial-cluster "hostile=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &
-pids+=($!)
-export ETCDCTL_API=3
-for _ in $(seq 1 100); do etcdctl --endpoints="$etcd_url" get / >/dev/null 2>&1 && break; sleep 0.1; done
-while read -r key value; do
-  [ -n "$key" ] && etcdctl --endpoints="$etcd_url" put "$key" "$value" >/dev/null
-done < deploy/local/sample-records.txt
+# shellcheck source=integration-tests/bench/lib.sh
+source integration-tests/bench/lib.sh
+bench_start hostile
+sky_port=$(free_port); hole_port=$(free_port)
 # 3,500 A records under one name: a ~56 KB TCP answer for the non-reading clients.
 python3 - "$etcd_url" <<'PY'
 import base64, json, sys, urllib.request

@@ -103,9 +103,7 @@ async fn a_page_over_the_message_limit_is_read_again_in_halves() {
     let kv = client
         .kv_client()
         .max_decoding_message_size(2 * 1024 * 1024);
-    let loaded = skydns::store::etcd::load_pages(kv, "/skydns/", 1_000)
-        .await
-        .unwrap();
+    let loaded = skydns::load_pages(kv, "/skydns/", 1_000).await.unwrap();
     let keys: Vec<&str> = loaded.kvs.iter().map(|kv| kv.key.as_str()).collect();
     let mut want = vec!["/skydns/big/0", "/skydns/big/1", "/skydns/big/2"];
     let bulk: Vec<String> = (0..5).map(key).collect();
@@ -115,9 +113,7 @@ async fn a_page_over_the_message_limit_is_read_again_in_halves() {
 
     // Pages of two keys: every key once, in order, at one revision.
     let kv = client.kv_client();
-    let paged = skydns::store::etcd::load_pages(kv, "/skydns/local/", 2)
-        .await
-        .unwrap();
+    let paged = skydns::load_pages(kv, "/skydns/local/", 2).await.unwrap();
     let keys: Vec<String> = paged.kvs.iter().map(|kv| kv.key.clone()).collect();
     assert_eq!(keys, bulk);
     let header = client.get("/", None).await.unwrap();

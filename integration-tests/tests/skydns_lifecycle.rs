@@ -34,6 +34,11 @@ const KUBERNETES_KEY: &str = "/skydns/local/cluster/svc/default/kubernetes/c88f1
 const KUBERNETES_JSON: &str =
     r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
 
+/// Held by the tests that load the machine (two rollouts under dnsperf,
+/// 1,500 connections), so that they run one at a time: a replica starved of
+/// CPU for dnsperf's 2 s would count as a lost query.
+static HEAVY: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// How long the front keeps sending to a replica whose `/ready` says 503.
 const REMOVAL_DELAY: Duration = Duration::from_secs(2);
 /// The lameduck of the rollout test: longer than the removal delay.
@@ -74,6 +79,7 @@ async fn rotation_is(front: &ServiceFront, want: &[u16]) -> Result<()> {
 /// while each replica in turn is stopped with SIGTERM (exit 0 asserted)
 /// and started again on its ports. dnsperf's report.
 async fn rollout(extra: &[&str]) -> Result<Report> {
+    let _heavy = HEAVY.lock().await;
     let etcd = etcd_with_kubernetes()?;
     let mut replicas = vec![
         replica(&etcd, None, extra).await?,
@@ -93,7 +99,7 @@ async fn rollout(extra: &[&str]) -> Result<Report> {
     let perf = Dnsperf::start(
         front.port,
         &[(KUBERNETES, "A")],
-        1_000,
+        500,
         Duration::from_secs(300),
     )?;
     for i in 0..replicas.len() {
@@ -122,7 +128,7 @@ fn ports_of(replicas: &[SkydnsBinary]) -> Vec<u16> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_rollout_with_lameduck_loses_no_query() -> Result<()> {
     let report = rollout(&[LAMEDUCK]).await?;
-    ensure!(report.completed > 1_000, "{}", report.text);
+    ensure!(report.completed > 500, "{}", report.text);
     ensure!(
         report.lost == 0,
         "queries lost in the rollout:\n{}",
@@ -322,6 +328,7 @@ async fn the_query_that_activates_the_socket_is_answered_from_the_records() -> R
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_tcp_connections_past_the_limit_do_not_lock_out_a_new_client() -> Result<()> {
+    let _heavy = HEAVY.lock().await;
     let etcd = etcd_with_kubernetes()?;
     // The idle timeout is long: what admits the newcomer is the table.
     let skydns = replica(

@@ -13,7 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 pub struct ClientError(String);
 
 /// Creates the client for `source`.
-pub async fn build(source: &KubeSource) -> Result<kube::Client, ClientError> {
+pub(crate) async fn build(source: &KubeSource) -> Result<kube::Client, ClientError> {
     let err = |e: &dyn std::fmt::Display| ClientError(e.to_string());
     let config = match source {
         KubeSource::Url(url) => kube::Config::new(parse(url)?),

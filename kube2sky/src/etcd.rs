@@ -23,7 +23,7 @@ use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::{Names, Records};
 use crate::scope::{DesiredState, Scope};
-pub use attempt::EtcdError;
+pub(crate) use attempt::EtcdError;
 use backend::Backend;
 use etcd_access::EtcdOptions;
 use std::collections::BTreeSet;
@@ -70,7 +70,7 @@ pub enum WriteError {
 
 /// How the writer behaves.
 #[derive(Clone, Debug)]
-pub struct WriterOptions {
+pub(crate) struct WriterOptions {
     /// Connection settings.
     pub etcd: EtcdOptions,
     /// Which API to write through.
@@ -90,7 +90,7 @@ pub struct WriterOptions {
 }
 
 /// Owns the etcd connection; see the module docs.
-pub struct Writer {
+pub(crate) struct Writer {
     options: WriterOptions,
     backend: Backend,
     names: Names,
@@ -108,7 +108,7 @@ pub struct Writer {
 
 impl Writer {
     /// Waits for etcd, then writes the data-loss marker.
-    pub async fn connect(
+    pub(crate) async fn connect(
         options: WriterOptions,
         names: Names,
         metrics: Arc<Metrics>,
@@ -187,7 +187,7 @@ impl Writer {
     /// records of the whole subtree at once were 50 MB.
     /// Returns `Ok` early, after the request in flight, once shutdown is
     /// requested.
-    pub async fn sync(
+    pub(crate) async fn sync(
         &mut self,
         state: &impl DesiredState,
         scopes: impl IntoIterator<Item = Scope>,
@@ -403,7 +403,7 @@ impl Writer {
     /// Whether etcd lost our data since the last check (marker gone or
     /// revision lower than seen). Rewrites the marker when it did. Errors
     /// count as "not lost": the next mutation will retry or exit.
-    pub async fn data_lost(&mut self) -> bool {
+    pub(crate) async fn data_lost(&mut self) -> bool {
         let seen = self.last_revision;
         let (missing, revision) = match self.backend.marker(&self.marker).await {
             Ok((present, revision)) => (!present, revision),

@@ -23,7 +23,7 @@ use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Binds `[::]:port`, or `0.0.0.0:port` if the host has no IPv6.
-pub async fn bind(port: u16) -> std::io::Result<TcpListener> {
+pub(crate) async fn bind(port: u16) -> std::io::Result<TcpListener> {
     let any_v6 = SocketAddr::from((Ipv6Addr::UNSPECIFIED, port));
     bind_either(any_v6, SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))).await
 }
@@ -41,7 +41,7 @@ async fn bind_either(primary: SocketAddr, fallback: SocketAddr) -> std::io::Resu
 
 /// Serves [`router`] on `listener` until `shutdown`. Returns the task and a
 /// future that resolves only if serving fails, with the reason.
-pub fn serve(
+pub(crate) fn serve(
     listener: TcpListener,
     metrics: Arc<Metrics>,
     shutdown: CancellationToken,
@@ -65,11 +65,11 @@ pub fn serve(
 }
 
 /// What `/readiness` says while the first sync is not written.
-pub const NOT_READY: &str =
+pub(crate) const NOT_READY: &str =
     "not ready: the first lists of services and endpoints are not in etcd yet\n";
 
 /// The router of the health port.
-pub fn router(metrics: Arc<Metrics>) -> Router {
+pub(crate) fn router(metrics: Arc<Metrics>) -> Router {
     let live = metrics.clone();
     let ready = metrics.clone();
     Router::new()

@@ -29,7 +29,7 @@ use std::net::IpAddr;
 
 /// One watch event, already reduced.
 #[derive(Clone, Debug)]
-pub enum Update<T> {
+pub(crate) enum Update<T> {
     /// Added or modified.
     Apply(T),
     /// Deleted (also a tombstone after a watch gap).
@@ -40,7 +40,8 @@ pub enum Update<T> {
 
 impl<T> Update<T> {
     /// The same event over `f` of its objects.
-    pub fn map<U>(self, f: impl Fn(T) -> U) -> Update<U> {
+    #[cfg(test)]
+    pub(crate) fn map<U>(self, f: impl Fn(T) -> U) -> Update<U> {
         match self {
             Update::Apply(t) => Update::Apply(f(t)),
             Update::Delete(t) => Update::Delete(f(t)),
@@ -53,7 +54,7 @@ impl<T> Update<T> {
 // Moved once from a watch task to the writer; boxing would only add allocations.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
-pub enum Change {
+pub(crate) enum Change {
     /// Services.
     Service(Update<ServiceInfo>),
     /// Endpoints.
@@ -66,7 +67,7 @@ pub enum Change {
 
 /// The objects records are built from.
 #[derive(Debug)]
-pub struct Index {
+pub(crate) struct Index {
     names: Names,
     features: Features,
     // Compact (see `crate::objects::ServiceInfo`); Endpoints boxed: a k8s-openapi
@@ -91,7 +92,7 @@ pub struct Index {
 
 impl Index {
     /// An empty index.
-    pub fn new(names: Names, features: Features) -> Self {
+    pub(crate) fn new(names: Names, features: Features) -> Self {
         Index {
             names,
             features,
@@ -106,14 +107,9 @@ impl Index {
         }
     }
 
-    /// The names this index builds records with.
-    pub fn names(&self) -> &Names {
-        &self.names
-    }
-
     /// Records a change; returns the scopes to reconcile. Scopes whose
     /// desired state is not known yet are left out (see [`Index::is_known`]).
-    pub fn apply(&mut self, change: Change) -> Vec<Scope> {
+    pub(crate) fn apply(&mut self, change: Change) -> Vec<Scope> {
         let mut scopes = self.record(change);
         scopes.retain(|s| self.is_known(s));
         scopes
@@ -124,7 +120,7 @@ impl Index {
     /// endpoints have been listed once its records are unknown and must not
     /// be touched: reconciling them would delete them all (an NXDOMAIN
     /// window at every restart, or for good if endpoints never list).
-    pub fn is_known(&self, scope: &Scope) -> bool {
+    pub(crate) fn is_known(&self, scope: &Scope) -> bool {
         match scope {
             Scope::Service(key) => {
                 self.endpoints_listed
@@ -438,12 +434,12 @@ impl Index {
 
     /// Whether services and endpoints have both been listed once: after
     /// the next write, etcd holds every service's records.
-    pub fn lists_done(&self) -> bool {
+    pub(crate) fn lists_done(&self) -> bool {
         self.services_listed && self.endpoints_listed
     }
 
     /// Every known scope, for a full rewrite after etcd lost its data.
-    pub fn all_scopes(&self) -> Vec<Scope> {
+    pub(crate) fn all_scopes(&self) -> Vec<Scope> {
         let mut out = vec![Scope::DnsVersion];
         out.extend(self.service_scopes());
         if self.features.pods {
@@ -454,7 +450,7 @@ impl Index {
     }
 
     /// The records `scope` should hold.
-    pub fn desired(&self, scope: &Scope) -> Records {
+    pub(crate) fn desired(&self, scope: &Scope) -> Records {
         match scope {
             Scope::Service(key) => self.service(key),
             Scope::Ptr(ip) => self.ptr(*ip),

@@ -43,7 +43,7 @@ pub struct Election {
 
 /// What to do with the Lease as read.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Action {
+pub(crate) enum Action {
     /// There is none: create it, held by us.
     Create,
     /// Nobody holds it, or its holder went silent: take it over.
@@ -59,14 +59,14 @@ pub enum Action {
 
 /// The Lease record as last seen, and when (local clock) it last changed.
 #[derive(Debug, Clone)]
-pub struct Observation {
+pub(crate) struct Observation {
     record: Option<(Option<String>, Option<String>, Option<i32>)>,
     at: Instant,
 }
 
 impl Observation {
     /// Nothing seen yet, as of `now`.
-    pub fn new(now: Instant) -> Self {
+    pub(crate) fn new(now: Instant) -> Self {
         Observation {
             record: None,
             at: now,
@@ -76,7 +76,7 @@ impl Observation {
 
 /// Decides what to do with `lease` (None: absent) at `now`; updates the
 /// observation when the record changed since it was last seen.
-pub fn decide(
+pub(crate) fn decide(
     lease: Option<&LeaseSpec>,
     me: &str,
     seen: &mut Observation,
@@ -173,7 +173,7 @@ async fn try_hold(api: &Api<Lease>, e: &Election, seen: &mut Observation) -> Res
 }
 
 /// Waits until this replica holds the lease. `false`: shutdown first.
-pub async fn acquire(api: &Api<Lease>, e: &Election, shutdown: &CancellationToken) -> bool {
+pub(crate) async fn acquire(api: &Api<Lease>, e: &Election, shutdown: &CancellationToken) -> bool {
     let mut seen = Observation::new(Instant::now());
     let mut waiting_logged = false;
     loop {
@@ -222,7 +222,11 @@ pub async fn acquire(api: &Api<Lease>, e: &Election, shutdown: &CancellationToke
 /// Renews the lease every retry period while this replica holds it. Returns
 /// why leadership ended (another holder, or no renewal for the renew
 /// deadline); never returns before `shutdown` otherwise (then `None`).
-pub async fn keep(api: &Api<Lease>, e: &Election, shutdown: &CancellationToken) -> Option<String> {
+pub(crate) async fn keep(
+    api: &Api<Lease>,
+    e: &Election,
+    shutdown: &CancellationToken,
+) -> Option<String> {
     let mut seen = Observation::new(Instant::now());
     let mut renewed = Instant::now();
     loop {
@@ -258,7 +262,7 @@ pub async fn keep(api: &Api<Lease>, e: &Election, shutdown: &CancellationToken) 
 
 /// Gives the lease up (empty holder) if this replica still holds it, so a
 /// standby takes over at its next attempt; best effort, one retry period.
-pub async fn release(api: &Api<Lease>, e: &Election) {
+pub(crate) async fn release(api: &Api<Lease>, e: &Election) {
     let give_up = async {
         let Some(mut lease) = api.get_opt(&e.name).await? else {
             return Ok(());

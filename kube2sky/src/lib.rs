@@ -15,20 +15,20 @@
 //! first lists of services and endpoints are written, or after
 //! `--initial-sync-timeout`), `/healthz` and `/metrics`.
 
-pub mod client;
+mod client;
 pub mod config;
-pub mod etcd;
-pub mod health;
-pub mod index;
-pub mod leader;
-pub mod metrics;
-pub mod name_rules;
-pub mod objects;
-pub mod reconcile;
-pub mod records;
-pub mod scope;
-pub mod validate;
-pub mod watch;
+mod etcd;
+mod health;
+mod index;
+mod leader;
+mod metrics;
+mod name_rules;
+mod objects;
+mod reconcile;
+mod records;
+mod scope;
+mod validate;
+mod watch;
 
 #[cfg(test)]
 mod fixtures;

@@ -18,7 +18,7 @@ const UNHEALTHY_WATCH_ERRORS: u32 = 5;
 
 /// Which watch.
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// Services.
     Services,
     /// Endpoints.
@@ -31,14 +31,14 @@ pub enum Kind {
 
 /// The `kind` label.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct KindLabel {
+pub(crate) struct KindLabel {
     /// Which watch.
     pub kind: Kind,
 }
 
 /// The `kind` and `field` labels of `kube2sky_skipped_total`.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct SkippedLabels {
+pub(crate) struct SkippedLabels {
     /// Which watch received the object.
     pub kind: Kind,
     /// Which field could not become records.
@@ -47,7 +47,7 @@ pub struct SkippedLabels {
 
 /// Everything kube2sky counts, plus health and readiness state.
 #[derive(Debug)]
-pub struct Metrics {
+pub(crate) struct Metrics {
     registry: Registry,
     /// Keys put into etcd.
     pub records_written: Counter,
@@ -124,24 +124,24 @@ impl Metrics {
     /// Opens `/readiness`: the first lists of services and endpoints are
     /// written (or `--initial-sync-timeout` passed). Returns whether it was
     /// closed before.
-    pub fn set_ready(&self) -> bool {
+    pub(crate) fn set_ready(&self) -> bool {
         !self.ready.swap(true, Ordering::Relaxed)
     }
 
     /// Whether `/readiness` is open.
-    pub fn is_ready(&self) -> bool {
+    pub(crate) fn is_ready(&self) -> bool {
         self.ready.load(Ordering::Relaxed)
     }
 
     /// Notes a complete reconcile of everything owned.
-    pub fn full_sync_done(&self) {
+    pub(crate) fn full_sync_done(&self) {
         if let Ok(mut last) = self.last_full_sync.lock() {
             *last = Some(Instant::now());
         }
     }
 
     /// Marks a watch healthy (it delivered an event) or failing once more.
-    pub fn set_watch_ok(&self, kind: Kind, ok: bool) {
+    pub(crate) fn set_watch_ok(&self, kind: Kind, ok: bool) {
         let errors = &self.watch_errors[kind as usize];
         if ok {
             errors.store(0, Ordering::Relaxed);
@@ -152,7 +152,7 @@ impl Metrics {
     }
 
     /// Marks etcd writable or not.
-    pub fn set_etcd_ok(&self, ok: bool) {
+    pub(crate) fn set_etcd_ok(&self, ok: bool) {
         self.etcd_ok.store(ok, Ordering::Relaxed);
         if !ok {
             self.etcd_errors.inc();
@@ -160,7 +160,7 @@ impl Metrics {
     }
 
     /// `None` when alive, otherwise why not.
-    pub fn unhealthy(&self) -> Option<String> {
+    pub(crate) fn unhealthy(&self) -> Option<String> {
         let mut problems = Vec::new();
         for kind in [
             Kind::Services,
@@ -180,7 +180,7 @@ impl Metrics {
     }
 
     /// The Prometheus text exposition.
-    pub fn encode(&self) -> Result<String, std::fmt::Error> {
+    pub(crate) fn encode(&self) -> Result<String, std::fmt::Error> {
         let age = match self.last_full_sync.lock().ok().and_then(|l| *l) {
             Some(at) => at.elapsed().as_secs_f64(),
             None => -1.0,

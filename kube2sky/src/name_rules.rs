@@ -8,7 +8,7 @@
 use std::net::IpAddr;
 
 /// `^[a-z0-9]([-a-z0-9]*[a-z0-9])?$`, at most 63 characters.
-pub fn is_dns1123_label(s: &str) -> bool {
+pub(crate) fn is_dns1123_label(s: &str) -> bool {
     let b = s.as_bytes();
     let edge = |c: &u8| c.is_ascii_lowercase() || c.is_ascii_digit();
     !b.is_empty()
@@ -19,34 +19,34 @@ pub fn is_dns1123_label(s: &str) -> bool {
 }
 
 /// A DNS-1123 label that starts with a letter (Service names).
-pub fn is_dns1035_label(s: &str) -> bool {
+pub(crate) fn is_dns1035_label(s: &str) -> bool {
     is_dns1123_label(s) && s.as_bytes()[0].is_ascii_lowercase()
 }
 
 /// DNS-1123 labels joined by dots, at most 253 characters.
-pub fn is_dns1123_subdomain(s: &str) -> bool {
+pub(crate) fn is_dns1123_subdomain(s: &str) -> bool {
     !s.is_empty() && s.len() <= 253 && s.split('.').all(is_dns1123_label)
 }
 
 /// Whether `s` is an IPv4 or IPv6 address, nothing more (no prefix length).
-pub fn is_ip(s: &str) -> bool {
+pub(crate) fn is_ip(s: &str) -> bool {
     s.parse::<IpAddr>().is_ok()
 }
 
 /// Whether an ExternalName can be a record's host: a DNS-1123 subdomain,
 /// compared in lower case, with or without its trailing dot.
-pub fn is_external_name(s: &str) -> bool {
+pub(crate) fn is_external_name(s: &str) -> bool {
     is_dns1123_subdomain(s.strip_suffix('.').unwrap_or(s))
 }
 
 /// Whether a port number can be in an SRV record.
-pub fn is_port_number(n: i32) -> bool {
+pub(crate) fn is_port_number(n: i32) -> bool {
     (1..=65535).contains(&n)
 }
 
 /// Whether a port can become `_<name>._<proto>` labels: both DNS-1123
 /// labels (the protocol compared in lower case).
-pub fn is_port_label_pair(name: &str, protocol: &str) -> bool {
+pub(crate) fn is_port_label_pair(name: &str, protocol: &str) -> bool {
     is_dns1123_label(name) && is_dns1123_label(&protocol.to_ascii_lowercase())
 }
 

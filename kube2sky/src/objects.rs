@@ -11,12 +11,14 @@
 mod service;
 mod slice;
 
-pub use service::{PortInfo, ServiceInfo};
-pub use slice::{SliceInfo, SERVICE_NAME_LABEL};
+pub(crate) use service::ServiceInfo;
+pub(crate) use slice::SliceInfo;
+#[cfg(test)]
+pub(crate) use slice::SERVICE_NAME_LABEL;
 
 /// `namespace/name` of an object.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct ObjectKey {
+pub(crate) struct ObjectKey {
     /// Namespace.
     pub namespace: String,
     /// Name.
@@ -25,7 +27,7 @@ pub struct ObjectKey {
 
 impl ObjectKey {
     /// The key of an object's metadata.
-    pub fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
+    pub(crate) fn of(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> Self {
         ObjectKey {
             namespace: meta.namespace.clone().unwrap_or_else(|| "default".into()),
             name: meta.name.clone().unwrap_or_default(),
@@ -35,7 +37,7 @@ impl ObjectKey {
 
 /// All a pod contributes to DNS (k/k#22290: never keep whole Pods).
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PodInfo {
+pub(crate) struct PodInfo {
     /// Namespace and name.
     pub key: ObjectKey,
     /// `status.podIPs` (`status.podIP` first), empty when not assigned.

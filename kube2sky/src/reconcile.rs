@@ -16,11 +16,11 @@ use crate::records::{Names, Records};
 use std::collections::BTreeSet;
 
 /// Names the unit an op belongs to: ops of one unit share a transaction.
-pub type UnitOf<'a> = &'a dyn Fn(&Op) -> String;
+pub(crate) type UnitOf<'a> = &'a dyn Fn(&Op) -> String;
 
 /// One etcd mutation.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Op {
+pub(crate) enum Op {
     /// Write `value` at `key`.
     Put {
         /// The key.
@@ -37,7 +37,7 @@ pub enum Op {
 
 impl Op {
     /// The key this op touches.
-    pub fn key(&self) -> &str {
+    pub(crate) fn key(&self) -> &str {
         match self {
             Op::Put { key, .. } | Op::Delete { key } => key,
         }
@@ -46,7 +46,7 @@ impl Op {
 
 /// What a scope's reads found in etcd.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Actual {
+pub(crate) struct Actual {
     /// The keys kube2sky owns, with their values.
     pub records: Records,
     /// Keys in the scope that hold another writer's value (foreign PTRs):
@@ -57,7 +57,7 @@ pub struct Actual {
 impl Actual {
     /// Files one key-value read from etcd as ours or foreign. Under the PTR
     /// subtree (`ptr`) only values naming one of our services are ours.
-    pub fn file(&mut self, names: &Names, key: &str, value: &str, ptr: bool) {
+    pub(crate) fn file(&mut self, names: &Names, key: &str, value: &str, ptr: bool) {
         let ours = if key == names.dns_version_key() {
             // A hand-written `dns-version` is not ours to delete (or overwrite).
             names.owns_version_value(value)
@@ -77,7 +77,7 @@ impl Actual {
 /// into a directory, or write into its directory: v2 refuses the one, and
 /// neither is ours to do), and returns those keys, so the caller can warn
 /// instead of overwriting.
-pub fn skip_foreign(desired: &mut Records, actual: &Actual) -> Vec<String> {
+pub(crate) fn skip_foreign(desired: &mut Records, actual: &Actual) -> Vec<String> {
     let clashes = |key: &str| {
         actual.foreign.contains(key)
             || key
@@ -98,7 +98,7 @@ pub fn skip_foreign(desired: &mut Records, actual: &Actual) -> Vec<String> {
 
 /// How a scope's records are replaced.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Put what changed, delete what is gone, in one transaction.
     Reconcile,
     /// 1.2: remove all, then add all, in two transactions.
@@ -108,7 +108,7 @@ pub enum Mode {
 /// The transactions that turn `actual` into `desired`, none over `max_ops`
 /// and none splitting a unit that fits in one (see [`pack`]); empty when
 /// nothing differs.
-pub fn diff(
+pub(crate) fn diff(
     desired: Records,
     actual: &Records,
     mode: Mode,
@@ -160,7 +160,7 @@ fn batches(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
 
 /// [`diff`] for a store without transactions (etcd v2): every op in one
 /// batch, in the same order; empty when nothing differs.
-pub fn diff_unbounded(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
+pub(crate) fn diff_unbounded(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
     let ops = batches(desired, actual, mode).concat();
     if ops.is_empty() {
         Vec::new()
@@ -176,7 +176,7 @@ pub fn diff_unbounded(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec
 /// units that only delete. A unit larger than `max_ops` alone (a headless
 /// service with hundreds of endpoints) is the only thing ever split: it
 /// fills the current transaction and the next ones, in order.
-pub fn pack(batch: Vec<Op>, max_ops: usize, unit: UnitOf<'_>) -> Vec<Vec<Op>> {
+pub(crate) fn pack(batch: Vec<Op>, max_ops: usize, unit: UnitOf<'_>) -> Vec<Vec<Op>> {
     let max_ops = max_ops.max(1);
     if batch.len() <= max_ops {
         return vec![batch];

@@ -22,21 +22,19 @@ use std::collections::BTreeMap;
 
 mod headless;
 mod reverse;
-pub use headless::{
-    endpoint_labels, headless_records, Address, EndpointLabels, HOSTNAMES_ANNOTATION,
-};
-pub use reverse::{endpoint_ptr_names, ptr_records, PtrName};
+pub(crate) use headless::{endpoint_labels, headless_records, HOSTNAMES_ANNOTATION};
+pub(crate) use reverse::{endpoint_ptr_names, ptr_records, PtrName};
 
 /// etcd key → JSON value.
-pub type Records = BTreeMap<String, String>;
+pub(crate) type Records = BTreeMap<String, String>;
 
 /// The schema version of the Kubernetes DNS specification the records
 /// follow with [`Options::spec`], served as `dns-version.<domain>` TXT.
-pub const SCHEMA_VERSION: &str = "1.1.0";
+pub(crate) const SCHEMA_VERSION: &str = "1.1.0";
 
 /// Which records beyond kube2sky 1.2's are written.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Options {
+pub(crate) struct Options {
     /// Records for ExternalName services (`--external-name`).
     pub external_name: bool,
     /// The specification's records that change 1.2's key set for 1.2-era
@@ -57,14 +55,14 @@ impl Default for Options {
 
 /// Builds names and keys for one cluster domain.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Names {
+pub(crate) struct Names {
     domain: String,
     prefix: PathPrefix,
 }
 
 impl Names {
     /// `domain` with or without its trailing dot, e.g. `cluster.local`.
-    pub fn new(domain: &str) -> Self {
+    pub(crate) fn new(domain: &str) -> Self {
         Names {
             domain: fqdn(domain),
             prefix: PathPrefix::default(),
@@ -72,38 +70,38 @@ impl Names {
     }
 
     /// The domain with its trailing dot.
-    pub fn domain(&self) -> &str {
+    pub(crate) fn domain(&self) -> &str {
         &self.domain
     }
 
     /// `<name>.<ns>.svc.<domain>` (trailing dot).
-    pub fn service_fqdn(&self, namespace: &str, name: &str) -> String {
+    pub(crate) fn service_fqdn(&self, namespace: &str, name: &str) -> String {
         format!("{name}.{namespace}.svc.{}", self.domain)
     }
 
     /// The etcd key of a DNS name.
-    pub fn key(&self, name: &str) -> String {
+    pub(crate) fn key(&self, name: &str) -> String {
         self.prefix.path(name)
     }
 
     /// `/skydns/local/cluster/svc/`: every service record lives below it.
-    pub fn svc_root(&self) -> String {
+    pub(crate) fn svc_root(&self) -> String {
         format!("{}/", self.key(&format!("svc.{}", self.domain)))
     }
 
     /// `/skydns/local/cluster/pod/`: every pod record lives below it.
-    pub fn pod_root(&self) -> String {
+    pub(crate) fn pod_root(&self) -> String {
         format!("{}/", self.key(&format!("pod.{}", self.domain)))
     }
 
     /// `/skydns/local/cluster/svc/<ns>/<name>/`: one service's records.
-    pub fn service_dir(&self, namespace: &str, name: &str) -> String {
+    pub(crate) fn service_dir(&self, namespace: &str, name: &str) -> String {
         format!("{}/", self.key(&self.service_fqdn(namespace, name)))
     }
 
     /// `1-2-3-4.<ns>.pod.<domain>`; an IPv6 pod IP gets dashes for its
     /// colons too (`2001-db8--1.<ns>.pod.<domain>`, the specification's form).
-    pub fn pod_fqdn(&self, namespace: &str, ip: &str) -> String {
+    pub(crate) fn pod_fqdn(&self, namespace: &str, ip: &str) -> String {
         format!(
             "{}.{namespace}.pod.{}",
             ip.replace(['.', ':'], "-"),
@@ -112,19 +110,19 @@ impl Names {
     }
 
     /// `/skydns/local/cluster/dns-version`: the schema version's TXT record.
-    pub fn dns_version_key(&self) -> String {
+    pub(crate) fn dns_version_key(&self) -> String {
         self.key(&format!("dns-version.{}", self.domain))
     }
 
     /// Whether a `dns-version` value was written by us (of any schema
     /// version): exactly the JSON [`dns_version_records`] writes.
-    pub fn owns_version_value(&self, value: &str) -> bool {
+    pub(crate) fn owns_version_value(&self, value: &str) -> bool {
         Record::from_json(value.as_bytes())
             .is_ok_and(|r| !r.text.is_empty() && version_record(&r.text).to_json() == value)
     }
 
     /// `/skydns/local/cluster/pod/<ns>/1-2-3-4/`: the records of one pod IP.
-    pub fn pod_dir(&self, namespace: &str, ip: &str) -> String {
+    pub(crate) fn pod_dir(&self, namespace: &str, ip: &str) -> String {
         format!("{}/", self.key(&self.pod_fqdn(namespace, ip)))
     }
 
@@ -132,7 +130,7 @@ impl Names {
     /// empties (etcd v2): the namespace directory of service and pod keys,
     /// the family's PTR root (`in-addr`, `ip6`) of PTR keys; `None` for keys
     /// elsewhere.
-    pub fn dir_floor(&self, key: &str) -> Option<String> {
+    pub(crate) fn dir_floor(&self, key: &str) -> Option<String> {
         for root in [self.svc_root(), self.pod_root()] {
             if let Some(rest) = key.strip_prefix(&root) {
                 let namespace = rest.split('/').next()?;
@@ -150,7 +148,7 @@ impl Names {
     /// or pod IP (`.../pod/<ns>/<ip>/`); for a PTR key the directory of the
     /// service its `value` names, so a PTR is written with its service.
     /// Any other key is its own unit.
-    pub fn unit_of(&self, key: &str, value: Option<&str>) -> String {
+    pub(crate) fn unit_of(&self, key: &str, value: Option<&str>) -> String {
         for root in [self.svc_root(), self.pod_root()] {
             if let Some(rest) = key.strip_prefix(&root) {
                 let mut parts = rest.splitn(3, '/');
@@ -177,14 +175,14 @@ impl Names {
     }
 
     /// Whether `key` is a PTR key (`in-addr.arpa` or `ip6.arpa`).
-    pub fn is_ptr_key(&self, key: &str) -> bool {
+    pub(crate) fn is_ptr_key(&self, key: &str) -> bool {
         self.ptr_family_roots()
             .iter()
             .any(|root| key.starts_with(root.as_str()))
     }
 
     /// Whether a PTR value was written by us: its host is a service name in our domain.
-    pub fn owns_ptr_value(&self, value: &str) -> bool {
+    pub(crate) fn owns_ptr_value(&self, value: &str) -> bool {
         Record::from_json(value.as_bytes())
             .is_ok_and(|r| r.port == 0 && in_domain(&r.host, &format!("svc.{}", self.domain)))
     }
@@ -198,7 +196,7 @@ pub(crate) fn address(host: &str) -> (String, String) {
 
 /// What kind of DNS a Service gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ServiceKind<'a> {
+pub(crate) enum ServiceKind<'a> {
     /// A cluster IP: `spec.clusterIP`, the first of `spec.clusterIPs`.
     ClusterIp(&'a str),
     /// `clusterIP` `None` or empty.
@@ -211,7 +209,7 @@ pub enum ServiceKind<'a> {
 }
 
 /// Classifies a Service.
-pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
+pub(crate) fn service_kind(svc: &Service) -> ServiceKind<'_> {
     let spec = svc.spec.as_ref();
     if spec.and_then(|s| s.type_.as_deref()) == Some("ExternalName") {
         return ServiceKind::ExternalName(
@@ -228,7 +226,7 @@ pub fn service_kind(svc: &Service) -> ServiceKind<'_> {
 /// Every cluster IP of a Service, `spec.clusterIP` first, then the other
 /// entries of `spec.clusterIPs` (dual-stack) that are IPs; empty for other
 /// kinds of service.
-pub fn cluster_ips(svc: &Service) -> Vec<&str> {
+pub(crate) fn cluster_ips(svc: &Service) -> Vec<&str> {
     let ServiceKind::ClusterIp(primary) = service_kind(svc) else {
         return Vec::new();
     };
@@ -265,7 +263,7 @@ pub(crate) fn port_labels(
 /// Something 1.2 logged about a cluster-IP service's ports
 /// (`buildPortSegmentString`, `generateRecordsForPortalService`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum PortProblem {
+pub(crate) enum PortProblem {
     /// `Unexpected service with no ports, ...`: the A record is still written.
     NoPorts,
     /// `Port Protocol not set. ...`: a named port without a protocol gets no SRV.
@@ -273,7 +271,7 @@ pub enum PortProblem {
 }
 
 /// What 1.2 would log about `svc`'s ports; empty for other kinds of service.
-pub fn port_problems(svc: &Service) -> Vec<PortProblem> {
+pub(crate) fn port_problems(svc: &Service) -> Vec<PortProblem> {
     if !matches!(service_kind(svc), ServiceKind::ClusterIp(_)) {
         return Vec::new();
     }
@@ -297,7 +295,7 @@ pub fn port_problems(svc: &Service) -> Vec<PortProblem> {
 /// A dual-stack Service's second IP gets its A/AAAA record; its SRVs are
 /// written once, under the first IP's label (one SRV per port, as the
 /// specification's examples).
-pub fn service_records(
+pub(crate) fn service_records(
     names: &Names,
     svc: &Service,
     endpoints: Option<&Endpoints>,
@@ -356,7 +354,7 @@ fn service_srvs(names: &Names, svc: &Service, service: &str, label: &str, out: &
 }
 
 /// `dns-version.<domain>` TXT [`SCHEMA_VERSION`] (with [`Options::spec`]).
-pub fn dns_version_records(names: &Names, options: Options) -> Records {
+pub(crate) fn dns_version_records(names: &Names, options: Options) -> Records {
     if !options.spec {
         return Records::new();
     }
@@ -376,7 +374,7 @@ fn version_record(version: &str) -> Record {
 
 /// The record of one pod IP (1.2's `handlePodCreate`): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
 /// (AAAA for an IPv6 pod IP: `.../pod/<ns>/2001-db8--1/<hash>`).
-pub fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
+pub(crate) fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
     let (label, json) = address(ip);
     Records::from([(
         names.key(&format!("{label}.{}", names.pod_fqdn(namespace, ip))),

@@ -12,7 +12,7 @@ use crate::records::{Names, Records};
 use std::net::IpAddr;
 
 /// The desired state as the writer sees it.
-pub trait DesiredState {
+pub(crate) trait DesiredState {
     /// The records `scope` should hold.
     fn desired(&self, scope: &Scope) -> Records;
 
@@ -28,7 +28,7 @@ pub trait DesiredState {
 
 /// A part of the owned key space that is reconciled as a unit.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Scope {
+pub(crate) enum Scope {
     /// One service's directory.
     Service(ObjectKey),
     /// The PTRs of one IP: its key, or the leaves below it.
@@ -82,7 +82,7 @@ pub enum Scope {
 
 /// Where a scope's actual records live in etcd.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Read {
+pub(crate) enum Read {
     /// Every key with this prefix.
     Prefix(String),
     /// Every PTR key under this prefix whose value points into our domain.
@@ -115,7 +115,7 @@ pub enum Read {
 
 impl Scope {
     /// The etcd reads that give this scope's actual records.
-    pub fn reads(&self, names: &Names, reverse: bool) -> Vec<Read> {
+    pub(crate) fn reads(&self, names: &Names, reverse: bool) -> Vec<Read> {
         match self {
             Scope::Service(k) => vec![Read::Prefix(names.service_dir(&k.namespace, &k.name))],
             Scope::Ptr(ip) => vec![Read::OwnedPtr(names.ptr_key(*ip))],
@@ -152,7 +152,7 @@ impl Scope {
     }
 
     /// A short description for logs and errors.
-    pub fn describe(&self, names: &Names) -> String {
+    pub(crate) fn describe(&self, names: &Names) -> String {
         match self.reads(names, true).first() {
             Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p) | Read::Key(p)) => {
                 p.clone()

@@ -30,7 +30,7 @@ use prometheus_client::encoding::EncodeLabelValue;
 
 /// The field a problem is about (the `field` label of the metric).
 #[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-pub enum Field {
+pub(crate) enum Field {
     /// `metadata.name`.
     Name,
     /// `metadata.namespace`.
@@ -53,7 +53,7 @@ pub enum Field {
 
 /// One part of an object that cannot become records.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Problem {
+pub(crate) struct Problem {
     /// Which field.
     pub field: Field,
     /// Its value, as received.
@@ -73,7 +73,7 @@ impl Problem {
 
     /// Whether the object as a whole is skipped (its name or namespace
     /// cannot be part of a key); otherwise only the part is.
-    pub fn whole_object(&self) -> bool {
+    pub(crate) fn whole_object(&self) -> bool {
         matches!(self.field, Field::Name | Field::Namespace)
     }
 }
@@ -133,7 +133,7 @@ fn port_problems(out: &mut Vec<Problem>, name: Option<&str>, protocol: Option<&s
 }
 
 /// Everything about a Service that cannot become records.
-pub fn service(svc: &Service) -> Vec<Problem> {
+pub(crate) fn service(svc: &Service) -> Vec<Problem> {
     let mut out = meta_problems(&svc.metadata, is_dns1035_label, NOT_DNS1035_LABEL);
     let Some(spec) = svc.spec.as_ref() else {
         return out;
@@ -174,7 +174,7 @@ pub fn service(svc: &Service) -> Vec<Problem> {
 
 /// Everything about an Endpoints object that cannot become records;
 /// `spec`: addresses may share a hostname (one record per IP).
-pub fn endpoints(ep: &Endpoints, spec: bool) -> Vec<Problem> {
+pub(crate) fn endpoints(ep: &Endpoints, spec: bool) -> Vec<Problem> {
     let mut out = meta_problems(&ep.metadata, is_dns1035_label, NOT_DNS1035_LABEL);
     for subset in ep.subsets.as_deref().unwrap_or_default() {
         for address in subset.addresses.as_deref().unwrap_or_default() {
@@ -207,7 +207,7 @@ pub fn endpoints(ep: &Endpoints, spec: bool) -> Vec<Problem> {
 }
 
 /// Everything about a pod that cannot become records.
-pub fn pod(pod: &PodInfo) -> Vec<Problem> {
+pub(crate) fn pod(pod: &PodInfo) -> Vec<Problem> {
     let mut out = Vec::new();
     if !is_dns1123_label(&pod.key.namespace) {
         out.push(Problem::new(

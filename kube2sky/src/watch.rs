@@ -66,7 +66,7 @@ fn backoff() -> ExponentialBackoff {
 
 /// Whether a watch error says the resourceVersion is newer than anything the
 /// server has (client-go's `IsTooLargeResourceVersion`): only a new list helps.
-pub fn is_too_large_resource_version(error: &watcher::Error) -> bool {
+pub(crate) fn is_too_large_resource_version(error: &watcher::Error) -> bool {
     let status = match error {
         watcher::Error::WatchError(status) => status.as_ref(),
         watcher::Error::WatchStartFailed(kube::Error::Api(status))
@@ -84,7 +84,7 @@ pub fn is_too_large_resource_version(error: &watcher::Error) -> bool {
 
 /// Where endpoints come from, once `auto` is decided.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Source {
+pub(crate) enum Source {
     /// v1 Endpoints.
     Endpoints,
     /// discovery.k8s.io/v1 EndpointSlices.
@@ -96,7 +96,7 @@ pub enum Source {
 /// (Kubernetes 1.21+), Endpoints when the group is not served (a 1.2-era
 /// API). A discovery request that fails otherwise is retried (every second,
 /// until shutdown: `None`), so a passing API outage cannot pick the wrong one.
-pub async fn decide_source(
+pub(crate) async fn decide_source(
     client: &Client,
     source: EndpointsSource,
     shutdown: &CancellationToken,
@@ -147,7 +147,7 @@ pub async fn decide_source(
 /// Starts the endpoints (or EndpointSlices), services and (if enabled)
 /// pods watches, in 1.2's order. `spec`: endpoints may share hostnames
 /// (not reported as problems).
-pub fn spawn_all(
+pub(crate) fn spawn_all(
     client: &Client,
     (source, pods, spec): (Source, bool, bool),
     tx: &mpsc::Sender<Change>,
@@ -240,7 +240,7 @@ fn relist_pause(restarts: u32) -> Duration {
 
 /// Whether a watch error is 410 Gone: its resourceVersion is older than
 /// the server's history, so only a new list helps.
-pub fn is_gone(error: &watcher::Error) -> bool {
+pub(crate) fn is_gone(error: &watcher::Error) -> bool {
     match error {
         watcher::Error::WatchError(status) => status.code == 410,
         watcher::Error::WatchStartFailed(kube::Error::Api(status))
@@ -418,7 +418,7 @@ fn slim_meta(meta: ObjectMeta, keep_annotation: Option<&str>) -> ObjectMeta {
 /// Endpoints with only name, namespace, the hostnames annotation, and per
 /// subset the ready addresses' IP and hostname and the ports' name,
 /// protocol and number (`notReadyAddresses` never make records).
-pub fn slim_endpoints(ep: Endpoints) -> Endpoints {
+pub(crate) fn slim_endpoints(ep: Endpoints) -> Endpoints {
     let subsets = ep.subsets.map(|subsets| {
         subsets
             .into_iter()
@@ -456,7 +456,7 @@ pub fn slim_endpoints(ep: Endpoints) -> Endpoints {
 
 /// The only part of a Pod kube2sky keeps: `status.podIP` first, then the
 /// other `status.podIPs` (dual-stack).
-pub fn pod_info(pod: Pod) -> PodInfo {
+pub(crate) fn pod_info(pod: Pod) -> PodInfo {
     let status = pod.status.unwrap_or_default();
     let mut ips: Vec<String> = status
         .pod_ip

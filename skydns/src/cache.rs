@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 /// What a cached reply answers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct CacheKey {
+pub(crate) struct CacheKey {
     /// Lowercased query name.
     pub name: String,
     /// Query type.
@@ -39,7 +39,7 @@ struct Entry {
 }
 
 /// A bounded cache of upstream replies.
-pub struct ResponseCache {
+pub(crate) struct ResponseCache {
     capacity: usize,
     max_ttl: Duration,
     inner: Mutex<Inner>,
@@ -53,7 +53,7 @@ struct Inner {
 
 impl ResponseCache {
     /// A cache of at most `capacity` replies, each kept at most `max_ttl`.
-    pub fn new(capacity: usize, max_ttl: Duration) -> Self {
+    pub(crate) fn new(capacity: usize, max_ttl: Duration) -> Self {
         ResponseCache {
             capacity,
             max_ttl,
@@ -62,13 +62,9 @@ impl ResponseCache {
     }
 
     /// Number of cached replies (expired ones included until purged).
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lock().entries.len()
-    }
-
-    /// Whether the cache holds nothing.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -76,7 +72,7 @@ impl ResponseCache {
     }
 
     /// The cached reply for `key` with TTLs counted down, if still fresh.
-    pub fn get(&self, key: &CacheKey, now: Instant) -> Option<Message> {
+    pub(crate) fn get(&self, key: &CacheKey, now: Instant) -> Option<Message> {
         let mut inner = self.lock();
         let entry = inner.entries.get(key)?;
         if now >= entry.expires {
@@ -97,7 +93,7 @@ impl ResponseCache {
     }
 
     /// Stores `reply` if it is cacheable; returns whether it was stored.
-    pub fn insert(&self, key: CacheKey, reply: Message, now: Instant) -> bool {
+    pub(crate) fn insert(&self, key: CacheKey, reply: Message, now: Instant) -> bool {
         let Some(lifetime) = self.lifetime(&reply) else {
             return false;
         };

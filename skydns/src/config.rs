@@ -8,10 +8,10 @@
 //! into a [`Config`]. Every error names the flag or key and the bad value.
 
 use crate::answer::Zone;
-use crate::path::PathPrefix;
 use crate::store::etcd::EtcdOptions;
 use clap::Parser;
 use serde::{Deserialize, Serialize};
+use skydns_msg::path::PathPrefix;
 use std::ffi::OsString;
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -239,7 +239,7 @@ impl Settings {
             } else {
                 self.priority
             },
-            hostmaster: crate::path::fqdn(&hostmaster.replace('@', ".")),
+            hostmaster: skydns_msg::path::fqdn(&hostmaster.replace('@', ".")),
             domain,
         };
         let dnssec = self.dnssec_signing(flags, &zone)?;
@@ -336,10 +336,9 @@ fn local_name(local: &str) -> Result<Option<String>, ConfigError> {
         return Ok(None);
     }
     let name = fqdn_lower(local);
-    let labels_ok = name
-        .trim_end_matches('.')
-        .split('.')
-        .all(|l| !l.is_empty() && l.len() <= 63 && crate::path::is_addressable_label(l.as_bytes()));
+    let labels_ok = name.trim_end_matches('.').split('.').all(|l| {
+        !l.is_empty() && l.len() <= 63 && skydns_msg::path::is_addressable_label(l.as_bytes())
+    });
     if !labels_ok || name.len() > 254 {
         return Err(ConfigError(format!(
             "local is not a domain name: {local:?}"
@@ -419,7 +418,7 @@ fn split_list(s: &str) -> Vec<String> {
 }
 
 fn fqdn_lower(s: &str) -> String {
-    crate::path::fqdn(&s.to_ascii_lowercase())
+    skydns_msg::path::fqdn(&s.to_ascii_lowercase())
 }
 
 /// `IP:port` with an IP literal host and a port in 1–65535.

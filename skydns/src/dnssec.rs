@@ -11,10 +11,10 @@
 //! (README, DNSSEC). The key pair is read once at start ([`keyfile`]), so a
 //! new key needs a restart.
 
-pub mod keyfile;
-pub mod nsec3;
-pub mod sigcache;
-pub mod sign;
+pub(crate) mod keyfile;
+pub(crate) mod nsec3;
+pub(crate) mod sigcache;
+pub(crate) mod sign;
 
 use hickory_proto::dnssec::rdata::{DNSSECRData, DNSKEY, RRSIG};
 use hickory_proto::op::{Edns, Message, ResponseCode};

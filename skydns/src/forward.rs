@@ -25,7 +25,7 @@ use tokio::sync::oneshot;
 
 /// The upstream nameservers and how to use them.
 #[derive(Clone, Debug)]
-pub struct Upstreams {
+pub(crate) struct Upstreams {
     servers: Arc<[SocketAddr]>,
     timeout: Duration,
     coalescer: Coalescer,
@@ -34,7 +34,7 @@ pub struct Upstreams {
 
 impl Upstreams {
     /// Upstreams `servers`, each exchange bounded by `timeout`.
-    pub fn new(servers: Vec<SocketAddr>, timeout: Duration) -> Self {
+    pub(crate) fn new(servers: Vec<SocketAddr>, timeout: Duration) -> Self {
         Upstreams {
             servers: servers.into(),
             timeout,
@@ -44,19 +44,19 @@ impl Upstreams {
     }
 
     /// Whether any server is configured.
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.servers.is_empty()
     }
 
     /// Number of servers.
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.servers.len()
     }
 
     /// Relays `packet` (a client request) starting at server `first`,
     /// trying each server in turn, n+1 attempts in all. Identical requests
     /// in flight share the exchange; the reply carries the caller's ID.
-    pub async fn relay(&self, packet: &[u8], first: usize, tcp: bool) -> Option<Vec<u8>> {
+    pub(crate) async fn relay(&self, packet: &[u8], first: usize, tcp: bool) -> Option<Vec<u8>> {
         if packet.len() < 12 {
             return None;
         }
@@ -102,7 +102,7 @@ impl Upstreams {
     /// SkyDNS `Lookup`: a fresh UDP query for `name`/`qtype` with EDNS0
     /// (`bufsize`, `dnssec_ok`), first server chosen by the message ID.
     /// Only a NOERROR reply counts; its TTLs are set to `ttl`.
-    pub async fn lookup(
+    pub(crate) async fn lookup(
         &self,
         name: &Name,
         qtype: RecordType,
@@ -255,7 +255,7 @@ type ReplySender = oneshot::Sender<Option<Vec<u8>>>;
 
 /// Shares one upstream exchange among identical concurrent requests.
 #[derive(Clone, Debug, Default)]
-pub struct Coalescer {
+pub(crate) struct Coalescer {
     waiting: Arc<Mutex<HashMap<Vec<u8>, Vec<ReplySender>>>>,
 }
 

@@ -25,7 +25,7 @@ mod replies;
 /// What identifies a reply: the question bytes, the size limit, the
 /// transport, and the DO bit (a signed reply is not the plain one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-pub struct QuestionKey {
+pub(crate) struct QuestionKey {
     question: Vec<u8>,
     limit: u16,
     tcp: bool,
@@ -34,7 +34,7 @@ pub struct QuestionKey {
 
 /// A plain query as the hot path sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PlainQuery {
+pub(crate) struct PlainQuery {
     /// The cache key.
     pub key: QuestionKey,
     /// Request ID.
@@ -48,7 +48,7 @@ pub struct PlainQuery {
 impl QuestionKey {
     /// Parses a plain query (QUERY opcode, one question, no answer or
     /// authority records, at most one OPT record); `None` for anything else.
-    pub fn parse(packet: &[u8], tcp: bool) -> Option<PlainQuery> {
+    pub(crate) fn parse(packet: &[u8], tcp: bool) -> Option<PlainQuery> {
         let header = packet.get(..12)?;
         let count = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
         // QR=0, opcode 0; qd=1, an=0, ns=0, ar<=1.
@@ -125,7 +125,7 @@ fn plain_options(mut data: &[u8]) -> bool {
 
 /// Encoded replies by question, each valid while what it read is unchanged.
 #[derive(Default)]
-pub struct ReplyCache {
+pub(crate) struct ReplyCache {
     inner: RwLock<Replies>,
     /// `inner`'s generation, readable without the lock: on the hot path
     /// the snapshot has almost always not moved.
@@ -138,7 +138,7 @@ impl ReplyCache {
     /// there, or past it (an older snapshot only misses); otherwise drops the
     /// replies that read what changed since, as `touched_since(generation
     /// of the cache)` lists it, or all of them when that is `None`.
-    pub fn advance(
+    pub(crate) fn advance(
         &self,
         generation: i64,
         touched_since: impl FnOnce(i64) -> Option<Vec<Arc<str>>>,
@@ -158,7 +158,7 @@ impl ReplyCache {
     }
 
     /// The cached reply to `q`, ready to send, if valid for `generation`/`hour`.
-    pub fn get(&self, q: &PlainQuery, generation: i64, hour: u64) -> Option<Vec<u8>> {
+    pub(crate) fn get(&self, q: &PlainQuery, generation: i64, hour: u64) -> Option<Vec<u8>> {
         let (mut out, shuffle) = {
             let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
             if inner.generation != generation {
@@ -177,7 +177,8 @@ impl ReplyCache {
     }
 
     /// How many questions were answered from the cache.
-    pub fn hits(&self) -> u64 {
+    #[cfg(test)]
+    pub(crate) fn hits(&self) -> u64 {
         self.hits.load(Ordering::Relaxed)
     }
 
@@ -185,7 +186,7 @@ impl ReplyCache {
     /// `generation` by reading `paths`, for `hour`; `shufflable` says
     /// whether round robin applies to its answers. Kept only when the cache
     /// is at that generation (see [`ReplyCache::advance`]).
-    pub fn insert(&self, q: &PlainQuery, reply: &[u8], at: Computed<'_>, shufflable: bool) {
+    pub(crate) fn insert(&self, q: &PlainQuery, reply: &[u8], at: Computed<'_>, shufflable: bool) {
         let shuffle = if shufflable {
             let truncated = reply.get(2).is_some_and(|b| b & 0x02 != 0);
             let answers = reply
@@ -217,7 +218,7 @@ impl ReplyCache {
 
 /// What a reply was computed from.
 #[derive(Clone, Copy, Debug)]
-pub struct Computed<'a> {
+pub(crate) struct Computed<'a> {
     /// The snapshot's generation.
     pub generation: i64,
     /// The hour (the SOA serial changes with it).

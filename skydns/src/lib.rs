@@ -24,28 +24,39 @@
 //! rules (NXDOMAIN vs NODATA from etcd, `Fit`, no OPT in unsigned replies) must be
 //! reproduced exactly, so the request pipeline is ours.
 
-pub mod answer;
-pub mod cache;
 pub mod config;
-pub mod dnssec;
+pub mod lifecycle;
+
+mod answer;
+mod cache;
+mod dnssec;
 #[cfg(test)]
 mod fake_upstream;
-pub mod forward;
-pub mod handler;
-pub mod hot;
-pub mod lifecycle;
-pub mod metrics;
-pub mod path;
-pub mod record;
-pub mod response;
-pub mod server;
-pub mod snapshot;
-pub mod store;
-pub mod stub;
-pub mod wire;
+mod forward;
+mod handler;
+mod hot;
+mod metrics;
+mod response;
+mod server;
+mod snapshot;
+mod store;
+mod stub;
+mod wire;
+
+// The public surface besides `run`, `config` and `lifecycle`: what the
+// fuzz targets drive (a handler over a snapshot, with DNSSEC) and what the
+// end-to-end tests read (the v3 store's paged load).
+pub use answer::Zone;
+pub use dnssec::keyfile::KeyPair;
+pub use dnssec::{Dnssec, Settings as DnssecSettings};
+pub use handler::{Handler, Options, Outcome, SharedSnapshot, Transport};
+pub use metrics::Metrics;
+pub use server::TcpLimits;
+pub use snapshot::Snapshot;
+pub use store::etcd::load_pages;
 
 use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
-use crate::handler::{Handler, SharedSnapshot};
+
 use crate::lifecycle::{Shutdown, Status};
 use crate::store::etcd::EtcdStore;
 use crate::store::paths::{self, PathReader, PathRequests};
@@ -205,7 +216,7 @@ async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Config, C
     let mut settings = Settings::from_flags(flags);
     let key = format!(
         "/{}/config",
-        crate::path::PathPrefix::new(&flags.path_prefix).as_str()
+        skydns_msg::path::PathPrefix::new(&flags.path_prefix).as_str()
     );
     match tokio::time::timeout(CONFIG_READ_TIMEOUT, store.get(&key)).await {
         Ok(Ok(Some(json))) => {

@@ -213,7 +213,7 @@ impl Metrics {
 /// probes: `/health` (200 `ok` while the process serves; the liveness
 /// probe) and `/ready` (200 `ok` when [`Status::readiness`] holds, else
 /// 503 with the reason; the readiness probe).
-pub async fn serve(
+pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     path: String,
     metrics: Arc<Metrics>,

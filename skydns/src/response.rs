@@ -24,7 +24,7 @@ use std::collections::{HashMap, HashSet};
 /// compared case-insensitively) and keeps one CNAME per owner: the last,
 /// in the place of the first. SkyDNS's `dedup` overwrote the kept CNAME on
 /// both of its branches (round robin or not), so the last one won there too.
-pub fn dedup(records: &mut Vec<Record>) {
+pub(crate) fn dedup(records: &mut Vec<Record>) {
     let mut seen: HashSet<(String, u16, String)> = HashSet::new();
     let mut cname_at: HashMap<String, usize> = HashMap::new();
     let mut kept: Vec<Record> = Vec::with_capacity(records.len());
@@ -45,7 +45,7 @@ pub fn dedup(records: &mut Vec<Record>) {
 }
 
 /// With more than one answer, every TTL becomes `min(max_ttl, smallest TTL)`.
-pub fn clamp_ttls(answers: &mut [Record], max_ttl: u32) {
+pub(crate) fn clamp_ttls(answers: &mut [Record], max_ttl: u32) {
     if answers.len() < 2 {
         return;
     }
@@ -58,7 +58,7 @@ pub fn clamp_ttls(answers: &mut [Record], max_ttl: u32) {
 
 /// Round robin: shuffle unless the list holds more than one CNAME
 /// (glibc cannot follow reordered CNAME chains).
-pub fn shuffle(answers: &mut [Record]) {
+pub(crate) fn shuffle(answers: &mut [Record]) {
     let cnames = answers
         .iter()
         .filter(|r| matches!(r.data, RData::CNAME(_)))
@@ -70,13 +70,13 @@ pub fn shuffle(answers: &mut [Record]) {
 
 /// The most a UDP reply can carry (65,535 less the IPv4 and UDP headers),
 /// whatever EDNS size the client offers.
-pub const MAX_UDP_PAYLOAD: usize = 65_507;
+pub(crate) const MAX_UDP_PAYLOAD: usize = 65_507;
 
 /// Encodes `message` with every name compressed ([`crate::wire`]), or by
 /// hickory for record types that module does not write; `None` when it does
 /// not fit in one DNS message (hickory then writes fewer records than the
 /// message holds) or cannot be encoded at all.
-pub fn encode(message: &Message) -> Option<Vec<u8>> {
+pub(crate) fn encode(message: &Message) -> Option<Vec<u8>> {
     match crate::wire::encode(message) {
         Encoded::Bytes(bytes) => return Some(bytes),
         Encoded::TooBig => return None,
@@ -99,12 +99,17 @@ pub fn encode(message: &Message) -> Option<Vec<u8>> {
 
 /// Encodes `reply` so it fits in `limit` bytes, following SkyDNS's `Fit`.
 /// Returns `None` only if hickory cannot encode the message at all.
-pub fn fit(reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
+#[cfg(test)]
+pub(crate) fn fit(reply: Message, limit: usize, tcp: bool) -> Option<Vec<u8>> {
     fit_reporting(reply, limit, tcp).map(|(bytes, _)| bytes)
 }
 
 /// [`fit`], also telling whether a TCP reply overflowed into SERVFAIL.
-pub fn fit_reporting(mut reply: Message, limit: usize, tcp: bool) -> Option<(Vec<u8>, bool)> {
+pub(crate) fn fit_reporting(
+    mut reply: Message,
+    limit: usize,
+    tcp: bool,
+) -> Option<(Vec<u8>, bool)> {
     let limit = if tcp {
         limit
     } else {

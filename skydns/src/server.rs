@@ -52,7 +52,7 @@ impl Default for TcpLimits {
 }
 
 /// Bound UDP sockets and TCP listeners (one of each unless systemd passed more).
-pub struct Listeners {
+pub(crate) struct Listeners {
     udp: Vec<std::net::UdpSocket>,
     tcp: Vec<TcpListener>,
 }
@@ -60,7 +60,7 @@ pub struct Listeners {
 impl Listeners {
     /// Binds UDP and TCP on `addr`. With port 0 the system picks a UDP
     /// port, and another one if that port is taken for TCP.
-    pub async fn bind(addr: SocketAddr) -> io::Result<Self> {
+    pub(crate) async fn bind(addr: SocketAddr) -> io::Result<Self> {
         let mut attempts = if addr.port() == 0 { 20 } else { 1 };
         loop {
             let udp = std::net::UdpSocket::bind(addr)?;
@@ -82,7 +82,7 @@ impl Listeners {
     /// `LISTEN_PID`): each UDP socket and TCP listener among them. Anything
     /// else among them, or none of either kind, is an error (SkyDNS: "no UDP
     /// or TCP sockets supplied by systemd").
-    pub fn from_systemd() -> io::Result<Self> {
+    pub(crate) fn from_systemd() -> io::Result<Self> {
         Self::from_fds(listenfd::ListenFd::from_env())
     }
 
@@ -107,7 +107,8 @@ impl Listeners {
     }
 
     /// The address of the first socket.
-    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+    #[cfg(test)]
+    pub(crate) fn local_addr(&self) -> io::Result<SocketAddr> {
         match (self.udp.first(), self.tcp.first()) {
             (Some(udp), _) => udp.local_addr(),
             (None, Some(tcp)) => tcp.local_addr(),
@@ -116,7 +117,7 @@ impl Listeners {
     }
 
     /// Every address served, UDP first.
-    pub fn addresses(&self) -> Vec<String> {
+    pub(crate) fn addresses(&self) -> Vec<String> {
         let udp = self.udp.iter().filter_map(|s| s.local_addr().ok());
         let tcp = self.tcp.iter().filter_map(|s| s.local_addr().ok());
         udp.map(|a| format!("udp://{a}"))
@@ -127,7 +128,7 @@ impl Listeners {
 
 /// Serves DNS on `listeners` until `stop` is cancelled, then finishes the
 /// replies in flight (within [`crate::lifecycle::DRAIN_LIMIT`], or until `abort`).
-pub async fn serve(
+pub(crate) async fn serve(
     listeners: Listeners,
     handler: Handler,
     limits: TcpLimits,

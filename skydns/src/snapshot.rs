@@ -45,7 +45,7 @@ thread_local! {
 /// stays right while no key at, below or above one of these paths changes,
 /// which is what the hot path's cache of replies relies on. `f` must not
 /// await (the record is per thread).
-pub fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Arc<str>>) {
+pub(crate) fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Arc<str>>) {
     let outer = READS.with(|r| r.borrow_mut().replace(Vec::new()));
     let value = f();
     let reads = READS.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer));

@@ -18,17 +18,17 @@ use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
 /// The EDNS0 local option marking a stub-forwarded request.
-pub const LOOP_OPTION: u16 = 65001 + 10;
+pub(crate) const LOOP_OPTION: u16 = 65001 + 10;
 
 /// Stub zone → its nameservers.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct StubZones {
+pub(crate) struct StubZones {
     zones: BTreeMap<String, Vec<SocketAddr>>,
 }
 
 impl StubZones {
     /// The etcd directory of the stub zones' servers (`.../dns/stub/`).
-    pub fn dir(zone: &crate::answer::Zone) -> String {
+    pub(crate) fn dir(zone: &crate::answer::Zone) -> String {
         format!(
             "{}/",
             zone.prefix.path(&format!("stub.dns.{}", zone.domain))
@@ -36,7 +36,7 @@ impl StubZones {
     }
 
     /// The stub zones configured in `snapshot` for `domain`.
-    pub fn from_snapshot(snapshot: &Snapshot, zone: &crate::answer::Zone) -> Self {
+    pub(crate) fn from_snapshot(snapshot: &Snapshot, zone: &crate::answer::Zone) -> Self {
         let stub_root = format!("stub.dns.{}", zone.domain);
         let local = format!("local.dns.{}", zone.domain);
         let dir = Self::dir(zone);
@@ -71,13 +71,8 @@ impl StubZones {
         StubZones { zones }
     }
 
-    /// Whether no zone is configured.
-    pub fn is_empty(&self) -> bool {
-        self.zones.is_empty()
-    }
-
     /// The servers of the longest zone containing `name` (label-aware).
-    pub fn servers_for(&self, name: &str) -> Option<&[SocketAddr]> {
+    pub(crate) fn servers_for(&self, name: &str) -> Option<&[SocketAddr]> {
         self.zones
             .iter()
             .filter(|(zone, _)| in_domain(name, zone))
@@ -87,7 +82,7 @@ impl StubZones {
 }
 
 /// Whether `request` carries the stub loop marker.
-pub fn has_loop_marker(request: &Message) -> bool {
+pub(crate) fn has_loop_marker(request: &Message) -> bool {
     request
         .edns
         .as_ref()
@@ -95,7 +90,7 @@ pub fn has_loop_marker(request: &Message) -> bool {
 }
 
 /// `request` with the loop marker added, ready to send to a stub server.
-pub fn mark(request: &Message) -> Option<Vec<u8>> {
+pub(crate) fn mark(request: &Message) -> Option<Vec<u8>> {
     let mut marked = request.clone();
     let edns = marked.edns.get_or_insert_with(|| {
         let mut e = Edns::new();

@@ -19,7 +19,7 @@ use std::collections::HashMap;
 
 /// What [`encode`] made of a message.
 #[derive(Debug, PartialEq, Eq)]
-pub enum Encoded {
+pub(crate) enum Encoded {
     /// The wire form.
     Bytes(Vec<u8>),
     /// Larger than a DNS message can be (65,535 bytes).
@@ -32,7 +32,7 @@ pub enum Encoded {
 const MAX_MESSAGE: usize = u16::MAX as usize;
 
 /// Encodes `message` with every name compressed against every earlier one.
-pub fn encode(message: &Message) -> Encoded {
+pub(crate) fn encode(message: &Message) -> Encoded {
     if message.signature.is_some() {
         return Encoded::Unsupported;
     }

@@ -18,7 +18,7 @@ const TOO_MANY_OPS: &str = "too many operations in txn request";
 
 /// Why one request (or one scope's requests) to etcd failed.
 #[derive(Debug, thiserror::Error)]
-pub enum EtcdError {
+pub(crate) enum EtcdError {
     /// Shutdown was requested: the scope ends early, nothing new starts.
     #[error("shutting down")]
     ShuttingDown,
@@ -43,12 +43,12 @@ pub enum EtcdError {
 
 impl EtcdError {
     /// Whether retrying cannot help (see [`EtcdError::WrongApi`]).
-    pub fn is_wrong_api(&self) -> bool {
+    pub(crate) fn is_wrong_api(&self) -> bool {
         matches!(self, EtcdError::WrongApi(_))
     }
 
     /// Whether etcd refused a transaction as too large.
-    pub fn is_too_many_ops(&self) -> bool {
+    pub(crate) fn is_too_many_ops(&self) -> bool {
         matches!(self, EtcdError::TooManyOps(_))
     }
 }

@@ -13,7 +13,7 @@ use std::net::IpAddr;
 impl Index {
     /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
     /// each (whole namespaces), covering every key under `pod/`.
-    pub fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
+    pub(crate) fn pod_chunks(&self, pods: usize) -> Vec<Scope> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for (ns, _) in self.pod_ips.keys() {
             *counts.entry(format!("{ns}/")).or_default() += 1;
@@ -34,7 +34,7 @@ impl Index {
     /// PTRs it owns), then, with reverse records, a [`Scope::PtrSweep`] for
     /// the owned PTRs of no service: every key under `svc/` and every owned
     /// PTR is covered.
-    pub fn service_chunks(&self, services: usize) -> Vec<Scope> {
+    pub(crate) fn service_chunks(&self, services: usize) -> Vec<Scope> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for key in self.services.keys() {
             *counts.entry(format!("{}/", key.namespace)).or_default() += 1;

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// One port of a [`ServiceInfo`].
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct PortInfo {
+pub(crate) struct PortInfo {
     /// `name`.
     pub name: Option<Box<str>>,
     /// `protocol`.
@@ -26,7 +26,7 @@ pub struct PortInfo {
 
 /// A Service reduced to what DNS records use.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ServiceInfo {
+pub(crate) struct ServiceInfo {
     /// Namespace and name.
     pub key: ObjectKey,
     /// `spec.type`.
@@ -84,7 +84,7 @@ impl From<Service> for ServiceInfo {
 impl ServiceInfo {
     /// The slim Service this was made from: name, namespace and the fields
     /// kept here, nothing else.
-    pub fn to_service(&self) -> Service {
+    pub(crate) fn to_service(&self) -> Service {
         let spec = self.has_spec.then(|| ServiceSpec {
             type_: unboxed(&self.type_),
             cluster_ip: unboxed(&self.cluster_ip),
@@ -122,7 +122,7 @@ impl ServiceInfo {
     /// Whether the service is headless (its records come from Endpoints):
     /// the rule of `records::service_kind` read off the fields, without
     /// rebuilding a Service (it is asked on every endpoints event).
-    pub fn is_headless(&self) -> bool {
+    pub(crate) fn is_headless(&self) -> bool {
         self.type_.as_deref() != Some("ExternalName")
             && matches!(self.cluster_ip.as_deref().unwrap_or(""), "" | "None")
     }

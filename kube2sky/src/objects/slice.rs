@@ -11,11 +11,11 @@ use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 /// The label that ties a slice to its service.
-pub const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
+pub(crate) const SERVICE_NAME_LABEL: &str = "kubernetes.io/service-name";
 
 /// What kube2sky keeps of one EndpointSlice.
 #[derive(Clone, Debug, PartialEq)]
-pub struct SliceInfo {
+pub(crate) struct SliceInfo {
     /// The slice's namespace and name.
     pub key: ObjectKey,
     /// The service it belongs to (its `kubernetes.io/service-name` label).
@@ -85,7 +85,7 @@ impl From<EndpointSlice> for SliceInfo {
 
 impl SliceInfo {
     /// The slice as the Endpoints of its service (for [`crate::validate`]).
-    pub fn as_endpoints(&self) -> Endpoints {
+    pub(crate) fn as_endpoints(&self) -> Endpoints {
         Endpoints {
             metadata: ObjectMeta {
                 namespace: Some(self.key.namespace.clone()),

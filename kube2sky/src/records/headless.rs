@@ -18,11 +18,11 @@ use skydns_msg::record::Record;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The Endpoints annotation that maps IPs to hostnames (`{"<ip>":{"HostName":"<name>"}}`).
-pub const HOSTNAMES_ANNOTATION: &str = "endpoints.beta.kubernetes.io/hostnames-map";
+pub(crate) const HOSTNAMES_ANNOTATION: &str = "endpoints.beta.kubernetes.io/hostnames-map";
 
 /// One ready address that gets records.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Address {
+pub(crate) struct Address {
     /// Its IP, as received.
     pub ip: String,
     /// The first label of its name.
@@ -36,7 +36,7 @@ pub struct Address {
 /// the specification's records). One IP in several subsets keeps its label
 /// in each (1.2 wrote the SRVs of every subset's ports).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct EndpointLabels {
+pub(crate) struct EndpointLabels {
     /// Per subset, in order.
     pub subsets: Vec<Vec<Address>>,
     /// Left out: `(ip, label)`.
@@ -44,7 +44,7 @@ pub struct EndpointLabels {
 }
 
 /// See [`EndpointLabels`]. Addresses whose IP is not an IP are left out.
-pub fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
+pub(crate) fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
     let hostnames = hostnames_map(endpoints);
     let mut owner: HashMap<String, String> = HashMap::new();
     let mut out = EndpointLabels::default();
@@ -83,7 +83,7 @@ pub fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabels {
 
 /// Per-endpoint A/AAAA and SRV records of a headless service named
 /// `service`; `spec`: one record per IP for a shared label.
-pub fn headless_records(
+pub(crate) fn headless_records(
     names: &Names,
     service: &str,
     endpoints: &Endpoints,

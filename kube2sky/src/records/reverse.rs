@@ -16,7 +16,7 @@ use std::net::IpAddr;
 
 /// A name a PTR points at: a service, or a hostname of its endpoints.
 #[derive(Clone, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct PtrName {
+pub(crate) struct PtrName {
     /// The service's namespace.
     pub namespace: Box<str>,
     /// The service's name.
@@ -27,7 +27,7 @@ pub struct PtrName {
 
 impl PtrName {
     /// `[<hostname>.]<name>.<ns>.svc.<domain>`.
-    pub fn fqdn(&self, names: &Names) -> String {
+    pub(crate) fn fqdn(&self, names: &Names) -> String {
         let service = names.service_fqdn(&self.namespace, &self.name);
         match &self.hostname {
             Some(hostname) => format!("{hostname}.{service}"),
@@ -43,12 +43,12 @@ const IPV6_LABELS: usize = 32;
 impl Names {
     /// `/skydns/arpa/`: every PTR subtree (`in-addr`, `ip6`; shared with
     /// other writers) lives below it.
-    pub fn ptr_root(&self) -> String {
+    pub(crate) fn ptr_root(&self) -> String {
         format!("{}/", self.key("arpa."))
     }
 
     /// `/skydns/arpa/in-addr/` and `/skydns/arpa/ip6/`.
-    pub fn ptr_family_roots(&self) -> [String; 2] {
+    pub(crate) fn ptr_family_roots(&self) -> [String; 2] {
         [
             format!("{}/", self.key("in-addr.arpa.")),
             format!("{}/", self.key("ip6.arpa.")),
@@ -57,7 +57,7 @@ impl Names {
 
     /// `/skydns/arpa/in-addr/10/0/0/1` for `10.0.0.1`;
     /// `/skydns/arpa/ip6/f/d/0/0/.../1` (32 nibbles) for `fd00::1`.
-    pub fn ptr_key(&self, ip: IpAddr) -> String {
+    pub(crate) fn ptr_key(&self, ip: IpAddr) -> String {
         match ip {
             IpAddr::V4(v4) => {
                 let [a, b, c, d] = v4.octets();
@@ -76,7 +76,7 @@ impl Names {
     /// The key of the IP a PTR key belongs to: the key itself, or the
     /// directory above a leaf of an IP with several names; `key` unchanged
     /// when it is no PTR key.
-    pub fn ptr_base<'k>(&self, key: &'k str) -> &'k str {
+    pub(crate) fn ptr_base<'k>(&self, key: &'k str) -> &'k str {
         let [v4, v6] = self.ptr_family_roots();
         let (root, depth) = if key.starts_with(&v4) {
             (v4.len(), IPV4_LABELS)
@@ -95,7 +95,7 @@ impl Names {
 /// The PTR records of `ip` pointing at `targets` (sorted): nothing for
 /// none, the leaf for one, a leaf per name below the IP's key for several.
 /// `every`: all names; otherwise the first alone.
-pub fn ptr_records(names: &Names, ip: IpAddr, targets: &[PtrName], every: bool) -> Records {
+pub(crate) fn ptr_records(names: &Names, ip: IpAddr, targets: &[PtrName], every: bool) -> Records {
     let targets = if every {
         targets
     } else {
@@ -118,7 +118,7 @@ pub fn ptr_records(names: &Names, ip: IpAddr, targets: &[PtrName], every: bool) 
 
 /// The IPs and hostnames of a headless service's ready endpoints that
 /// have a hostname (the specification's endpoint PTRs), de-duplicated.
-pub fn endpoint_ptr_names(endpoints: &Endpoints) -> Vec<(IpAddr, Box<str>)> {
+pub(crate) fn endpoint_ptr_names(endpoints: &Endpoints) -> Vec<(IpAddr, Box<str>)> {
     let mut out: Vec<(IpAddr, Box<str>)> = super::endpoint_labels(endpoints, true)
         .subsets
         .into_iter()

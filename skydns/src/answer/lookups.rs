@@ -13,7 +13,7 @@ use std::collections::{BTreeSet, HashMap};
 
 /// Upstream results by (name, type); `None` is a failed lookup.
 #[derive(Debug, Default)]
-pub struct Lookups {
+pub(crate) struct Lookups {
     enabled: bool,
     settled: bool,
     known: HashMap<(Name, RecordType), Option<Vec<Record>>>,
@@ -22,7 +22,7 @@ pub struct Lookups {
 
 impl Lookups {
     /// An empty table that records what is missing.
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Lookups {
             enabled: true,
             ..Lookups::default()
@@ -30,12 +30,12 @@ impl Lookups {
     }
 
     /// A table where every lookup fails (no forwarding).
-    pub fn disabled() -> Self {
+    pub(crate) fn disabled() -> Self {
         Lookups::default()
     }
 
     /// The upstream answer records for `name`/`qtype`, if known and successful.
-    pub fn external(&self, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
+    pub(crate) fn external(&self, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
         if !self.enabled {
             return None;
         }
@@ -51,19 +51,19 @@ impl Lookups {
     }
 
     /// The lookups asked for but not known, and forgets them.
-    pub fn take_missing(&self) -> Vec<(Name, RecordType)> {
+    pub(crate) fn take_missing(&self) -> Vec<(Name, RecordType)> {
         std::mem::take(&mut *self.missing.borrow_mut())
             .into_iter()
             .collect()
     }
 
     /// From now on, lookups not known are failures, not missing.
-    pub fn settle(&mut self) {
+    pub(crate) fn settle(&mut self) {
         self.settled = true;
     }
 
     /// Records the result of one lookup.
-    pub fn insert(&mut self, name: Name, qtype: RecordType, result: Option<Vec<Record>>) {
+    pub(crate) fn insert(&mut self, name: Name, qtype: RecordType, result: Option<Vec<Record>>) {
         self.known.insert((name.to_lowercase(), qtype), result);
     }
 }

@@ -16,10 +16,12 @@ mod other;
 mod records;
 mod srv;
 
-pub use lookups::Lookups;
-pub use other::{chaos, reverse, soa};
-pub use records::{group, records, target_strip, Service};
-pub use srv::weights;
+pub(crate) use lookups::Lookups;
+pub(crate) use other::{chaos, reverse, soa};
+#[cfg(test)]
+use records::Service;
+#[cfg(test)]
+use srv::weights;
 
 use crate::snapshot::Snapshot;
 use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType};
@@ -51,7 +53,7 @@ impl Zone {
 
 /// A question, already validated by the handler.
 #[derive(Clone, Debug)]
-pub struct Question {
+pub(crate) struct Question {
     /// The query name exactly as received (its case is used for owners).
     pub qname: Name,
     /// `qname` as text, original case, with the trailing dot.
@@ -66,7 +68,7 @@ pub struct Question {
 
 impl Question {
     /// A question for `qname` (case kept for owner names).
-    pub fn new(qname: Name, qtype: RecordType, qclass: DNSClass) -> Self {
+    pub(crate) fn new(qname: Name, qtype: RecordType, qclass: DNSClass) -> Self {
         let mut qname = qname;
         qname.set_fqdn(true);
         let qname_text = name_text(&qname);
@@ -83,7 +85,7 @@ impl Question {
 
 /// The outcome of an authoritative lookup, before rcodes and wire limits.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Answer {
+pub(crate) enum Answer {
     /// NOERROR; an empty answer section means NODATA.
     Records {
         /// Answer section.
@@ -112,7 +114,7 @@ impl Answer {
 
 /// What an answer is computed from.
 #[derive(Clone, Copy)]
-pub struct Ctx<'a> {
+pub(crate) struct Ctx<'a> {
     /// Zone settings.
     pub zone: &'a Zone,
     /// The records.
@@ -124,7 +126,7 @@ pub struct Ctx<'a> {
 /// Answers a question inside the domain (SkyDNS's `server/server.go`). `now` is the Unix
 /// time, used only for the SOA serial. Targets outside the domain are taken
 /// from `lookups`; those it lacks are noted there for the caller to fetch.
-pub fn authoritative(
+pub(crate) fn authoritative(
     zone: &Zone,
     snapshot: &Snapshot,
     q: &Question,
@@ -165,7 +167,7 @@ fn rr(name: Name, ttl: u32, data: RData) -> Record {
 /// A name as plain text from its raw labels, with the trailing dot: no
 /// escaping and no IDNA decoding (hickory's `Display` turns `xn--` labels
 /// into Unicode), so the text maps to the etcd path the labels spell.
-pub fn name_text(name: &Name) -> String {
+pub(crate) fn name_text(name: &Name) -> String {
     let mut out = String::with_capacity(name.len() + 1);
     for label in name.iter() {
         out.push_str(&String::from_utf8_lossy(label));

@@ -158,7 +158,7 @@ pub(super) fn answer_ns(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Answe
 
 /// The zone's SOA record with the given TTL; the serial is `now` truncated
 /// to the hour.
-pub fn soa(zone: &Zone, now: u64, ttl: u32) -> Record {
+pub(crate) fn soa(zone: &Zone, now: u64, ttl: u32) -> Record {
     let serial = (now - now % 3600) as u32;
     let data = SOA::new(
         name(&zone.ns_name()).unwrap_or_default(),
@@ -181,7 +181,7 @@ pub fn soa(zone: &Zone, now: u64, ttl: u32) -> Record {
 /// `<ip path>/<label>`; SkyDNS refused a directory). One PTR per distinct
 /// target, in key order; records without a host give none. No wildcards.
 /// `None` (nothing to answer) sends the question upstream.
-pub fn reverse(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Option<Vec<Record>> {
+pub(crate) fn reverse(zone: &Zone, snapshot: &Snapshot, q: &Question) -> Option<Vec<Record>> {
     let (path, star) = zone.prefix.path_with_wildcard(&q.name);
     if star {
         return None;
@@ -231,7 +231,7 @@ fn is_address_name(name: &str) -> bool {
 }
 
 /// CHAOS class: TXT for the authors, version and hostname names.
-pub fn chaos(zone: &Zone, q: &Question) -> Answer {
+pub(crate) fn chaos(zone: &Zone, q: &Question) -> Answer {
     if q.qtype != RecordType::TXT {
         return Answer::ServerFailure;
     }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 /// One record as an answer sees it: the stored record, its key, its TTL.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Service {
+pub(super) struct Service {
     /// The etcd key the record came from.
     pub key: Arc<str>,
     /// The record, with priority 0 replaced by the configured default.
@@ -23,7 +23,12 @@ pub struct Service {
 
 /// SkyDNS `Records(name, exact)`. `None` means the name does not exist
 /// (etcd "key not found"), which the caller answers with NXDOMAIN.
-pub fn records(zone: &Zone, snapshot: &Snapshot, name: &str, exact: bool) -> Option<Vec<Service>> {
+pub(super) fn records(
+    zone: &Zone,
+    snapshot: &Snapshot,
+    name: &str,
+    exact: bool,
+) -> Option<Vec<Service>> {
     let (path, star) = zone.prefix.path_with_wildcard(name);
     let pattern = star.then(|| zone.prefix.path(name));
     let leaves = snapshot.lookup(&path, pattern.as_deref(), exact)?;
@@ -59,7 +64,7 @@ fn to_services(zone: &Zone, leaves: Vec<Leaf>) -> Vec<Service> {
 /// SkyDNS `msg.Group`: when records carry groups, keep the group chosen by
 /// the least-nested grouped record plus the ungrouped ones; if records at that
 /// depth disagree, keep everything.
-pub fn group(services: Vec<Service>) -> Vec<Service> {
+pub(super) fn group(services: Vec<Service>) -> Vec<Service> {
     let Some(first) = services.first() else {
         return services;
     };
@@ -96,7 +101,7 @@ pub fn group(services: Vec<Service>) -> Vec<Service> {
 
 /// Removes `n` leading labels from `name`, keeping the name whole when that
 /// would consume all of it (SkyDNS `targetStrip`).
-pub fn target_strip(name: &str, n: u16) -> String {
+pub(super) fn target_strip(name: &str, n: u16) -> String {
     if n == 0 {
         return name.to_string();
     }

@@ -73,7 +73,7 @@ pub(super) fn answer_mx(ctx: &Ctx<'_>, q: &Question) -> Answer {
 }
 
 /// SRV weights: per priority, `floor(100 / sum * weight)` with 0 counted as 100.
-pub fn weights(services: &[Service]) -> Vec<u16> {
+pub(super) fn weights(services: &[Service]) -> Vec<u16> {
     // As SkyDNS: Go ints, grouped and summed before any 16-bit wrapping.
     let effective = |s: &Service| match s.record.weight {
         0 => 100,

@@ -106,7 +106,8 @@ pub struct Flags {
     /// SERVFAIL at once (0: no limit).
     #[arg(long = "max-pending-forwards", default_value_t = 1_000)]
     pub max_pending_forwards: usize,
-    /// TCP connections served at once; more are closed when accepted.
+    /// TCP connections served at once; at the limit a new one takes the place of the connection
+    /// idle longest, and is closed only when every connection is in the middle of a query.
     #[arg(long = "tcp-max-connections", default_value_t = 1_000)]
     pub tcp_max_connections: usize,
     /// How long a TCP connection may sit idle between queries (Go duration).

@@ -37,7 +37,7 @@ pub struct KeyPair {
 
 /// Reads `<base>.key` and `<base>.private`; a `base` ending in `.key` or
 /// `.private` names the pair too. Errors name the file at fault.
-pub fn read(base: &str) -> Result<KeyPair, String> {
+pub(crate) fn read(base: &str) -> Result<KeyPair, String> {
     let base = basename(base);
     let read = |path: &str| std::fs::read_to_string(path).map_err(|e| format!("{path}: {e}"));
     let public_path = format!("{base}.key");
@@ -50,7 +50,7 @@ pub fn read(base: &str) -> Result<KeyPair, String> {
 }
 
 /// The pair's name without a `.key` or `.private` ending.
-pub fn basename(base: &str) -> &str {
+pub(crate) fn basename(base: &str) -> &str {
     base.strip_suffix(".key")
         .or_else(|| base.strip_suffix(".private"))
         .unwrap_or(base)
@@ -58,7 +58,7 @@ pub fn basename(base: &str) -> &str {
 
 /// The owner and DNSKEY of a `.key` file: one record, `owner [ttl] [class]
 /// DNSKEY flags 3 algorithm base64...`, comments and parentheses allowed.
-pub fn parse_public(text: &str) -> Result<(Name, DNSKEY), String> {
+pub(crate) fn parse_public(text: &str) -> Result<(Name, DNSKEY), String> {
     let body: String = text
         .lines()
         .map(|line| line.split(';').next().unwrap_or_default())
@@ -117,7 +117,7 @@ fn supported(algorithm: u16) -> Result<Algorithm, String> {
 }
 
 /// The signing key of a `.private` file, checked against `dnskey`.
-pub fn parse_private(text: &str, dnskey: &DNSKEY) -> Result<Box<dyn SigningKey>, String> {
+pub(crate) fn parse_private(text: &str, dnskey: &DNSKEY) -> Result<Box<dyn SigningKey>, String> {
     let fields: HashMap<&str, &str> = text
         .lines()
         .filter_map(|line| line.split_once(':'))

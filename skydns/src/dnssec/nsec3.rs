@@ -22,14 +22,14 @@ const APEX_TYPES: [RecordType; 3] = [RecordType::SOA, RecordType::RRSIG, RecordT
 
 /// The NSEC3 hash of `name`: SHA-1 of its lowercase wire form, no salt,
 /// no extra iterations.
-pub fn hash(name: &Name) -> Vec<u8> {
+pub(crate) fn hash(name: &Name) -> Vec<u8> {
     Nsec3HashAlgorithm::SHA1
         .hash(&[], name, 0)
         .map_or_else(|_| vec![0; 20], |d| d.as_ref().to_vec())
 }
 
 /// `hash` plus one, as a big-endian number (wrapping).
-pub fn next(hash: &[u8]) -> Vec<u8> {
+pub(crate) fn next(hash: &[u8]) -> Vec<u8> {
     let mut out = hash.to_vec();
     for byte in out.iter_mut().rev() {
         let (sum, carry) = byte.overflowing_add(1);
@@ -42,7 +42,7 @@ pub fn next(hash: &[u8]) -> Vec<u8> {
 }
 
 /// `hash` minus one, as a big-endian number (wrapping).
-pub fn previous(hash: &[u8]) -> Vec<u8> {
+pub(crate) fn previous(hash: &[u8]) -> Vec<u8> {
     let mut out = hash.to_vec();
     for byte in out.iter_mut().rev() {
         let (difference, borrow) = byte.overflowing_sub(1);
@@ -79,14 +79,14 @@ fn nsec3(
 }
 
 /// An NSEC3 that covers `name`'s hash and nothing else.
-pub fn covering(zone: &Name, name: &Name, ttl: u32) -> Record {
+pub(crate) fn covering(zone: &Name, name: &Name, ttl: u32) -> Record {
     let h = hash(name);
     nsec3(zone, &previous(&h), next(&h), &[], ttl)
 }
 
 /// An NSEC3 that matches `name`, claiming the types `name` has in the lie:
 /// the apex's own types at the apex, none elsewhere.
-pub fn matching(zone: &Name, name: &Name, ttl: u32) -> Record {
+pub(crate) fn matching(zone: &Name, name: &Name, ttl: u32) -> Record {
     let h = hash(name);
     let types: &[RecordType] = if name == zone { &APEX_TYPES } else { &[] };
     nsec3(zone, &h, next(&h), types, ttl)
@@ -94,7 +94,12 @@ pub fn matching(zone: &Name, name: &Name, ttl: u32) -> Record {
 
 /// The NSEC3s proving `qname` does not exist, given its closest encloser
 /// (the nearest ancestor that exists, at most the zone).
-pub fn name_error(zone: &Name, qname: &Name, closest_encloser: &Name, ttl: u32) -> Vec<Record> {
+pub(crate) fn name_error(
+    zone: &Name,
+    qname: &Name,
+    closest_encloser: &Name,
+    ttl: u32,
+) -> Vec<Record> {
     let next_closer = ancestor(qname, closest_encloser.iter().count() + 1);
     let wildcard = closest_encloser
         .prepend_label("*")
@@ -112,13 +117,13 @@ pub fn name_error(zone: &Name, qname: &Name, closest_encloser: &Name, ttl: u32) 
 }
 
 /// The NSEC3 proving `qname` exists without the asked type.
-pub fn no_data(zone: &Name, qname: &Name, ttl: u32) -> Record {
+pub(crate) fn no_data(zone: &Name, qname: &Name, ttl: u32) -> Record {
     matching(zone, qname, ttl)
 }
 
 /// The closest encloser of `qname` in `zone`: its nearest proper ancestor
 /// for which `exists` holds, or the zone itself.
-pub fn closest_encloser(zone: &Name, qname: &Name, exists: impl Fn(&Name) -> bool) -> Name {
+pub(crate) fn closest_encloser(zone: &Name, qname: &Name, exists: impl Fn(&Name) -> bool) -> Name {
     ((zone.iter().count() + 1)..qname.iter().count())
         .rev()
         .map(|n| ancestor(qname, n))
@@ -135,7 +140,7 @@ fn ancestor(name: &Name, labels: usize) -> Name {
 
 /// Base32hex of a hash as it appears in NSEC3 owner names.
 #[cfg(test)]
-pub fn base32(hash: &[u8]) -> String {
+pub(crate) fn base32(hash: &[u8]) -> String {
     data_encoding::BASE32_DNSSEC.encode(hash)
 }
 

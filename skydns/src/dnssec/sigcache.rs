@@ -16,13 +16,13 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
 /// What a signature is kept under: the digest of what it covers.
-pub type Key = [u8; 32];
+pub(crate) type Key = [u8; 32];
 
 /// How long before its expiration a signature stops being reused.
-pub const REUSE_MARGIN: u64 = 2 * 24 * 3600;
+pub(crate) const REUSE_MARGIN: u64 = 2 * 24 * 3600;
 
 /// At most `capacity` signatures by the records they cover.
-pub struct SigCache {
+pub(crate) struct SigCache {
     capacity: usize,
     entries: Mutex<Entries>,
 }
@@ -36,7 +36,7 @@ struct Entries {
 
 impl SigCache {
     /// A cache of at most `capacity` signatures (at least one).
-    pub fn new(capacity: usize) -> Self {
+    pub(crate) fn new(capacity: usize) -> Self {
         SigCache {
             capacity: capacity.max(1),
             entries: Mutex::new(Entries::default()),
@@ -48,7 +48,7 @@ impl SigCache {
     }
 
     /// The cached signature for `key`, if it may still be sent at `now`.
-    pub fn get(&self, key: &Key, now: u64) -> Option<RRSIG> {
+    pub(crate) fn get(&self, key: &Key, now: u64) -> Option<RRSIG> {
         let entries = self.lock();
         (entries.by_key.get(key))
             .filter(|sig| reusable(sig, now))
@@ -56,7 +56,7 @@ impl SigCache {
     }
 
     /// Keeps `sig` under `key`, making room if the cache is full.
-    pub fn insert(&self, key: Key, sig: RRSIG, _now: u64) {
+    pub(crate) fn insert(&self, key: Key, sig: RRSIG, _now: u64) {
         let mut entries = self.lock();
         let Entries { by_key, made } = &mut *entries;
         if by_key.insert(key, sig).is_some() {
@@ -78,13 +78,9 @@ impl SigCache {
     }
 
     /// How many signatures are kept.
-    pub fn len(&self) -> usize {
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
         self.lock().by_key.len()
-    }
-
-    /// Whether no signature is kept.
-    pub fn is_empty(&self) -> bool {
-        self.len() == 0
     }
 }
 

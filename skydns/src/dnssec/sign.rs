@@ -17,12 +17,12 @@ use hickory_proto::rr::{DNSClass, Name, RData, Record, RecordType, SerialNumber}
 use hickory_proto::serialize::binary::{BinEncodable, BinEncoder, NameEncoding};
 
 /// How far back a signature's inception lies (SkyDNS: "2+1 hours").
-pub const INCEPTION_BACK: u64 = 3 * 3600;
+pub(crate) const INCEPTION_BACK: u64 = 3 * 3600;
 /// How long a signature is valid from now (SkyDNS: a week).
-pub const VALIDITY: u64 = 7 * 24 * 3600;
+pub(crate) const VALIDITY: u64 = 7 * 24 * 3600;
 
 /// The zone's signing key with what every RRSIG repeats.
-pub struct Signer {
+pub(crate) struct Signer {
     key: Box<dyn SigningKey>,
     algorithm: Algorithm,
     key_tag: u16,
@@ -31,7 +31,11 @@ pub struct Signer {
 
 impl Signer {
     /// A signer for `zone` with `key`, whose public half is `dnskey`.
-    pub fn new(key: Box<dyn SigningKey>, dnskey: &DNSKEY, zone: Name) -> Result<Self, String> {
+    pub(crate) fn new(
+        key: Box<dyn SigningKey>,
+        dnskey: &DNSKEY,
+        zone: Name,
+    ) -> Result<Self, String> {
         let key_tag = dnskey
             .calculate_key_tag()
             .map_err(|e| format!("cannot compute the key tag: {e}"))?;
@@ -44,7 +48,7 @@ impl Signer {
     }
 
     /// The key tag every RRSIG names.
-    pub fn key_tag(&self) -> u16 {
+    pub(crate) fn key_tag(&self) -> u16 {
         self.key_tag
     }
 
@@ -66,7 +70,7 @@ impl Signer {
     }
 
     /// The RRSIG data over `rrset` (one owner, type and class; not empty).
-    pub fn sign(&self, rrset: &[Record], now: u64) -> Result<RRSIG, String> {
+    pub(crate) fn sign(&self, rrset: &[Record], now: u64) -> Result<RRSIG, String> {
         let input = self.input(rrset, now);
         let first = &rrset[0];
         let tbs = canonical_tbs(&input, rrset)
@@ -81,7 +85,7 @@ impl Signer {
     /// What a signature over `rrset` depends on besides the clock: the
     /// SHA-256 of the canonical records with their original TTL and of the
     /// smallest TTL (a digest, so a large RRset costs the cache 32 bytes).
-    pub fn cache_key(&self, rrset: &[Record]) -> Option<[u8; 32]> {
+    pub(crate) fn cache_key(&self, rrset: &[Record]) -> Option<[u8; 32]> {
         let mut input = self.input(rrset, 0);
         input.sig_expiration = SerialNumber::new(0);
         input.sig_inception = SerialNumber::new(0);
@@ -136,7 +140,7 @@ fn canonical_tbs(input: &SigInput, rrset: &[Record]) -> Result<TBS, String> {
 
 /// The RRSIG record for `rrset` carrying `sig`: the set's owner (its case
 /// kept), class and smallest TTL.
-pub fn rrsig_record(rrset: &[Record], sig: RRSIG) -> Record {
+pub(crate) fn rrsig_record(rrset: &[Record], sig: RRSIG) -> Record {
     let first = &rrset[0];
     let mut record = Record::from_rdata(
         first.name.clone(),
@@ -153,7 +157,7 @@ fn min_ttl(rrset: &[Record]) -> u32 {
 
 /// The RRsets of `records` that `zone` signs: class IN, owned at or below
 /// `zone`, neither RRSIG nor OPT; in order of first appearance.
-pub fn rrsets(records: &[Record], zone: &Name) -> Vec<Vec<Record>> {
+pub(crate) fn rrsets(records: &[Record], zone: &Name) -> Vec<Vec<Record>> {
     let mut sets: Vec<Vec<Record>> = Vec::new();
     // (lowercased owner, type) → index in `sets`: O(1) per record, so an
     // answer of thousands of records is not a quadratic search.

@@ -19,11 +19,15 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 /// How often the member list is asked for.
-pub const PERIOD: Duration = Duration::from_secs(5);
+pub(crate) const PERIOD: Duration = Duration::from_secs(5);
 
 /// Keeps `endpoints` (a v3 [`MemberClient`]'s) equal to the members'
 /// client URLs until `shutdown`.
-pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: CancellationToken) {
+pub(crate) async fn follow_v3(
+    options: EtcdOptions,
+    endpoints: Endpoints,
+    shutdown: CancellationToken,
+) {
     let configured = options.endpoints.clone();
     let mut client = MemberClient::sharing(options, endpoints.clone());
     loop {
@@ -63,7 +67,7 @@ pub async fn follow_v3(options: EtcdOptions, endpoints: Endpoints, shutdown: Can
 }
 
 /// Keeps a v2 client's endpoints equal to the members' client URLs until `shutdown`.
-pub async fn follow_v2(client: etcd_access::v2::Client, shutdown: CancellationToken) {
+pub(crate) async fn follow_v2(client: etcd_access::v2::Client, shutdown: CancellationToken) {
     let configured = client.endpoints();
     loop {
         let listed = tokio::select! {
@@ -95,7 +99,7 @@ pub async fn follow_v2(client: etcd_access::v2::Client, shutdown: CancellationTo
 /// The members' URLs then the `configured` ones (trailing `/` dropped,
 /// de-duplicated, in that order) when they differ from `current` as a set;
 /// `None` when they are the same or there are no members.
-pub fn changed(
+pub(crate) fn changed(
     current: &[String],
     members: Vec<String>,
     configured: &[String],

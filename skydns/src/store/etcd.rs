@@ -21,16 +21,16 @@ use etcd_client::{EventType, GetOptions, KvClient, WatchOptions};
 use futures::StreamExt;
 
 use super::member::unavailable;
-pub use super::member::{EtcdOptions, MemberClient};
+pub(crate) use super::member::{EtcdOptions, MemberClient};
 
 /// Keys per page of a load.
-pub const PAGE_KEYS: i64 = 1_000;
+pub(crate) const PAGE_KEYS: i64 = 1_000;
 /// The largest gRPC message read from etcd (a page, a watch response).
 /// etcd's own default request limit is 1.5 MiB, so one value always fits.
-pub const MAX_MESSAGE: usize = 32 * 1024 * 1024;
+pub(crate) const MAX_MESSAGE: usize = 32 * 1024 * 1024;
 
 /// An etcd v3 cluster as a [`Store`].
-pub struct EtcdStore {
+pub(crate) struct EtcdStore {
     client: MemberClient,
     /// The cluster the last load read: a watch is only resumed on the same
     /// one (an etcd started again on empty data, or restored from a
@@ -40,7 +40,7 @@ pub struct EtcdStore {
 
 impl EtcdStore {
     /// A store that connects with `options` when first used.
-    pub fn new(options: EtcdOptions) -> Self {
+    pub(crate) fn new(options: EtcdOptions) -> Self {
         EtcdStore {
             client: MemberClient::new(options),
             cluster: None,
@@ -48,7 +48,7 @@ impl EtcdStore {
     }
 
     /// The endpoints the client goes round (`-discover` keeps them up to date).
-    pub fn endpoints(&self) -> super::member::Endpoints {
+    pub(crate) fn endpoints(&self) -> super::member::Endpoints {
         self.client.endpoints()
     }
 
@@ -159,7 +159,7 @@ pub async fn load_pages(kv: KvClient, prefix: &str, page: i64) -> Result<Loaded,
 
 /// [`load_pages`] handing each page to `on_page` as it arrives, so no more
 /// than one page of raw values is held at a time; returns the revision.
-pub async fn read_pages(
+pub(crate) async fn read_pages(
     mut kv: KvClient,
     prefix: &str,
     page: i64,

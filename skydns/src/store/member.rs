@@ -4,8 +4,8 @@
 
 use super::StoreError;
 
-pub use etcd_access::member::{Endpoints, MemberClient, Unavailable, CONNECT_TIMEOUT};
-pub use etcd_access::EtcdOptions;
+pub(crate) use etcd_access::member::{Endpoints, MemberClient, Unavailable};
+pub(crate) use etcd_access::EtcdOptions;
 
 impl From<Unavailable> for StoreError {
     fn from(Unavailable(why): Unavailable) -> Self {

@@ -20,7 +20,7 @@ struct State {
 
 /// A shared in-memory store; clones see the same data.
 #[derive(Clone, Debug)]
-pub struct MemoryStore {
+pub(crate) struct MemoryStore {
     state: Arc<Mutex<State>>,
     events: broadcast::Sender<Batch>,
 }
@@ -46,7 +46,7 @@ impl MemoryStore {
     }
 
     /// Writes `key`, notifying watchers.
-    pub fn put(&self, key: &str, value: &str) {
+    pub(crate) fn put(&self, key: &str, value: &str) {
         let mut s = self.lock();
         s.revision += 1;
         s.data.insert(key.into(), value.as_bytes().to_vec());
@@ -60,7 +60,7 @@ impl MemoryStore {
     }
 
     /// Deletes `key`, notifying watchers.
-    pub fn delete(&self, key: &str) {
+    pub(crate) fn delete(&self, key: &str) {
         let mut s = self.lock();
         s.revision += 1;
         s.data.remove(key);
@@ -73,7 +73,7 @@ impl MemoryStore {
     }
 
     /// Makes every call fail (and ends watches) until [`MemoryStore::set_down`] with false.
-    pub fn set_down(&self, down: bool) {
+    pub(crate) fn set_down(&self, down: bool) {
         self.lock().down = down;
         if down {
             // Closing the channel ends every open watch stream.
@@ -86,7 +86,7 @@ impl MemoryStore {
 
     /// Ends every open watch stream, as when the member serving them dies,
     /// while the store stays up.
-    pub fn break_watches(&self) {
+    pub(crate) fn break_watches(&self) {
         let _ = self.events.send(Batch {
             revision: -1,
             changes: Vec::new(),
@@ -94,7 +94,7 @@ impl MemoryStore {
     }
 
     /// How many loads succeeded so far.
-    pub fn loads(&self) -> usize {
+    pub(crate) fn loads(&self) -> usize {
         self.lock().loads
     }
 

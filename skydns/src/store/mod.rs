@@ -19,21 +19,22 @@
 //! one at a time when a query first names them, then kept fresh (see
 //! [`paths`]).
 
-pub mod discover;
-pub mod etcd;
-pub mod member;
-pub mod memory;
-pub mod paths;
-pub mod v2;
+pub(crate) mod discover;
+pub(crate) mod etcd;
+pub(crate) mod member;
+#[cfg(test)]
+pub(crate) mod memory;
+pub(crate) mod paths;
+pub(crate) mod v2;
 
 use crate::handler::SharedSnapshot;
 use crate::lifecycle::Status;
 use crate::metrics::Metrics;
-use crate::record::Record;
 use crate::snapshot::{Change, Snapshot};
 use futures::stream::BoxStream;
 use futures::StreamExt;
 use paths::{PathRequests, ReadPaths};
+use skydns_msg::record::Record;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
@@ -64,7 +65,7 @@ impl KeyValue {
 
 /// One change as the store reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum RawChange {
+pub(crate) enum RawChange {
     /// A key was written.
     Put(KeyValue),
     /// A key was deleted.
@@ -89,7 +90,7 @@ pub struct Loaded {
 
 /// Every change of one store revision.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Batch {
+pub(crate) struct Batch {
     /// The revision after these changes.
     pub revision: i64,
     /// The changes.
@@ -127,10 +128,10 @@ pub enum StoreError {
 }
 
 /// Changes after a revision, until the stream ends or fails.
-pub type Changes = BoxStream<'static, Result<Batch, StoreError>>;
+pub(crate) type Changes = BoxStream<'static, Result<Batch, StoreError>>;
 
 /// A key/value store holding SkyDNS records.
-pub trait Store: Send + 'static {
+pub(crate) trait Store: Send + 'static {
     /// Every key under `prefix`, and the revision they were read at.
     fn load(&mut self, prefix: &str) -> impl Future<Output = Result<Loaded, StoreError>> + Send;
     /// Every record under `prefix` as a first snapshot. By default a
@@ -204,7 +205,7 @@ const BACKOFF_MAX: Duration = Duration::from_secs(5);
 /// Where the mirror reports how reading the store goes: failures are
 /// counted in `metrics`; loads and failures move `status` (readiness).
 #[derive(Clone)]
-pub struct MirrorReports {
+pub(crate) struct MirrorReports {
     /// Counts failed reads.
     pub metrics: Arc<Metrics>,
     /// Loaded at the first snapshot; out of reach from a failure to the
@@ -214,7 +215,7 @@ pub struct MirrorReports {
 
 /// Mirrors everything under `prefix` into `shared` until `shutdown`.
 /// `requests` carries the hidden paths queries ask for (v2 stores only).
-pub async fn mirror<S: Store>(
+pub(crate) async fn mirror<S: Store>(
     mut store: S,
     prefix: String,
     shared: SharedSnapshot,

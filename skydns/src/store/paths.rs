@@ -23,12 +23,12 @@ use tokio::sync::{mpsc, oneshot};
 
 /// Which part of a key is hidden: shared with kube2sky, so it lives with the
 /// key paths in skydns-msg.
-pub use skydns_msg::path::hidden_part;
+pub(crate) use skydns_msg::path::hidden_part;
 
 /// How often etcd's index is checked for changes the watch could not see.
-pub const REFRESH_PERIOD: Duration = Duration::from_secs(1);
+pub(crate) const REFRESH_PERIOD: Duration = Duration::from_secs(1);
 /// Most hidden paths remembered; past it, new ones are not read.
-pub const MAX_READ_PATHS: usize = 10_000;
+pub(crate) const MAX_READ_PATHS: usize = 10_000;
 /// Requests waiting for the mirror; past it, queries get SERVFAIL.
 const QUEUE: usize = 1024;
 
@@ -53,12 +53,12 @@ pub struct PathReader {
 
 /// The mirror's side of a [`PathReader`].
 #[derive(Debug, Default)]
-pub struct PathRequests {
+pub(crate) struct PathRequests {
     rx: Option<mpsc::Receiver<Request>>,
 }
 
 /// A connected reader and request queue.
-pub fn channel() -> (PathReader, PathRequests) {
+pub(crate) fn channel() -> (PathReader, PathRequests) {
     let (tx, rx) = mpsc::channel(QUEUE);
     (PathReader { tx: Some(tx) }, PathRequests { rx: Some(rx) })
 }

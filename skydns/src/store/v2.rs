@@ -23,16 +23,16 @@ use futures::StreamExt;
 use std::time::Duration;
 
 /// How long one long poll waits before it is asked again.
-pub const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
+pub(crate) const WATCH_TIMEOUT: Duration = Duration::from_secs(60);
 /// Events a long poll may be behind etcd before the mirror reloads instead
 /// of catching up one event (one round trip) at a time.
-pub const MAX_BACKLOG: u64 = 200;
+pub(crate) const MAX_BACKLOG: u64 = 200;
 /// Hidden paths read at once.
 const READS_IN_FLIGHT: usize = 16;
 
 /// An etcd v2 keys API as a [`Store`].
 #[derive(Clone, Debug)]
-pub struct EtcdV2Store {
+pub(crate) struct EtcdV2Store {
     client: Client,
     /// The directory loaded last; its index is the store's current one
     /// (reading `/` would need more permission than reading the records).
@@ -41,7 +41,7 @@ pub struct EtcdV2Store {
 
 impl EtcdV2Store {
     /// A store reaching etcd with `options` (nothing is sent yet).
-    pub fn new(options: &EtcdOptions) -> Result<Self, StoreError> {
+    pub(crate) fn new(options: &EtcdOptions) -> Result<Self, StoreError> {
         let client = Client::new(options).map_err(store_error)?;
         Ok(EtcdV2Store {
             client,
@@ -52,7 +52,7 @@ impl EtcdV2Store {
 
 impl EtcdV2Store {
     /// The client (clones share its endpoints; `-discover` updates them).
-    pub fn client(&self) -> Client {
+    pub(crate) fn client(&self) -> Client {
         self.client.clone()
     }
 }

@@ -5,8 +5,8 @@
 use super::{ask_msg, handler_sharing, request};
 use crate::answer::tests::cluster;
 use crate::handler::*;
-use crate::record::Record;
 use crate::snapshot::Change;
+use skydns_msg::record::Record;
 
 const BASE: &str = "/skydns/local/cluster/svc";
 

@@ -203,7 +203,7 @@ fn ptr_from_the_reverse_tree_is_not_authoritative() {
         2,
         [crate::snapshot::Change::Put(
             "/skydns/arpa/in-addr/10/0/0/1".into(),
-            crate::record::Record::kube2sky_address("kubernetes.default.svc.cluster.local."),
+            skydns_msg::record::Record::kube2sky_address("kubernetes.default.svc.cluster.local."),
         )],
     );
     let h = handler(Some(snap));
@@ -251,7 +251,7 @@ fn large_answers_are_truncated_over_udp_but_not_tcp() {
     let many = (0..60).map(|i| {
         (
             format!("/skydns/local/cluster/svc/default/big/{i}"),
-            crate::record::Record::kube2sky_address(&format!("10.1.0.{i}")),
+            skydns_msg::record::Record::kube2sky_address(&format!("10.1.0.{i}")),
         )
     });
     let h = handler(Some(Snapshot::new(1, many)));
@@ -391,7 +391,7 @@ fn cached_replies_follow_snapshot_changes() {
         99,
         [crate::snapshot::Change::Put(
             "/skydns/local/cluster/svc/default/kubernetes/c88f1059".into(),
-            crate::record::Record::kube2sky_address("10.0.0.2"),
+            skydns_msg::record::Record::kube2sky_address("10.0.0.2"),
         )],
     );
     shared.store(Some(Arc::new(changed)));

@@ -62,7 +62,7 @@ fn stub_zones_follow_etcd_changes() {
     let server = |json: &str| {
         Change::Put(
             NS1.into(),
-            crate::record::Record::from_json(json.as_bytes()).unwrap(),
+            skydns_msg::record::Record::from_json(json.as_bytes()).unwrap(),
         )
     };
     let (h, shared) = handler_sharing(

@@ -4,7 +4,7 @@
 
 use super::{handler, request, run};
 use crate::handler::*;
-use crate::record::Record as SkyRecord;
+use skydns_msg::record::Record as SkyRecord;
 
 /// A snapshot holding `texts` as TXT records of `big.default.svc.cluster.local.`.
 fn with_texts(texts: &[usize]) -> Snapshot {
