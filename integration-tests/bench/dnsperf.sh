@@ -7,8 +7,12 @@
 # same query mix for DURATION seconds (default 10) with CLIENTS dnsperf
 # clients (default 4); the order alternates over ROUNDS rounds (default 2)
 # and the best round of each counts. skydns is the release build.
+# BASELINE=<path of another skydns binary> (e.g. a release build of an
+# earlier commit) runs that binary too, in the same rounds, so a change is
+# compared before and after in one run.
 #
 #   integration-tests/bench/dnsperf.sh        # prints QPS of each and the ratio
+#   BASELINE=/tmp/skydns-before integration-tests/bench/dnsperf.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -29,11 +33,19 @@ cargo build --release -p skydns
 # shellcheck source=integration-tests/bench/lib.sh
 source integration-tests/bench/lib.sh
 bench_start bench
-sky_port=$(free_port); knot_port=$(free_port)
+sky_port=$(free_port); knot_port=$(free_port); base_port=$(free_port)
 
-RUST_LOG=warn "$root/target/release/skydns" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:${sky_port}" \
-  -domain=cluster.local. -ns-rotate=false -no-rec >"$work/skydns.log" 2>&1 &
-pids+=($!)
+start_skydns() { # binary port
+  RUST_LOG=warn "$1" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:$2" \
+    -domain=cluster.local. -ns-rotate=false -no-rec >"$work/skydns-$2.log" 2>&1 &
+  pids+=($!)
+}
+start_skydns "$root/target/release/skydns" "$sky_port"
+servers="sky knot"
+if [ -n "${BASELINE:-}" ]; then
+  start_skydns "$BASELINE" "$base_port"
+  servers="sky knot base"
+fi
 
 cat > "$work/cluster.local.zone" <<ZONE
 \$ORIGIN cluster.local.
@@ -65,7 +77,9 @@ CONF
 /usr/sbin/knotd -c "$work/knot.conf" >"$work/knot.log" 2>&1 &
 pids+=($!)
 
-for port in "$sky_port" "$knot_port"; do
+declare -A port_of=([sky]=$sky_port [knot]=$knot_port [base]=$base_port)
+for who in $servers; do
+  port=${port_of[$who]}
   for _ in $(seq 1 100); do
     dig @127.0.0.1 -p "$port" +time=1 +tries=1 +short kubernetes.default.svc.cluster.local | grep -q 10.0.0.1 && break
     sleep 0.1
@@ -87,17 +101,21 @@ run() { # port → QPS
   dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q 500 2>/dev/null \
     | awk '/Queries per second/ {print $4}'
 }
-best_sky=0; best_knot=0
+declare -A best=([sky]=0 [knot]=0 [base]=0)
 for round in $(seq 1 "$ROUNDS"); do
-  if [ $((round % 2)) -eq 1 ]; then order="sky knot"; else order="knot sky"; fi
+  # The order alternates: odd rounds as listed, even rounds reversed.
+  order=$servers
+  [ $((round % 2)) -eq 1 ] || order=$(echo "$servers" | tr ' ' '\n' | tac | tr '\n' ' ')
   for who in $order; do
-    if [ "$who" = sky ]; then q=$(run "$sky_port"); else q=$(run "$knot_port"); fi
+    q=$(run "${port_of[$who]}")
     echo "round $round: $who ${q} qps"
-    if [ "$who" = sky ]; then best_sky=$(python3 -c "print(max($best_sky, $q))"); else best_knot=$(python3 -c "print(max($best_knot, $q))"); fi
+    best[$who]=$(python3 -c "print(max(${best[$who]}, $q))")
   done
 done
-python3 - "$best_sky" "$best_knot" <<'PY'
+python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" <<'PY'
 import sys
-sky, knot = map(float, sys.argv[1:])
+sky, knot, base = map(float, sys.argv[1:])
 print(f"skydns {sky:.0f} qps, knot {knot:.0f} qps, ratio skydns/knot = {sky/knot:.2f}")
+if base:
+    print(f"baseline {base:.0f} qps, ratio baseline/knot = {base/knot:.2f}; skydns/baseline = {sky/base:.2f}")
 PY
