@@ -168,3 +168,66 @@ pub(crate) fn nxdomain_udp() -> SocketAddr {
     });
     addr
 }
+
+/// A query turned into an answer: QR set, the question kept, the rest
+/// (an OPT, say) dropped, and `A 1.2.3.4` with TTL 60 for the question name.
+fn answer_a(query: &[u8]) -> Option<Vec<u8>> {
+    let mut end = 12;
+    loop {
+        let len = usize::from(*query.get(end)?);
+        end += 1 + len;
+        if len == 0 {
+            break;
+        }
+    }
+    let mut reply = query.get(..end + 4)?.to_vec();
+    reply[2] |= 0x80;
+    reply[6..12].copy_from_slice(&[0, 1, 0, 0, 0, 0]);
+    // The question name by pointer, A IN, TTL 60, 1.2.3.4.
+    reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 1, 2, 3, 4]);
+    Some(reply)
+}
+
+/// An upstream on one port of 127.0.0.1, UDP and TCP, that answers every
+/// query with `A 1.2.3.4` (TTL 60, cacheable) and counts the queries.
+pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
+    let (udp, listener) = loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if let Ok(listener) = TcpListener::bind(udp.local_addr().unwrap()) {
+            break (udp, listener);
+        }
+    };
+    let addr = udp.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = udp.recv_from(&mut buf) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            if let Some(reply) = answer_a(&buf[..len]) {
+                let _ = udp.send_to(&reply, peer);
+            }
+        }
+    });
+    let counter = seen.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if stream.read_exact(&mut query).is_err() {
+                continue;
+            }
+            if let Some(reply) = answer_a(&query) {
+                let mut framed = u16::try_from(reply.len()).unwrap().to_be_bytes().to_vec();
+                framed.extend_from_slice(&reply);
+                let _ = stream.write_all(&framed);
+            }
+        }
+    });
+    (addr, seen)
+}

@@ -1,6 +1,6 @@
 //! Where a request goes: other opcodes get NOTIMP (even for a name whose
 //! reply is cached), stub zones follow etcd, and `-ns-rotate` picks the
-//! upstream tried first.
+//! upstream tried first; the reply cache keeps DO, TCP and CD replies apart.
 
 use super::{ask_msg, handler, handler_sharing, handler_with, request};
 use crate::answer::tests::cluster;
@@ -142,4 +142,44 @@ fn ns_rotate_picks_the_first_upstream_by_request_id() {
 #[test]
 fn without_ns_rotate_the_first_upstream_is_always_tried_first() {
     assert_eq!(forward_counts(false, &[1, 4, 7]), [[1, 0], [2, 0], [3, 0]]);
+}
+
+#[test]
+fn the_reply_cache_keeps_do_tcp_and_cd_replies_apart() {
+    let (upstream, seen) = crate::fake_upstream::answering();
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            nameservers: vec![upstream],
+            rcache: 100,
+            ..Options::default()
+        },
+    );
+    let plain = request(name("www.example.org."), RecordType::A);
+    let mut dnssec_ok = plain.clone();
+    let mut edns = hickory_proto::op::Edns::new();
+    edns.set_dnssec_ok(true);
+    dnssec_ok.edns = Some(edns);
+    let mut checking_disabled = plain.clone();
+    checking_disabled.metadata.checking_disabled = true;
+    // Each variant is asked twice: the first goes upstream, the second is
+    // served from the cache. A variant that shared another's entry would
+    // never reach the upstream (a DNSSEC client served an unsigned reply).
+    let cases = [
+        (&plain, Transport::Udp, "plain"),
+        (&dnssec_ok, Transport::Udp, "DO"),
+        (&checking_disabled, Transport::Udp, "CD"),
+        (&plain, Transport::Tcp, "TCP"),
+    ];
+    for (i, (query, transport, what)) in cases.into_iter().enumerate() {
+        for _ in 0..2 {
+            let r = ask_msg(&h, query, transport);
+            assert_eq!(r.answers.len(), 1, "{what}: {r:?}");
+        }
+        assert_eq!(
+            seen.load(Ordering::SeqCst),
+            i + 1,
+            "{what}: upstream queries"
+        );
+    }
 }
