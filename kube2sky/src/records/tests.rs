@@ -282,19 +282,23 @@ fn dual_stack_services_and_pods_get_both_families() {
         spec.cluster_ips = Some(vec!["10.0.0.5".into(), "fd00:10::5".into()]);
     }
     let records = service_records(&names(), &s, None, Options::default());
-    let v6 = Record::kube2sky_address("fd00:10::5");
+    // Key label and value written out: FNV-1a 32 of the JSON computed
+    // apart from this code.
     assert_eq!(
-        records[&format!("/skydns/local/cluster/svc/d/web/{}", v6.key_label())],
-        v6.to_json()
+        records["/skydns/local/cluster/svc/d/web/b85cd329"],
+        r#"{"host":"fd00:10::5","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
     );
     let srvs: Vec<&String> = records.keys().filter(|k| k.contains("/_tcp/")).collect();
     assert_eq!(srvs.len(), 1, "one SRV per port: {records:#?}");
     assert_eq!(records.len(), 3);
     let pod = pod_records(&names(), "d", "2001:db8::1");
-    let key = pod.keys().next().expect("one record");
-    assert!(
-        key.starts_with("/skydns/local/cluster/pod/d/2001-db8--1/"),
-        "{key}"
+    let pod: Vec<(&str, &str)> = pod.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
+    assert_eq!(
+        pod,
+        [(
+            "/skydns/local/cluster/pod/d/2001-db8--1/2a6ceeed",
+            r#"{"host":"2001:db8::1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
+        )]
     );
     assert_eq!(
         names().pod_fqdn("d", "2001:db8::1"),
