@@ -13,6 +13,7 @@ use hickory_proto::rr::RData;
 
 mod cache_churn;
 mod dnssec_replies;
+mod error_counters;
 mod hostile;
 mod limits;
 mod local_names;
