@@ -77,6 +77,12 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     })
     .await;
 
+    // A record to keep through the outage (the snapshot is empty by now).
+    store.put("/skydns/local/cluster/kept/x", A);
+    until(&shared, "kept record loaded", |s| {
+        s.get("/skydns/local/cluster/kept/x").is_some()
+    })
+    .await;
     store.set_down(true);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
     while metrics.store_errors() == 0 {
@@ -86,9 +92,10 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let last = shared.load_full().expect("a snapshot");
     assert!(
-        shared.load().is_some(),
-        "the last snapshot stays while the store is down"
+        last.get("/skydns/local/cluster/kept/x").is_some() && last.len() == 1,
+        "the last snapshot, records and all, stays while the store is down"
     );
     tokio::time::sleep(Duration::from_millis(5)).await;
     assert!(
