@@ -127,9 +127,12 @@ async fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_f
         r.status == "NOERROR" && r.answer.is_empty()
     })
     .await;
+    // "loaded records" is also logged at the first start: the reload is the
+    // one after the 401.
     let log = dns.log();
+    let after_401 = log.find("is compacted").map(|at| &log[at..]);
     assert!(
-        log.contains("is compacted") && log.contains("loaded records from the store"),
+        after_401.is_some_and(|rest| rest.contains("loaded records from the store")),
         "the 401 must have led to a reload:\n{log}"
     );
 }
