@@ -150,7 +150,10 @@ async fn refused_with(k2s: &Kube2sky, etcd: &Etcd, why: &str) -> Result<()> {
     let prefix = format!("cannot write to etcd at {}: ", etcd.endpoint());
     k2s.wait_for_log(&prefix).await?;
     let log = k2s.log();
-    let line = log.lines().find(|l| l.contains(&prefix)).unwrap_or_default();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&prefix))
+        .unwrap_or_default();
     anyhow::ensure!(line.contains(why), "the reason must be {why:?}: {line}");
     anyhow::ensure!(
         k2s.http("/readiness").await.map(|r| r.0) != Some(200),

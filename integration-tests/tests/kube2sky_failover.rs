@@ -138,7 +138,8 @@ async fn no_query_fails_when_an_etcd_member_and_the_kube2sky_leader_die() -> Res
         b.log()
     );
     ensure!(
-        b.log().contains("taking over lease default/kube2sky from \"a\""),
+        b.log()
+            .contains("taking over lease default/kube2sky from \"a\""),
         "B became the leader without taking the Lease over from A:\n{}",
         b.log()
     );

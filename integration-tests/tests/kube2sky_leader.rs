@@ -186,7 +186,11 @@ async fn a_leader_that_finds_the_lease_held_by_another_exits_1() -> Result<()> {
     ])?;
     // The limit only stops a hung test; the exit comes at the next renewal.
     let status = a.wait_exit(DEADLINE).await?;
-    ensure!(status.code() == Some(1), "exit status {status}: {}", a.log());
+    ensure!(
+        status.code() == Some(1),
+        "exit status {status}: {}",
+        a.log()
+    );
     ensure!(
         a.log()
             .contains("leadership lost: lease default/kube2sky is held by another replica"),
@@ -203,7 +207,11 @@ async fn a_leader_that_cannot_renew_for_the_renew_deadline_exits_1() -> Result<(
     api.pause();
     let status = a.wait_exit(DEADLINE).await?;
     api.resume();
-    ensure!(status.code() == Some(1), "exit status {status}: {}", a.log());
+    ensure!(
+        status.code() == Some(1),
+        "exit status {status}: {}",
+        a.log()
+    );
     ensure!(
         a.log().contains(
             "leadership lost: lease default/kube2sky not renewed for --leader-elect-renew-deadline=2s"
