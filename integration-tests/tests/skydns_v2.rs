@@ -87,6 +87,65 @@ fn seeded() -> Etcd {
     etcd
 }
 
+/// Writes `/skydns/local/cluster/svc/bulk/s<i>/1` for every `i` in `range`
+/// (A 10.1.x.y), all at once.
+async fn write_bulk(etcd: &Etcd, range: std::ops::Range<usize>) {
+    let client = etcd_access::v2::Client::new(&etcd_access::EtcdOptions {
+        endpoints: vec![etcd.endpoint()],
+        ..etcd_access::EtcdOptions::default()
+    })
+    .unwrap();
+    let writes = range.map(|i| {
+        let client = client.clone();
+        async move {
+            let key = format!("/skydns/local/cluster/svc/bulk/s{i}/1");
+            let value = format!(r#"{{"host":"10.1.{}.{}"}}"#, i / 256, i % 256);
+            client.set(&key, &value).await.map(|_| ())
+        }
+    });
+    for result in futures::future::join_all(writes).await {
+        result.unwrap();
+    }
+}
+
+/// A watcher that finds itself more than 200 events behind etcd's index
+/// reloads everything once instead of catching up one event (one round
+/// trip) at a time; 50 behind, it catches up event by event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_watcher_more_than_200_events_behind_reloads_fewer_catches_up() {
+    let etcd = seeded();
+    let dns = SkyDnsProcess::start(&etcd).await;
+    dns.wait_for("kubernetes.default.svc.cluster.local", "A", |r| {
+        !r.answer.is_empty()
+    })
+    .await;
+    let reloads = |log: &str| log.matches("the watch fell behind; reloading").count();
+    // 50 behind: no reload.
+    dns.signal(nix::sys::signal::Signal::SIGSTOP);
+    write_bulk(&etcd, 0..50).await;
+    dns.signal(nix::sys::signal::Signal::SIGCONT);
+    dns.wait_for("s49.bulk.svc.cluster.local", "A", |r| !r.answer.is_empty())
+        .await;
+    assert_eq!(reloads(&dns.log()), 0, "50 events behind:\n{}", dns.log());
+    // 300 behind (within etcd's 1000-event history): one reload.
+    dns.signal(nix::sys::signal::Signal::SIGSTOP);
+    write_bulk(&etcd, 50..350).await;
+    dns.signal(nix::sys::signal::Signal::SIGCONT);
+    dns.wait_for("s349.bulk.svc.cluster.local", "A", |r| {
+        r.answer == ["s349.bulk.svc.cluster.local. 3600 IN A 10.1.1.93"]
+    })
+    .await;
+    let log = dns.log();
+    assert_eq!(reloads(&log), 1, "300 events behind:\n{log}");
+    let after = log
+        .find("the watch fell behind; reloading")
+        .map(|at| &log[at..]);
+    assert!(
+        after.is_some_and(|rest| rest.contains("loaded records from the store")),
+        "{log}"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_final_state() {
     let etcd = seeded();
@@ -98,25 +157,8 @@ async fn a_watcher_left_behind_by_more_than_1000_events_reloads_and_serves_the_f
     dns.signal(nix::sys::signal::Signal::SIGSTOP);
     // 1100 writes: the event after skydns's wait index falls out of etcd's
     // 1000-event history.
-    {
-        let client = etcd_access::v2::Client::new(&etcd_access::EtcdOptions {
-            endpoints: vec![etcd.endpoint()],
-            ..etcd_access::EtcdOptions::default()
-        })
-        .unwrap();
-        let writes = (0..1100).map(|i| {
-            let client = client.clone();
-            async move {
-                let key = format!("/skydns/local/cluster/svc/bulk/s{i}/1");
-                let value = format!(r#"{{"host":"10.1.{}.{}"}}"#, i / 256, i % 256);
-                client.set(&key, &value).await.map(|_| ())
-            }
-        });
-        for result in futures::future::join_all(writes).await {
-            result.unwrap();
-        }
-        client.delete(KUBERNETES.0, false).await.unwrap();
-    }
+    write_bulk(&etcd, 0..1100).await;
+    etcd.del(KUBERNETES.0).unwrap();
     dns.signal(nix::sys::signal::Signal::SIGCONT);
 
     dns.wait_for("s1099.bulk.svc.cluster.local", "A", |r| {
