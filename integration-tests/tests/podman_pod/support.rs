@@ -9,6 +9,7 @@ use std::sync::{mpsc, Mutex};
 use std::time::{Duration, Instant};
 use test_support::bins::{bin_dir, built_binary};
 use test_support::process::Process;
+use test_support::wait::{eventually_blocking, DEADLINE};
 
 /// How long run.sh may take from start to "==> ready" (images are built
 /// before; the legacy pod's kube2sky waits for etcd).
@@ -174,16 +175,12 @@ impl RunningPod {
         use nix::sys::signal::Signal;
         self.run.signal(Signal::SIGTERM)?;
         wait_for_line(&self.lines, "==> stopped", Duration::from_secs(60))?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if let Some(status) = self.run.try_wait()? {
-                // `trap 'exit 143' TERM`: the script's own exit, not a kill.
-                ensure!(status.code() == Some(143), "run.sh exited with {status}");
-                return Ok(());
-            }
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        bail!("run.sh did not exit after it stopped")
+        let status = eventually_blocking("run.sh to exit after it stopped", DEADLINE, || {
+            self.run.try_wait()?.context("still running")
+        })?;
+        // `trap 'exit 143' TERM`: the script's own exit, not a kill.
+        ensure!(status.code() == Some(143), "run.sh exited with {status}");
+        Ok(())
     }
 }
 
