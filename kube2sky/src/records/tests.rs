@@ -133,9 +133,10 @@ fn hostnames_from_annotation_and_from_the_address_field() {
         records["/skydns/local/cluster/svc/default/db/_tcp/_pg/db-1"],
         r#"{"host":"db-1.db.default.svc.cluster.local.","port":5432,"priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
     );
-    let hash3 = Record::kube2sky_address("10.0.0.3").key_label();
-    assert!(
-        records.contains_key(&format!("/skydns/local/cluster/svc/default/db/{hash3}")),
+    // FNV-1a 32 of 10.0.0.3's A JSON, computed apart from this code.
+    assert_eq!(
+        records["/skydns/local/cluster/svc/default/db/2c92af47"],
+        r#"{"host":"10.0.0.3","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
         "invalid hostname falls back to hash"
     );
 }
@@ -161,13 +162,12 @@ fn invalid_annotation_json_falls_back_to_hash_labels() {
 fn external_name_record_points_at_the_fqdn() {
     let s = svc("default", "ext").external("Example.COM");
     let records = service_records(&names(), &s, None, Options::default());
-    let json = r#"{"host":"example.com.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
-    let label = format!("{:x}", skydns_msg::record::fnv1a32(json.as_bytes()));
+    // The label: FNV-1a 32 of the JSON, computed apart from this code.
     assert_eq!(
         pairs(&records),
         [(
-            format!("/skydns/local/cluster/svc/default/ext/{label}").as_str(),
-            json
+            "/skydns/local/cluster/svc/default/ext/5502a00a",
+            r#"{"host":"example.com.","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#
         )]
     );
     assert!(service_records(
@@ -340,21 +340,17 @@ fn endpoints_sharing_a_hostname_get_one_record_each() {
         ],
     );
     let records = service_records(&names(), &svc("d", "h"), Some(&ep), Options::default());
-    let dir = |label: &str, ip: &str| {
-        format!(
-            "/skydns/local/cluster/svc/d/h/{label}/{}",
-            Record::kube2sky_address(ip).key_label()
-        )
-    };
-    for (label, ip) in [
-        ("web", "10.1.0.1"),
-        ("web", "10.1.0.2"),
-        ("db", "10.1.0.3"),
-        ("db", "fd00::3"),
+    // Each below its hostname, labelled by the FNV-1a 32 of its A JSON
+    // (computed apart from this code).
+    for (key, ip) in [
+        ("web/1aa841b0", "10.1.0.1"),
+        ("web/1b985e67", "10.1.0.2"),
+        ("db/2fb13a7e", "10.1.0.3"),
+        ("db/39e8bd20", "fd00::3"),
     ] {
         assert_eq!(
-            records[&dir(label, ip)],
-            Record::kube2sky_address(ip).to_json(),
+            records[&format!("/skydns/local/cluster/svc/d/h/{key}")],
+            format!(r#"{{"host":"{ip}","priority":10,"weight":10,"ttl":30,"targetstrip":0}}"#),
             "{records:#?}"
         );
     }
