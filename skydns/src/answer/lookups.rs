@@ -67,3 +67,24 @@ impl Lookups {
         self.known.insert((name.to_lowercase(), qtype), result);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_lookups_are_missing_until_settled_then_failures() {
+        let name = Name::from_ascii("www.example.org.").unwrap();
+        let mut lookups = Lookups::new();
+        assert_eq!(lookups.external(&name, RecordType::A), None);
+        assert_eq!(lookups.take_missing(), [(name.clone(), RecordType::A)]);
+        lookups.settle();
+        assert_eq!(lookups.external(&name, RecordType::A), None);
+        assert!(
+            lookups.take_missing().is_empty(),
+            "settled: a lookup not known is a failure, not asked for again"
+        );
+        assert_eq!(Lookups::disabled().external(&name, RecordType::A), None);
+        assert!(Lookups::disabled().take_missing().is_empty());
+    }
+}

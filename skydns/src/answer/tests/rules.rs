@@ -62,6 +62,31 @@ fn cname_chain_is_limited_to_eight_links() {
     assert!(ans.is_empty(), "a 12-link chain must be cut: {ans:?}");
     let (ans, _) = sections(ask_in(&with(&refs), "c6.cluster.local.", RecordType::A));
     assert_eq!(ans.len(), 7, "6 CNAMEs and the A record: {ans:?}");
+    // The limit itself: 8 CNAMEs are followed, a 9th is not.
+    let (ans, _) = sections(ask_in(&with(&refs), "c4.cluster.local.", RecordType::A));
+    assert_eq!(ans.len(), 9, "8 CNAMEs and the A record: {ans:?}");
+    let (ans, _) = sections(ask_in(&with(&refs), "c3.cluster.local.", RecordType::A));
+    assert!(ans.is_empty(), "a 9-link chain must be cut: {ans:?}");
+}
+
+#[test]
+fn a_cname_to_an_absent_name_in_the_domain_is_not_asked_upstream() {
+    let snap = with(&[("dangling/x", host("nowhere.cluster.local."))]);
+    let q = Question::new(
+        Name::from_ascii("dangling.cluster.local.").unwrap(),
+        RecordType::A,
+        DNSClass::IN,
+    );
+    let lookups = Lookups::new();
+    let (ans, _) = sections(authoritative(&zone(), &snap, &q, NOW, &lookups));
+    assert_eq!(
+        ans,
+        ["dangling.cluster.local. 3600 CNAME nowhere.cluster.local."]
+    );
+    assert!(
+        lookups.take_missing().is_empty(),
+        "the domain's own names are never forwarded"
+    );
 }
 
 #[test]
