@@ -450,9 +450,9 @@ impl Flags {
 }
 
 /// How kube2sky's pflag let users spell flags: `-name` for `--name` and
-/// `_` for `-` (with a warning, like `WarnWordSepNormalizeFunc`); `-h` is help.
+/// `_` for `-` (with a warning, like `WarnWordSepNormalizeFunc`); `-h` is help, `-V` the version.
 pub const SPELLING: gocompat::args::Spelling = gocompat::args::Spelling {
-    short_flags: &['h'],
+    short_flags: &['h', 'V'],
     underscores_as_dashes: true,
 };
 
