@@ -456,7 +456,7 @@ fn unknown_fields_are_caught() {
 /// The safe defaults of the modern manifests (docs/security.md): every
 /// exec-healthz has `/quit` off and every container of every workload runs
 /// as a user other than root; the legacy pod keeps 1.2's `/quit` and its
-/// root skydns, and nothing else runs as root there.
+/// root skydns, and sets root for nothing else.
 #[test]
 fn modern_manifests_turn_quit_off_and_run_nothing_as_root() {
     for flavour in ["kubernetes", "shared-etcd"] {
@@ -506,5 +506,9 @@ fn modern_manifests_turn_quit_off_and_run_nothing_as_root() {
         })
         .map(|c| c.name.as_str())
         .collect();
-    assert_eq!(root, ["skydns"], "only the legacy skydns runs as root, to bind :53");
+    assert_eq!(
+        root,
+        ["skydns"],
+        "the legacy pod sets root for skydns only, to bind :53"
+    );
 }
