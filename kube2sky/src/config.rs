@@ -1,4 +1,4 @@
-//! Command-line flags of kube2sky 1.2 (`kube2sky.go`; the crate README
+//! Command-line flags of kube2sky 1.2 (`kube2sky.go`; docs/kube2sky.md
 //! lists them) and the validated
 //! [`Config`] the rest of the crate runs on.
 //!
