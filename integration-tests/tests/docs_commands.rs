@@ -43,10 +43,18 @@ fn repo_root() -> PathBuf {
         .to_path_buf()
 }
 
-/// README.md and docs/*.md, sorted.
+/// README.md, the READMEs one directory down (kube2sky/, deploy/, ...) and
+/// docs/*.md, sorted.
 fn doc_files() -> Vec<PathBuf> {
     let root = repo_root();
     let mut files = vec![root.join("README.md")];
+    let mut readmes: Vec<PathBuf> = std::fs::read_dir(&root)
+        .expect("the repository root")
+        .map(|e| e.expect("entry").path().join("README.md"))
+        .filter(|p| p.is_file() && !p.starts_with(root.join("target")))
+        .collect();
+    readmes.sort();
+    files.extend(readmes);
     let mut docs: Vec<PathBuf> = std::fs::read_dir(root.join("docs"))
         .expect("docs/ exists")
         .map(|e| e.expect("docs/ entry").path())
