@@ -368,7 +368,10 @@ mod tests {
             assert_eq!(parse([v]), Ok(Parsed::Version), "{v}");
         }
         assert!(usage().contains("  -version\n"));
-        assert_eq!(version(), format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION")));
+        assert_eq!(
+            version(),
+            format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION"))
+        );
     }
 
     #[test]

@@ -100,7 +100,9 @@ fn parse(text: &str) -> Parsed {
         let n = i + 1;
         let trimmed = line.trim_start();
         if let Some((fence, block)) = &mut open {
-            if trimmed.starts_with(fence.as_str()) && trimmed.trim_matches(&['`', '~'][..]).trim().is_empty() {
+            if trimmed.starts_with(fence.as_str())
+                && trimmed.trim_matches(&['`', '~'][..]).trim().is_empty()
+            {
                 parsed.blocks.push(block.clone());
                 open = None;
             } else {
@@ -280,7 +282,10 @@ fn run_block(block: &Block, path: &str) -> Result<(), String> {
         }
         std::thread::sleep(Duration::from_millis(20));
     };
-    let (out, err) = (out.join().unwrap_or_default(), err.join().unwrap_or_default());
+    let (out, err) = (
+        out.join().unwrap_or_default(),
+        err.join().unwrap_or_default(),
+    );
     if status.success() {
         Ok(())
     } else {
@@ -297,8 +302,15 @@ fn every_relative_link_points_to_an_existing_file_and_heading() {
         links += parse(&text).links.len();
         problems.extend(broken_links(&file, &text));
     }
-    assert!(links > 20, "only {links} links found: is the parser broken?");
-    assert!(problems.is_empty(), "broken links:\n{}", problems.join("\n"));
+    assert!(
+        links > 20,
+        "only {links} links found: is the parser broken?"
+    );
+    assert!(
+        problems.is_empty(),
+        "broken links:\n{}",
+        problems.join("\n")
+    );
 }
 
 #[test]
@@ -328,7 +340,10 @@ fn every_sh_block_runs_as_written() {
             }
         }
     }
-    assert!(ran >= 5, "only {ran} sh blocks found: is the parser broken?");
+    assert!(
+        ran >= 5,
+        "only {ran} sh blocks found: is the parser broken?"
+    );
     assert!(failures.is_empty(), "{}", failures.join("\n\n"));
 }
 
@@ -374,7 +389,8 @@ fn the_checks_catch_what_they_are_for() {
     assert!(problems[1].contains("#no-such-heading"));
     assert!(problems[2].contains("#nope"));
 
-    let parsed = parse("```sh\necho a \\\n  b\n```\n\n~~~sh-cluster\nkubectl apply\n~~~\n```\nplain\n```\n");
+    let parsed =
+        parse("```sh\necho a \\\n  b\n```\n\n~~~sh-cluster\nkubectl apply\n~~~\n```\nplain\n```\n");
     let tags: Vec<&str> = parsed.blocks.iter().map(|b| b.tag.as_str()).collect();
     assert_eq!(tags, ["sh", "sh-cluster", ""]);
     assert_eq!(parsed.blocks[0].body, "echo a \\\n  b\n");
@@ -391,7 +407,10 @@ fn the_checks_catch_what_they_are_for() {
         body: "true\nfalse\ntrue\n".into(),
         line: 1,
     };
-    assert!(run_block(&failing, &path).is_err(), "set -e: a failing line fails the block");
+    assert!(
+        run_block(&failing, &path).is_err(),
+        "set -e: a failing line fails the block"
+    );
     let piped = Block {
         tag: "sh".into(),
         body: "false | cat\n".into(),

@@ -464,7 +464,10 @@ fn modern_manifests_turn_quit_off_and_run_nothing_as_root() {
         let mut healthz_seen = 0;
         for (what, pod) in m.pod_specs() {
             let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
-            let pod_non_root = pod.security_context.as_ref().and_then(|s| s.run_as_non_root);
+            let pod_non_root = pod
+                .security_context
+                .as_ref()
+                .and_then(|s| s.run_as_non_root);
             for c in &pod.containers {
                 let sc = c.security_context.as_ref();
                 let user = sc.and_then(|s| s.run_as_user).or(pod_user);

@@ -9,7 +9,12 @@ use super::*;
 fn render_sh(flavour: &str, env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new("bash");
     cmd.arg(repo_root().join("deploy/render.sh")).arg(flavour);
-    for var in ["DNS_DOMAIN", "DNS_SERVER_IP", "DNS_REPLICAS", "IMAGE_PREFIX"] {
+    for var in [
+        "DNS_DOMAIN",
+        "DNS_SERVER_IP",
+        "DNS_REPLICAS",
+        "IMAGE_PREFIX",
+    ] {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
@@ -85,11 +90,17 @@ pub(crate) fn render_script_prints_the_tested_manifests() {
         ("modern", vec![("DNS_SERVER_IP", SERVER_IP)]),
         (
             "kubernetes",
-            vec![("DNS_SERVER_IP", SERVER_IP), ("IMAGE_PREFIX", "reg.example/")],
+            vec![
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("IMAGE_PREFIX", "reg.example/"),
+            ],
         ),
         (
             "kubernetes",
-            vec![("DNS_SERVER_IP", SERVER_IP), ("IMAGE_PREFIX", "Reg.example")],
+            vec![
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("IMAGE_PREFIX", "Reg.example"),
+            ],
         ),
         (
             "kubernetes",
@@ -130,8 +141,8 @@ fn render_script_image_prefix_moves_our_images_only() {
             String::from_utf8_lossy(&out.stderr)
         );
         let printed = String::from_utf8(out.stdout).expect("UTF-8");
-        let want = rendered_stream(flavour)
-            .replace("image: kube-dns-rs/", &format!("image: {prefix}/"));
+        let want =
+            rendered_stream(flavour).replace("image: kube-dns-rs/", &format!("image: {prefix}/"));
         assert_eq!(printed, want, "render.sh {flavour} with IMAGE_PREFIX");
         let images: BTreeSet<&str> = printed
             .lines()
@@ -169,7 +180,10 @@ fn build_images_script_builds_and_pushes_what_render_names() {
     let printed = String::from_utf8(out.stdout).expect("UTF-8");
     let mut want = String::new();
     for line in our_images() {
-        let short = line.name.strip_prefix("kube-dns-rs/").expect("kube-dns-rs/ name");
+        let short = line
+            .name
+            .strip_prefix("kube-dns-rs/")
+            .expect("kube-dns-rs/ name");
         let target = format!("{prefix}/{short}:{}", line.tag);
         want.push_str(&format!(
             "docker build --target {} -t {target} .\ndocker push {target}\n",
@@ -184,7 +198,10 @@ fn build_images_script_builds_and_pushes_what_render_names() {
         &[("DNS_SERVER_IP", SERVER_IP), ("IMAGE_PREFIX", prefix)],
     );
     let rendered = String::from_utf8(rendered.stdout).expect("UTF-8");
-    for pushed in printed.lines().filter_map(|l| l.strip_prefix("docker push ")) {
+    for pushed in printed
+        .lines()
+        .filter_map(|l| l.strip_prefix("docker push "))
+    {
         assert!(
             rendered.contains(&format!("image: {pushed}\n")),
             "the manifests do not pull {pushed}"
@@ -194,10 +211,16 @@ fn build_images_script_builds_and_pushes_what_render_names() {
     let out = run(&["--dry-run", "--no-push", "--tool", "podman", prefix]);
     let printed = String::from_utf8(out.stdout).expect("UTF-8");
     assert!(out.status.success());
-    assert!(printed.lines().all(|l| l.starts_with("podman build --target ")));
+    assert!(printed
+        .lines()
+        .all(|l| l.starts_with("podman build --target ")));
     assert_eq!(printed.lines().count(), our_images().len());
 
-    for bad in [&[][..], &["--dry-run", "reg.example/"], &["--dry-run", "--tool", "kaniko", prefix]] {
+    for bad in [
+        &[][..],
+        &["--dry-run", "reg.example/"],
+        &["--dry-run", "--tool", "kaniko", prefix],
+    ] {
         let out = run(bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?} was accepted");
         assert!(out.stdout.is_empty(), "{bad:?} printed commands");

@@ -211,7 +211,10 @@ impl Manifests {
                     Object::StatefulSet(s) => (&s.metadata, &s.spec.as_ref()?.template),
                     _ => return None,
                 };
-                Some((meta.name.clone().unwrap_or_default(), template.spec.as_ref()?))
+                Some((
+                    meta.name.clone().unwrap_or_default(),
+                    template.spec.as_ref()?,
+                ))
             })
             .collect()
     }

@@ -85,7 +85,12 @@ pub struct Flags {
     #[arg(long, default_value_t = 10000)]
     pub scache: i64,
     /// Labels a name needs before it is forwarded [default: 2; 0 also means 2].
-    #[arg(long, env = "SKYDNS_NDOTS", default_value_t = 0, hide_default_value = true)]
+    #[arg(
+        long,
+        env = "SKYDNS_NDOTS",
+        default_value_t = 0,
+        hide_default_value = true
+    )]
     pub ndots: i64,
     /// etcd root of the records.
     #[arg(
