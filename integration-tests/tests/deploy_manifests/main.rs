@@ -8,7 +8,8 @@
 //! - every container argument list for one of our images is accepted by that
 //!   binary's own flag parser and validation, with the values the pod's
 //!   wiring needs (ports, domain, etcd URL), and a corrupted list is not;
-//! - the pod, RBAC and security settings the issue asks for are there;
+//! - the pod, RBAC and security settings of docs/security.md are there (modern
+//!   manifests: non-root everywhere, exec-healthz `/quit` off);
 //! - the Dockerfile builds with `scripts/build-release.sh` only, whose one
 //!   cargo command builds exactly the three binaries, all `[[bin]]` targets
 //!   of the workspace, and the image stages match the manifests' images.
