@@ -352,6 +352,23 @@ struct Reply {
     body: Vec<u8>,
 }
 
+/// `error` and what caused it, down the chain: reqwest's own text alone
+/// ("error sending request") hides e.g. a TLS handshake that etcd refused
+/// for want of a client certificate.
+fn with_causes(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut cause = error.source();
+    while let Some(c) = cause {
+        let more = c.to_string();
+        if !text.contains(&more) {
+            text.push_str(": ");
+            text.push_str(&more);
+        }
+        cause = c.source();
+    }
+    text
+}
+
 /// Sends a request to `endpoint` and reads the whole answer; a failure is
 /// [`Error::Timeout`] or [`Error::Transport`] (try another endpoint).
 async fn exchange(endpoint: &str, request: RequestBuilder) -> Result<Reply, Error> {
@@ -359,7 +376,7 @@ async fn exchange(endpoint: &str, request: RequestBuilder) -> Result<Reply, Erro
         if e.is_timeout() {
             Error::Timeout(e.to_string())
         } else {
-            Error::Transport(e.to_string())
+            Error::Transport(with_causes(&e))
         }
     };
     let resp = request.send().await.map_err(describe)?;
@@ -432,6 +449,35 @@ fn shorten(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An error with an optional cause, as reqwest's wrap hyper's.
+    #[derive(Debug)]
+    struct Layer(&'static str, Option<Box<Layer>>);
+
+    impl std::fmt::Display for Layer {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str(self.0)
+        }
+    }
+
+    impl std::error::Error for Layer {
+        fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+            self.1.as_deref().map(|l| l as _)
+        }
+    }
+
+    #[test]
+    fn a_transport_error_names_its_causes_once_each() {
+        let alert = Layer("received fatal alert: CertificateRequired", None);
+        let connect = Layer("client error (Connect)", Some(Box::new(alert)));
+        let send = Layer("error sending request", Some(Box::new(connect)));
+        assert_eq!(
+            with_causes(&send),
+            "error sending request: client error (Connect): received fatal alert: CertificateRequired"
+        );
+        let repeats = Layer("error: timed out", Some(Box::new(Layer("timed out", None))));
+        assert_eq!(with_causes(&repeats), "error: timed out");
+    }
 
     #[test]
     fn keys_are_percent_encoded_segment_by_segment() {

@@ -1,5 +1,7 @@
 //! kube2sky and its etcd: a store that requires TLS client certificates
-//! (`--etcd-certfile`, `--etcd-keyfile`, `--etcd-cafile`), and data loss
+//! (`--etcd-certfile`, `--etcd-keyfile`, `--etcd-cafile`) or a user and
+//! password (`--etcd-username`, `--etcd-password`), and refuses kube2sky
+//! without them, which then says why at once; data loss
 //! told by the marker key alone (the revision only moves forward), and the
 //! v2 index of hidden directories written again after a wipe.
 
@@ -80,4 +82,135 @@ async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Res
     etcd.restart_empty()?;
     wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
     wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await
+}
+
+/// The demo `default/kubernetes` A record, as kube2sky writes it.
+const KUBERNETES_A_KEY: &str = "/skydns/local/cluster/svc/default/kubernetes/c88f1059";
+const KUBERNETES_A_VALUE: &str =
+    r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+
+/// Checks that a command run for set-up succeeded.
+fn succeeded(what: &str, out: std::process::Output) -> Result<String> {
+    anyhow::ensure!(
+        out.status.success(),
+        "{what}: {}{}",
+        String::from_utf8_lossy(&out.stderr),
+        String::from_utf8_lossy(&out.stdout)
+    );
+    Ok(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
+/// `curl` with `args` (etcd v2's auth API has no non-interactive etcdctl).
+fn curl(args: &[&str]) -> Result<String> {
+    let out = std::process::Command::new("curl")
+        .args(["-fsS", "-X", "PUT"])
+        .args(args)
+        .output()?;
+    succeeded(&format!("curl {args:?}"), out)
+}
+
+/// Turns etcd's authentication on: only `root` (password `secret`) may
+/// read or write. On v2 the guest role, which may do anything by default,
+/// loses its rights.
+fn require_root(etcd: &Etcd) -> Result<()> {
+    let url = etcd.endpoint();
+    match etcd.api() {
+        test_support::etcd::Api::V3 => {
+            let add = ["user", "add", "root:secret", "--interactive=false"];
+            succeeded("user add", etcd.etcdctl(&add)?)?;
+            succeeded("auth enable", etcd.etcdctl(&["auth", "enable"])?)?;
+        }
+        test_support::etcd::Api::V2 => {
+            let user = r#"{"user":"root","password":"secret"}"#;
+            curl(&[&format!("{url}/v2/auth/users/root"), "-d", user])?;
+            curl(&[&format!("{url}/v2/auth/enable")])?;
+            let revoke = r#"{"role":"guest","revoke":{"kv":{"read":["/*"],"write":["/*"]}}}"#;
+            let guest = format!("{url}/v2/auth/roles/guest");
+            curl(&["-u", "root:secret", &guest, "-d", revoke])?;
+        }
+    }
+    Ok(())
+}
+
+/// `key`'s value read as `root` (empty when absent).
+fn get_as_root(etcd: &Etcd, key: &str) -> Result<String> {
+    let out = match etcd.api() {
+        test_support::etcd::Api::V3 => {
+            etcd.etcdctl(&["--user=root:secret", "get", key, "--print-value-only"])?
+        }
+        test_support::etcd::Api::V2 => etcd.etcdctl_v2(&["--username=root:secret", "get", key])?,
+    };
+    // v2's etcdctl fails on an absent key; either way nothing was read.
+    Ok(String::from_utf8_lossy(&out.stdout).trim().to_string())
+}
+
+/// Waits until kube2sky logs why it cannot write to `etcd`, naming the
+/// endpoint and `why`, and checks it is not ready.
+async fn refused_with(k2s: &Kube2sky, etcd: &Etcd, why: &str) -> Result<()> {
+    let prefix = format!("cannot write to etcd at {}: ", etcd.endpoint());
+    k2s.wait_for_log(&prefix).await?;
+    let log = k2s.log();
+    let line = log
+        .lines()
+        .find(|l| l.contains(&prefix))
+        .unwrap_or_default();
+    anyhow::ensure!(line.contains(why), "the reason must be {why:?}: {line}");
+    anyhow::ensure!(
+        k2s.http("/readiness").await.map(|r| r.0) != Some(200),
+        "ready without etcd"
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kube2sky_writes_with_etcd_username_and_password() -> Result<()> {
+    let etcd = Etcd::start()?;
+    require_root(&etcd)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let flags = ["--etcd-username=root", "--etcd-password=secret"];
+    let mut k2s = Kube2sky::start(&etcd, &api, &[&flags[..], &["--reverse=false"]].concat())?;
+    k2s.wait_ready().await?;
+    eventually("the record, read as root", DEADLINE, async || {
+        let value = get_as_root(&etcd, KUBERNETES_A_KEY)?;
+        anyhow::ensure!(value == KUBERNETES_A_VALUE, "{value:?}\n{}", k2s.log());
+        Ok(())
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_credentials_kube2sky_writes_nothing_and_says_why() -> Result<()> {
+    let etcd = Etcd::start()?;
+    require_root(&etcd)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let k2s = Kube2sky::start(&etcd, &api, &["--reverse=false"])?;
+    // etcd's own words for a request without a user.
+    let why = match etcd.api() {
+        test_support::etcd::Api::V3 => "etcdserver: user name is empty",
+        test_support::etcd::Api::V2 => "The request requires user authentication",
+    };
+    refused_with(&k2s, &etcd, why).await?;
+    anyhow::ensure!(get_as_root(&etcd, KUBERNETES_A_KEY)?.is_empty());
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_client_certificate_kube2sky_writes_nothing_and_says_why() -> Result<()> {
+    let certs = Certificates::make()?;
+    let etcd = Etcd::start_tls(&certs)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    // It trusts etcd's CA, but has no certificate of its own to show.
+    let ca = format!("--etcd-cafile={}", certs.ca().display());
+    let k2s = Kube2sky::start(&etcd, &api, &[&ca, "--reverse=false"])?;
+    // What the TLS layer says: etcd's alert (v2, over HTTPS), or the
+    // connection it closed (v3: gRPC names only its transport, with a text
+    // that varies with the moment the handshake failed).
+    let why = match etcd.api() {
+        test_support::etcd::Api::V3 => "tonic::transport::Error(Transport",
+        test_support::etcd::Api::V2 => "received fatal alert: BadCertificate",
+    };
+    refused_with(&k2s, &etcd, why).await?;
+    let records = etcd.get_prefix("/skydns")?;
+    anyhow::ensure!(records.is_empty(), "{records:?}");
+    Ok(())
 }

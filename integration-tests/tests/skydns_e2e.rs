@@ -419,3 +419,42 @@ async fn an_etcd_without_the_v2_api_stops_start_up_naming_the_flag() {
         "{text}"
     );
 }
+
+/// `-path-prefix` moves the whole tree: the records and the `config` key
+/// are read under `/<prefix>/`, and nothing under the default `/skydns/`
+/// answers or configures.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_non_default_path_prefix_is_the_only_tree_read() {
+    let etcd = Etcd::start().unwrap();
+    for (key, value) in [
+        (
+            "/kubedns/local/cluster/svc/default/kubernetes/c88f1059",
+            r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+        ),
+        // No ttl of its own: it gets the configured one.
+        (
+            "/kubedns/local/cluster/svc/default/plain/3e8f4a4b",
+            r#"{"host":"10.0.0.3"}"#,
+        ),
+        ("/kubedns/config", r#"{"ttl":77}"#),
+        (
+            "/skydns/local/cluster/svc/default/other/5e0c2f3a",
+            r#"{"host":"10.0.0.2","ttl":30}"#,
+        ),
+        ("/skydns/config", r#"{"ttl":99}"#),
+    ] {
+        etcd.put(key, value).unwrap();
+    }
+    let dns = SkyDns::start(&etcd, &["-path-prefix=kubedns"]).await;
+    dns.assert_kubernetes_resolves().await;
+    let r = dns.dig(&["plain.default.svc.cluster.local", "A"]).await;
+    assert_eq!(
+        r.answer,
+        ["plain.default.svc.cluster.local. 77 IN A 10.0.0.3"],
+        "{}",
+        r.raw
+    );
+    let r = dns.dig(&["other.default.svc.cluster.local", "A"]).await;
+    assert_eq!(r.status, "NXDOMAIN", "read outside the prefix: {}", r.raw);
+    dns.shutdown().await;
+}

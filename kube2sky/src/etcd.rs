@@ -153,7 +153,13 @@ impl Writer {
                         "{e}; or start kube2sky with --etcd-api=v3"
                     )))
                 }
-                Err(e) => last_error = e.to_string(),
+                Err(e) => {
+                    // 1.2 said why only after the last attempt, a minute
+                    // later; an operator fixing a password or a certificate
+                    // needs the reason at once.
+                    tracing::warn!("cannot write to etcd at {endpoints}: {e}");
+                    last_error = e.to_string();
+                }
             }
             writer.backend.reset();
             if attempt < attempts {

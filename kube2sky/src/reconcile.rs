@@ -255,6 +255,48 @@ mod tests {
         key[..key.rfind('/').unwrap_or(0)].to_string()
     }
 
+    #[test]
+    fn keys_read_from_etcd_are_filed_as_ours_or_foreign() {
+        let names = Names::new("cluster.local");
+        let mut actual = Actual::default();
+        let a = r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
+        // Outside the PTR subtree every key is ours, whatever its value.
+        actual.file(&names, "/skydns/local/cluster/svc/d/x/c88f1059", a, false);
+        actual.file(
+            &names,
+            "/skydns/local/cluster/svc/d/y/0badf00d",
+            "junk",
+            false,
+        );
+        // A PTR is ours only when it names a service of ours.
+        let ours = r#"{"host":"kubernetes.default.svc.cluster.local.","ttl":30}"#;
+        actual.file(&names, "/skydns/arpa/in-addr/10/0/0/1", ours, true);
+        let theirs = r#"{"host":"db.example.org.","ttl":30}"#;
+        actual.file(&names, "/skydns/arpa/in-addr/10/0/0/2", theirs, true);
+        // dns-version is ours only with the value kube2sky writes.
+        let version = r#"{"text":"1.1.0","ttl":30,"targetstrip":0}"#;
+        actual.file(&names, "/skydns/local/cluster/dns-version", version, false);
+        assert_eq!(
+            actual.records,
+            records(&[
+                ("/skydns/arpa/in-addr/10/0/0/1", ours),
+                ("/skydns/local/cluster/dns-version", version),
+                ("/skydns/local/cluster/svc/d/x/c88f1059", a),
+                ("/skydns/local/cluster/svc/d/y/0badf00d", "junk"),
+            ])
+        );
+        assert_eq!(
+            actual.foreign,
+            BTreeSet::from(["/skydns/arpa/in-addr/10/0/0/2".to_string()])
+        );
+        // A hand-written dns-version is foreign, not to be overwritten.
+        let mut hand = Actual::default();
+        let written = r#"{"text":"hello","ttl":30}"#;
+        hand.file(&names, "/skydns/local/cluster/dns-version", written, false);
+        assert!(hand.records.is_empty());
+        assert_eq!(hand.foreign.len(), 1);
+    }
+
     fn diff(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
         super::diff(desired, actual, mode, crate::config::MAX_TXN_OPS, &by_key)
     }

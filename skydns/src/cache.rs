@@ -276,4 +276,64 @@ mod tests {
         assert!(cache.get(&key("d."), at(11)).is_some());
         assert_eq!(cache.len(), 2);
     }
+
+    #[test]
+    fn nodata_answers_live_for_the_soa_negative_ttl_too() {
+        // RFC 2308 §5: NOERROR with no answer (NODATA) is cached like NXDOMAIN.
+        let cache = ResponseCache::new(10, Duration::from_secs(60));
+        let t0 = Instant::now();
+        let mut nodata = negative(900, 10);
+        nodata.metadata.response_code = ResponseCode::NoError;
+        assert!(cache.insert(key("nodata."), nodata, t0));
+        assert!(cache
+            .get(&key("nodata."), t0 + Duration::from_secs(9))
+            .is_some());
+        assert!(cache
+            .get(&key("nodata."), t0 + Duration::from_secs(10))
+            .is_none());
+    }
+
+    #[test]
+    fn replacing_an_entry_of_a_full_cache_evicts_nothing() {
+        let cache = ResponseCache::new(2, Duration::from_secs(60));
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        cache.insert(key("a."), positive(50), t0);
+        cache.insert(key("b."), positive(50), at(1));
+        cache.insert(key("b."), positive(50), at(2));
+        assert!(cache.get(&key("a."), at(2)).is_some(), "a made room for b");
+        assert_eq!(cache.len(), 2);
+    }
+
+    #[test]
+    fn an_entry_expiring_at_the_insert_makes_room_before_a_live_one() {
+        let cache = ResponseCache::new(2, Duration::from_secs(60));
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        cache.insert(key("live."), positive(50), t0);
+        cache.insert(key("short."), positive(9), at(1));
+        // short. expires at t0+10: exactly now, so it is the one to go.
+        cache.insert(key("c."), positive(50), at(10));
+        assert!(cache.get(&key("live."), at(10)).is_some());
+        assert!(cache.get(&key("c."), at(10)).is_some());
+    }
+
+    #[test]
+    fn eviction_stays_in_insertion_order_after_replacements() {
+        // Replacing b. again and again leaves stale order records, which
+        // are compacted away past four per entry: the live ones must stay,
+        // or eviction could no longer find the oldest entry.
+        let cache = ResponseCache::new(2, Duration::from_secs(600));
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        cache.insert(key("a."), positive(500), t0);
+        for s in 1..=20 {
+            cache.insert(key("b."), positive(500), at(s));
+        }
+        cache.insert(key("c."), positive(500), at(30));
+        assert_eq!(cache.len(), 2, "never more than the capacity");
+        assert!(cache.get(&key("a."), at(30)).is_none(), "a. was the oldest");
+        assert!(cache.get(&key("b."), at(30)).is_some());
+        assert!(cache.get(&key("c."), at(30)).is_some());
+    }
 }

@@ -225,16 +225,7 @@ struct FailureLog {
 
 impl FailureLog {
     fn failed(&self, servers: &[SocketAddr]) {
-        let now = std::time::Instant::now();
-        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
-        state.1 += 1;
-        if state
-            .0
-            .is_none_or(|last| now.duration_since(last) >= FAILURE_LOG_INTERVAL)
-        {
-            let failed = std::mem::take(&mut state.1);
-            state.0 = Some(now);
-            drop(state);
+        if let Some(failed) = self.count(std::time::Instant::now()) {
             tracing::warn!(
                 ?servers,
                 failed,
@@ -243,10 +234,18 @@ impl FailureLog {
         }
     }
 
-    /// Failures not logged yet.
-    #[cfg(test)]
-    fn pending(&self) -> u64 {
-        self.state.lock().unwrap_or_else(|e| e.into_inner()).1
+    /// Counts one failure at `now`; `Some(failures since the last line)`
+    /// when a line is due.
+    fn count(&self, now: std::time::Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 += 1;
+        let due = state
+            .0
+            .is_none_or(|last| now.duration_since(last) >= FAILURE_LOG_INTERVAL);
+        due.then(|| {
+            state.0 = Some(now);
+            std::mem::take(&mut state.1)
+        })
     }
 }
 
@@ -403,17 +402,20 @@ mod tests {
     }
 
     #[test]
-    fn failed_forwards_are_logged_once_per_interval_and_counted() {
+    fn failed_forwards_are_logged_once_per_ten_seconds_with_the_count() {
         let log = FailureLog::default();
-        let servers = ["127.0.0.1:9".parse().unwrap()];
-        log.failed(&servers); // logged
-        for _ in 0..1_000 {
-            log.failed(&servers);
+        let start = std::time::Instant::now();
+        let at = |ms: u64| start + Duration::from_millis(ms);
+        assert_eq!(log.count(at(0)), Some(1), "the first failure is logged");
+        for ms in 1..=1_000 {
+            assert_eq!(log.count(at(ms * 9)), None, "within 10 s of the last line");
         }
         assert_eq!(
-            log.pending(),
-            1_000,
-            "counted for the next line, not logged"
+            log.count(at(10_000)),
+            Some(1_001),
+            "10 s after the last line: one line counting every failure since"
         );
+        assert_eq!(log.count(at(10_001)), None);
+        assert_eq!(log.count(at(25_000)), Some(2));
     }
 }

@@ -12,8 +12,9 @@
 //!   container, and the pod answers again;
 //! - Ctrl-C (SIGTERM) leaves no pod, container, volume or network behind.
 //!
-//! Needs root (podman's bridge network): as another user each test says
-//! so and returns. `scripts/test.sh` installs podman, runc and busybox-static.
+//! Needs root (podman's bridge network): as another user each test fails
+//! saying so (a test that cannot run must not pass). `scripts/test.sh`
+//! installs podman, runc and busybox-static.
 
 mod support;
 
@@ -192,26 +193,23 @@ fn stops_without_leftovers(pod: RunningPod, before: &BTreeSet<String>) -> Result
 }
 
 /// Builds the images and starts run.sh with `args` and a pod name of its
-/// own: what podman held before, the name, the pod. `None` (and why,
-/// printed) when not root.
-fn start_pod(flavour: &str, args: &[&str]) -> Option<(BTreeSet<String>, String, RunningPod)> {
+/// own: what podman held before, the name, the pod. Fails, saying why, when
+/// not root: a test that cannot run must not pass.
+fn start_pod(flavour: &str, args: &[&str]) -> (BTreeSet<String>, String, RunningPod) {
     if let Some(why) = missing_privilege() {
-        eprintln!("{why}");
-        return None;
+        panic!("{why}");
     }
     build_images();
     let before = podman_objects().unwrap();
     let name = format!("kdrs-{flavour}-{}", std::process::id());
     let args: Vec<&str> = args.iter().copied().chain(["--name", &name]).collect();
     let pod = RunningPod::start(&args, &name).unwrap();
-    Some((before, name, pod))
+    (before, name, pod)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_legacy_pod_runs_in_podman() {
-    let Some((before, name, pod)) = start_pod("legacy", &["--legacy"]) else {
-        return;
-    };
+    let (before, name, pod) = start_pod("legacy", &["--legacy"]);
     assert_eq!(pod.pod, name, "a Pod keeps its name");
 
     // 1.2's docs: `etcdctl ls` in the etcd container, on the v2 keys API
@@ -251,9 +249,7 @@ async fn the_legacy_pod_runs_in_podman() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_modern_deployment_runs_in_podman() {
-    let Some((before, name, pod)) = start_pod("modern", &[]) else {
-        return;
-    };
+    let (before, name, pod) = start_pod("modern", &[]);
     assert_eq!(
         pod.pod,
         format!("{name}-pod-0"),

@@ -25,7 +25,7 @@ pub(crate) fn repo_root() -> PathBuf {
 /// network, which the host reaches the pod through, needs root.
 pub(crate) fn missing_privilege() -> Option<String> {
     (!nix::unistd::geteuid().is_root()).then(|| {
-        "skipped: needs root (uid 0): deploy/podman/run.sh runs the pod on podman's \
+        "cannot run: needs root (uid 0): deploy/podman/run.sh runs the pod on podman's \
          bridge network; run scripts/test.sh as root"
             .to_string()
     })

@@ -307,6 +307,26 @@ fn dual_stack_services_and_pods_get_both_families() {
 }
 
 #[test]
+fn cluster_ips_are_the_primary_then_the_other_ips_once_each() {
+    let mut s = svc("d", "web").ip("10.0.0.5");
+    if let Some(spec) = s.spec.as_mut() {
+        spec.cluster_ips = Some(vec![
+            "10.0.0.5".into(),
+            "not-an-ip".into(),
+            "fd00:10::5".into(),
+        ]);
+    }
+    assert_eq!(cluster_ips(&s), ["10.0.0.5", "fd00:10::5"]);
+    assert!(cluster_ips(&svc("d", "h")).is_empty(), "headless");
+}
+
+#[test]
+fn names_keep_the_domain_with_its_trailing_dot() {
+    assert_eq!(Names::new("cluster.local").domain(), "cluster.local.");
+    assert_eq!(Names::new("cluster.local.").domain(), "cluster.local.");
+}
+
+#[test]
 fn endpoints_sharing_a_hostname_get_one_record_each() {
     let ep = endpoints(
         "d",
@@ -398,6 +418,11 @@ fn port_problems_are_the_ones_1_2_logged() {
                 .port("dns", "UDP", 53)
         ),
         vec![PortProblem::NoProtocol]
+    );
+    assert_eq!(
+        port_problems(&svc("a", "x").ip("10.0.0.1").port("http", "", 80)),
+        vec![PortProblem::NoProtocol],
+        "a named port without a protocol, alone"
     );
     assert!(
         port_problems(&svc("a", "h")).is_empty(),

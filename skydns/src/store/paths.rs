@@ -205,3 +205,62 @@ fn read_change(path: String, loaded: Loaded) -> Change {
         dirs: loaded.dirs.unwrap_or_default(),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::Changes;
+    use futures::StreamExt;
+
+    /// A v2-like store in which every hidden path exists (and is empty).
+    struct EveryPathExists;
+
+    impl Store for EveryPathExists {
+        async fn load(&mut self, _prefix: &str) -> Result<Loaded, StoreError> {
+            Ok(Loaded::default())
+        }
+        async fn watch(&mut self, _prefix: &str, _after: i64) -> Result<Changes, StoreError> {
+            Ok(futures::stream::pending().boxed())
+        }
+        async fn get(&mut self, _key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+            Ok(None)
+        }
+        fn hides_underscore(&self) -> bool {
+            true
+        }
+        async fn read_path(&mut self, _path: &str) -> Result<Option<Loaded>, StoreError> {
+            Ok(Some(Loaded::default()))
+        }
+    }
+
+    fn path(i: usize) -> String {
+        format!("/skydns/local/cluster/svc/default/s{i}/_tcp")
+    }
+
+    /// A snapshot that remembers `n` read hidden paths.
+    fn remembering(n: usize) -> Snapshot {
+        let reads = (0..n).map(|i| read_change(path(i), Loaded::default()));
+        Snapshot::new(1, []).with_changes(1, reads)
+    }
+
+    #[tokio::test]
+    async fn at_most_ten_thousand_hidden_paths_are_remembered() {
+        let mut store = EveryPathExists;
+        let mut paths = ReadPaths::default();
+        // One below the cap: a new path is read and remembered.
+        let below = remembering(9_999);
+        let (read, next) = paths.read(&mut store, &below, path(20_000)).await;
+        assert_eq!(read, PathRead::Read);
+        assert_eq!(next.map(|s| s.read_path_count()), Some(10_000));
+        // At the cap: a new path is refused, the snapshot stays as it is,
+        // and the paths already remembered still answer.
+        let full = remembering(10_000);
+        assert_eq!(full.read_path_count(), 10_000);
+        let (read, next) = paths.read(&mut store, &full, path(20_000)).await;
+        assert_eq!(read, PathRead::Failed);
+        assert!(next.is_none(), "nothing new is remembered past the cap");
+        let (read, next) = paths.read(&mut store, &full, path(42)).await;
+        assert_eq!(read, PathRead::Read);
+        assert!(next.is_none());
+    }
+}
