@@ -11,6 +11,8 @@
 //!   not run; every repository script they name must exist.
 //! - A block tagged `bash`, `shell`, `console` or `zsh` is an error: each
 //!   command says whether it is run.
+//! - The log lines docs/troubleshooting.md lists are in the sources of the
+//!   binary it names.
 //!
 //! docs/testing.md ("The documentation") describes the convention. The
 //! parser is line-based Markdown: fences open with three backticks or
@@ -373,6 +375,112 @@ fn blocks_not_run_name_existing_scripts_and_every_shell_block_is_tagged() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The literal pieces of a documented log line: `<...>`, `...`, `…` and
+/// single capitals (`N`, `S`, `M`) stand for values; pieces shorter than 6
+/// characters say too little to be looked for.
+fn log_line_pieces(line: &str) -> Vec<String> {
+    let mut text = String::new();
+    let mut depth = 0;
+    for c in line.chars() {
+        match c {
+            '<' => depth += 1,
+            '>' if depth > 0 => {
+                depth -= 1;
+                text.push('\u{0}');
+            }
+            _ if depth > 0 => {}
+            _ => text.push(c),
+        }
+    }
+    let text = text.replace("...", "\u{0}").replace('…', "\u{0}");
+    let words: Vec<String> = text
+        .split(' ')
+        .map(|w| {
+            let bare = w.trim_matches(|c: char| !c.is_alphanumeric());
+            if bare.len() == 1 && bare.chars().all(|c| c.is_ascii_uppercase()) {
+                "\u{0}".to_owned()
+            } else {
+                w.to_owned()
+            }
+        })
+        .collect();
+    words
+        .join(" ")
+        .split('\u{0}')
+        .map(str::trim)
+        .filter(|p| p.len() >= 6)
+        .map(str::to_owned)
+        .collect()
+}
+
+/// The Rust sources of `dirs` (relative to the repository), concatenated.
+fn sources(dirs: &[&str]) -> String {
+    fn walk(dir: &Path, out: &mut String) {
+        for entry in std::fs::read_dir(dir).expect("a source directory") {
+            let path = entry.expect("entry").path();
+            if path.is_dir() {
+                walk(&path, out);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                out.push_str(&std::fs::read_to_string(&path).expect("readable"));
+            }
+        }
+    }
+    let mut out = String::new();
+    for dir in dirs {
+        walk(&repo_root().join(dir), &mut out);
+    }
+    out
+}
+
+/// docs/troubleshooting.md, "Log lines": each line in the table is printed
+/// by the binary it names (every literal piece of it is in that binary's
+/// sources), so the table cannot drift from what the logs say.
+#[test]
+fn documented_log_lines_are_printed_by_the_code() {
+    let text = std::fs::read_to_string(repo_root().join("docs/troubleshooting.md"))
+        .expect("docs/troubleshooting.md");
+    let table = text
+        .split("\n## Log lines\n")
+        .nth(1)
+        .expect("a Log lines section");
+    let source_of = |binary: &str| match binary {
+        "kube2sky" => sources(&["kube2sky/src", "etcd-access/src"]),
+        "skydns" => sources(&["skydns/src", "etcd-access/src"]),
+        "exec-healthz" => sources(&["healthz/src"]),
+        other => panic!("docs/troubleshooting.md: unknown binary {other:?}"),
+    };
+    let mut missing = Vec::new();
+    let mut checked = 0;
+    for row in table
+        .lines()
+        .filter(|l| l.starts_with("| ") && !l.starts_with("| binary"))
+    {
+        let cells: Vec<&str> = row.split(" | ").collect();
+        let (binary, lines) = (cells[0].trim_start_matches("| "), cells[1]);
+        let source = source_of(binary);
+        for (i, quoted) in lines.split('`').enumerate() {
+            if i % 2 == 0 {
+                continue; // outside backticks
+            }
+            for piece in log_line_pieces(quoted) {
+                checked += 1;
+                if !source.contains(&piece) {
+                    missing.push(format!("{binary}: {piece:?} (from `{quoted}`)"));
+                }
+            }
+        }
+    }
+    assert!(
+        checked > 30,
+        "only {checked} pieces checked: is the table there?"
+    );
+    assert!(
+        missing.is_empty(),
+        "log lines in docs/troubleshooting.md that the code does not print:\n{}",
+        missing.join("\n")
+    );
+}
+
 /// The checks above can fail: a broken link, a missing heading, a script
 /// that does not exist, an ambiguous tag and a failing command are caught.
 #[test]
@@ -417,6 +525,20 @@ fn the_checks_catch_what_they_are_for() {
         line: 1,
     };
     assert!(run_block(&piped, &path).is_err(), "pipefail");
+    assert_eq!(
+        log_line_pieces("[Attempt: N] Attempting access to etcd after S second sleep"),
+        [
+            "[Attempt:",
+            "Attempting access to etcd after",
+            "second sleep"
+        ]
+    );
+    assert_eq!(
+        log_line_pieces("Not writing <key>: it holds a record ..."),
+        ["Not writing", ": it holds a record"]
+    );
+    let kube2sky = sources(&["kube2sky/src"]);
+    assert!(!kube2sky.contains("Not writing anything at all, ever"));
     assert_eq!(github_id("5. Check"), "5-check");
     assert_eq!(
         github_id("skydns: differences from SkyDNS 2.5.2c"),
