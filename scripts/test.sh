@@ -23,5 +23,5 @@ E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
   --test kube2sky_faults --test kube2sky_leader --test kube2sky_failover --test kube2sky_conformance \
   --test kube2sky_spec_keys
 # A short coverage-guided run of the fuzz targets under libFuzzer (the long
-# runs and their figures: README, "Fuzzing").
+# runs and their figures: docs/testing.md, "Fuzzing").
 fuzz/run.sh --runs 20000

@@ -3,7 +3,7 @@
 # builds the images (deploy/podman/images.sh, no registry), renders
 # deploy/legacy or deploy/kubernetes with deploy/render.sh, adapts the
 # workload for podman (podman-manifest; the changes are listed in
-# deploy/README.md), runs it with `podman kube play`, waits until it answers
+# docs/install.md), runs it with `podman kube play`, waits until it answers
 # DNS, prints commands to try, and removes everything on Ctrl-C.
 #
 #   deploy/podman/run.sh             the modern Deployment (etcd v3 API)

@@ -63,6 +63,8 @@ pub enum Parsed {
     Run(Config),
     /// `-h`, `-help` or `--help`: print [`usage`] and exit 0.
     Help,
+    /// `-version` or `--version`: print [`version`] and exit 0.
+    Version,
 }
 
 /// A command-line error; print it and [`usage`] to stderr, then exit 2.
@@ -109,7 +111,7 @@ const SPECS: &[Spec] = &[
         name: "cmd",
         kind: Kind::Str,
         default: "\"echo healthz\"",
-        usage: "Command to run in response to a GET on /healthz, as sh -c <cmd>. If the given command exits with 0, /healthz will respond with a 200.",
+        usage: "Command run as sh -c <cmd> every -period (not on each request). /healthz answers 200 while its last run exited 0 and is no older than -latency.",
     },
     Spec {
         name: "latency",
@@ -168,11 +170,17 @@ pub fn usage() -> String {
         }
         out.push('\n');
     }
+    out.push_str("  -version\n    \tPrint the version and exit.\n");
     out.push_str(&format!(
-        "Flags may be written -flag=value, -flag value or --flag=value; boolean flags only as -flag or -flag=false.\nCaptured output is capped at {} bytes per run.\n",
+        "Flags may be written -flag=value, -flag value or --flag=value; boolean flags only as -flag or -flag=false.\nCaptured output is capped at {} bytes per run.\nExit status: 0 after /quit, SIGTERM or SIGINT; 1 if the port cannot be bound; 2 on a command-line error.\nDocumentation: docs/exec-healthz.md.\n",
         DEFAULT_MAX_OUTPUT
     ));
     out
+}
+
+/// The line printed for `-version`: the binary's name and version.
+pub fn version() -> String {
+    format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION"))
 }
 
 /// Parses the arguments after the program name.
@@ -203,6 +211,9 @@ where
         let Some(spec) = SPECS.iter().find(|s| s.name == name) else {
             if name == "h" || name == "help" {
                 return Ok(Parsed::Help);
+            }
+            if name == "version" {
+                return Ok(Parsed::Version);
             }
             return Err(FlagError::Unknown(name.to_owned()));
         };
@@ -349,6 +360,18 @@ mod tests {
         for h in ["-h", "-help", "--help", "--h"] {
             assert_eq!(parse([h]), Ok(Parsed::Help), "{h}");
         }
+    }
+
+    #[test]
+    fn version_flags() {
+        for v in ["-version", "--version"] {
+            assert_eq!(parse([v]), Ok(Parsed::Version), "{v}");
+        }
+        assert!(usage().contains("  -version\n"));
+        assert_eq!(
+            version(),
+            format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION"))
+        );
     }
 
     #[test]

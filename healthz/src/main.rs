@@ -18,6 +18,10 @@ async fn main() -> ExitCode {
             eprint!("{}", flags::usage());
             return ExitCode::SUCCESS;
         }
+        Ok(Parsed::Version) => {
+            print!("{}", flags::version());
+            return ExitCode::SUCCESS;
+        }
         Err(err) => {
             eprintln!("{err}");
             eprint!("{}", flags::usage());

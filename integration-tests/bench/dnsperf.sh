@@ -2,7 +2,7 @@
 # Benchmark: skydns against Knot DNS on the same names, measured with dnsperf
 # in the same run on the same machine, reported as a QPS ratio.
 #
-# Both servers answer the demo records of kube2sky/README.md (Knot from
+# Both servers answer the demo records of docs/architecture.md, "What it writes" (Knot from
 # an equivalent zone file, skydns from a real etcd). Each server gets the
 # same query mix for DURATION seconds (default 10) with CLIENTS dnsperf
 # clients (default 4); the order alternates over ROUNDS rounds (default 2)

@@ -17,7 +17,7 @@ timeout), run twice: a warm-up pass, then the measured pass:
   cool-down    nothing but the probe, 10 s
 For each: skydns's RSS before / peak / after, its peak open fds, probes sent,
 lost, and the p99 probe latency. Prints a Markdown table and checks the goals
-of the hostile-input issue: RSS growth < 5% after warm-up (the measured
+of docs/testing.md: RSS growth < 5% after warm-up (the measured
 pass's cool-down vs the warm-up pass's: memory that a second round of the
 same floods does not reuse is a leak), RSS <= 100 MB at any time, probe
 p99 <= 50 ms, 0 probes lost.

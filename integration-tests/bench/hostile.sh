@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile-input benchmark of skydns: the floods of the hardening issue against
+# Hostile-input benchmark of skydns: floods of hostile or broken clients against
 # the release build, on a real etcd (v3), with an upstream that never answers.
 # Prints one Markdown row per phase (RSS before/peak/after, peak fds, in-domain
 # probes sent/lost, probe p99) and whether the goals are met; see hostile.py.

@@ -1,6 +1,6 @@
 """Draws scale.json (written by scale.py) as one PNG of four panels: QPS per
 server and query mix, propagation percentiles, sync and restart times, and
-memory, each against cluster size, with the goals of the scale issue drawn
+memory, each against cluster size, with the goals of docs/testing.md ("At cluster sizes") drawn
 as dashed lines. Needs matplotlib (Debian's python3-matplotlib).
 
 Usage: scale_chart.py scale.json scale.png

@@ -2,7 +2,7 @@
 //!
 //! `deploy/render.sh` prints what a real cluster applies; [`podman_workload`]
 //! turns that stream into the one workload podman can run, changing only
-//! what podman needs (each change is listed in `deploy/README.md`, "podman"):
+//! what podman needs (each change is listed in `docs/install.md`, "podman: the pod from the manifests"):
 //!
 //! - only the workload is kept: the ReplicationController of `legacy/`
 //!   becomes a Pod with its template (podman rejects ReplicationControllers),

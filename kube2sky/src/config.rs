@@ -1,4 +1,4 @@
-//! Command-line flags of kube2sky 1.2 (`kube2sky.go`; the crate README
+//! Command-line flags of kube2sky 1.2 (`kube2sky.go`; docs/kube2sky.md
 //! lists them) and the validated
 //! [`Config`] the rest of the crate runs on.
 //!
@@ -22,7 +22,16 @@ pub struct ConfigError(pub String);
 #[command(
     name = "kube2sky",
     args_override_self = true,
-    about = "Writes SkyDNS records for Kubernetes Services, Endpoints and Pods into etcd"
+    version,
+    about = "Writes SkyDNS records for Kubernetes Services, Endpoints and Pods into etcd",
+    long_about = "Watches Services, Endpoints (or EndpointSlices) and Pods and keeps the SkyDNS records of kube2sky 1.2 in etcd, through the v2 keys API (as 1.2) or, with --etcd-api=v3, the v3 API.\n\
+Flags may be given as in 1.2 (--kube_master_url=..., -domain=...) or GNU style (--domain cluster.local).",
+    after_help = "Environment: each variable in [env: ...] stands in for its flag when the flag is not given; \
+RUST_LOG sets the log filter (it overrides --v); without --kube-master-url or --kubecfg-file the in-cluster service account is used \
+(KUBERNETES_SERVICE_HOST, KUBERNETES_SERVICE_PORT and the mounted token). Exit status: 0 after SIGTERM or SIGINT, \
+1 on a fatal error (etcd unreachable at start, a mutation failing for --etcd-mutation-timeout, a lost Lease), \
+2 on a bad flag.\n\
+Documentation: docs/kube2sky.md."
 )]
 pub struct Flags {
     /// Cluster domain; a trailing `.` is added if missing.
@@ -57,11 +66,13 @@ pub struct Flags {
     /// CA certificate (PEM) that signed etcd's server certificate.
     #[arg(long)]
     pub etcd_cafile: Option<PathBuf>,
-    /// Kubernetes API server URL; `$VAR` and `${VAR}` are expanded.
-    #[arg(long, default_value = "")]
+    /// Kubernetes API server URL; `$VAR` and `${VAR}` are expanded. Alone, it gives a plain
+    /// unauthenticated client [default: none].
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub kube_master_url: String,
-    /// kubeconfig file; `--kube-master-url` overrides its server.
-    #[arg(long, default_value = "")]
+    /// kubeconfig file; `--kube-master-url` overrides its server [default: none; with neither
+    /// flag, the in-cluster service account].
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub kubecfg_file: String,
     /// Port of `/readiness`, `/healthz` and `/metrics`.
     #[arg(long, default_value_t = 8081)]
@@ -136,9 +147,9 @@ pub struct Flags {
     /// Name of the Lease.
     #[arg(long, default_value = "kube2sky")]
     pub leader_elect_resource_name: String,
-    /// This replica's holderIdentity in the Lease (default: the host name,
-    /// which is the pod's name; a restarted container keeps it and resumes).
-    #[arg(long, default_value = "")]
+    /// This replica's holderIdentity in the Lease [default: the host name, which is the pod's
+    /// name; a restarted container keeps it and resumes].
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub leader_elect_identity: String,
     /// glog verbosity: 0 info, 1-3 debug, 4+ trace (`RUST_LOG` overrides).
     #[arg(long = "v", default_value_t = 0)]
@@ -439,9 +450,9 @@ impl Flags {
 }
 
 /// How kube2sky's pflag let users spell flags: `-name` for `--name` and
-/// `_` for `-` (with a warning, like `WarnWordSepNormalizeFunc`); `-h` is help.
+/// `_` for `-` (with a warning, like `WarnWordSepNormalizeFunc`); `-h` is help, `-V` the version.
 pub const SPELLING: gocompat::args::Spelling = gocompat::args::Spelling {
-    short_flags: &['h'],
+    short_flags: &['h', 'V'],
     underscores_as_dashes: true,
 };
 

@@ -78,7 +78,7 @@ pub enum Error {
 
 /// Runs kube2sky until `shutdown` is cancelled (then returns `Ok` after the
 /// write in flight) or a fatal error. Start-up follows 1.2's `main`
-/// (`kube2sky.go`; the order is in the crate README): etcd, client,
+/// (`kube2sky.go`; the order is in docs/kube2sky.md): etcd, client,
 /// `default/kubernetes` written first, watches, then the HTTP server.
 pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Error> {
     let Config {

@@ -1,5 +1,5 @@
 //! Pure "API object → SkyDNS records" functions: the records 1.2's
-//! `kube2sky.go` wrote (see the crate README, What it writes).
+//! `kube2sky.go` wrote (docs/architecture.md, "What it writes").
 //!
 //! Every function here returns a [`Records`] map from etcd key to the exact
 //! JSON value kube2sky 1.2 wrote, built from [`skydns_msg::record::Record`] (its

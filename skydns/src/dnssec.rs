@@ -8,7 +8,7 @@
 //! the reply carries an OPT with DO set and the AD bit, as SkyDNS's did.
 //! Replies to queries without DO never reach this module. The zone has no
 //! DS in any parent: validators must be given the key as a trust anchor
-//! (README, DNSSEC). The key pair is read once at start ([`keyfile`]), so a
+//! (docs/configuration.md, "DNSSEC"). The key pair is read once at start ([`keyfile`]), so a
 //! new key needs a restart.
 
 pub(crate) mod keyfile;

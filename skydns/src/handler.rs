@@ -440,7 +440,7 @@ impl Handler {
     }
 
     /// Whether internal lookups (of CNAME and SRV/MX targets outside the
-    /// domain, README "skydns") can run: they need upstreams only;
+    /// domain, docs/skydns.md) can run: they need upstreams only;
     /// `-no-rec` stops forwarding, not lookups.
     fn can_forward(&self) -> bool {
         !self.inner.upstreams.is_empty()

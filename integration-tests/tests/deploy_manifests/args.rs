@@ -38,6 +38,9 @@ pub(crate) fn healthz_accepts(args: &[String]) -> Result<Accepted, String> {
     match healthz::flags::parse(args.iter().cloned()) {
         Ok(healthz::flags::Parsed::Run(config)) => Ok(Accepted::Healthz(config)),
         Ok(healthz::flags::Parsed::Help) => Err("asks for help instead of running".into()),
+        Ok(healthz::flags::Parsed::Version) => {
+            Err("asks for the version instead of running".into())
+        }
         Err(e) => Err(e.to_string()),
     }
 }

@@ -8,7 +8,8 @@
 //! - every container argument list for one of our images is accepted by that
 //!   binary's own flag parser and validation, with the values the pod's
 //!   wiring needs (ports, domain, etcd URL), and a corrupted list is not;
-//! - the pod, RBAC and security settings the issue asks for are there;
+//! - the pod, RBAC and security settings of docs/security.md are there (modern
+//!   manifests: non-root everywhere, exec-healthz `/quit` off);
 //! - the Dockerfile builds with `scripts/build-release.sh` only, whose one
 //!   cargo command builds exactly the three binaries, all `[[bin]]` targets
 //!   of the workspace, and the image stages match the manifests' images.
@@ -333,7 +334,17 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
     // The legacy pod keeps 1.2's key set (the DNS specification's extra
     // records off). The modern skydns also serves its probes and has a
     // lameduck, which 1.2 did not.
-    let v3_only: &[&str] = &[v3_only, &["-metrics-addr=0.0.0.0:9153", "-lameduck=10s"]].concat();
+    // Its exec-healthz answers /quit with 403 (1.2's /quit stops the
+    // container without authentication; the legacy pod keeps it).
+    let v3_only: &[&str] = &[
+        v3_only,
+        &[
+            "-metrics-addr=0.0.0.0:9153",
+            "-lameduck=10s",
+            "-quit-enabled=false",
+        ],
+    ]
+    .concat();
     let v2_only: &[&str] = &["-enable-v2=true", "--spec-records=false"];
     let without = |list: &Option<Vec<String>>, drop: &[&str]| -> Option<Vec<String>> {
         list.as_ref().map(|l| {
@@ -441,4 +452,67 @@ fn unknown_fields_are_caught() {
     let doc = "apiVersion: apps/v1\nkind: Service\nmetadata:\n  name: x\n";
     let caught = std::panic::catch_unwind(|| parse_objects(doc, "wrong apiVersion"));
     assert!(caught.is_err(), "a wrong apiVersion was not caught");
+}
+
+/// The safe defaults of the modern manifests (docs/security.md): every
+/// exec-healthz has `/quit` off and every container of every workload runs
+/// as a user other than root; the legacy pod keeps 1.2's `/quit` and its
+/// root skydns, and sets root for nothing else.
+#[test]
+fn modern_manifests_turn_quit_off_and_run_nothing_as_root() {
+    for flavour in ["kubernetes", "shared-etcd"] {
+        let m = Manifests::load(flavour);
+        let mut healthz_seen = 0;
+        for (what, pod) in m.pod_specs() {
+            let pod_user = pod.security_context.as_ref().and_then(|s| s.run_as_user);
+            let pod_non_root = pod
+                .security_context
+                .as_ref()
+                .and_then(|s| s.run_as_non_root);
+            for c in &pod.containers {
+                let sc = c.security_context.as_ref();
+                let user = sc.and_then(|s| s.run_as_user).or(pod_user);
+                let non_root = sc.and_then(|s| s.run_as_non_root).or(pod_non_root);
+                assert!(
+                    user.is_some_and(|u| u != 0),
+                    "{flavour} {what}/{}: runs as user {user:?}",
+                    c.name
+                );
+                assert_eq!(non_root, Some(true), "{flavour} {what}/{}", c.name);
+                if let Some(Ok(Accepted::Healthz(config))) = check_args(c, &c.name) {
+                    assert!(
+                        !config.quit_enabled,
+                        "{flavour} {what}/{}: /quit is on",
+                        c.name
+                    );
+                    healthz_seen += 1;
+                }
+            }
+        }
+        assert!(healthz_seen >= 1, "{flavour}: no exec-healthz container");
+    }
+
+    let legacy = Manifests::load("legacy");
+    let (_, pod) = legacy.pod();
+    let Some(Ok(Accepted::Healthz(config))) = check_args(container(pod, "healthz"), "healthz")
+    else {
+        panic!("legacy healthz arguments rejected")
+    };
+    assert!(config.quit_enabled, "the legacy pod keeps 1.2's /quit");
+    let root: Vec<&str> = pod
+        .containers
+        .iter()
+        .filter(|c| {
+            c.security_context
+                .as_ref()
+                .and_then(|s| s.run_as_user)
+                .is_some_and(|u| u == 0)
+        })
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(
+        root,
+        ["skydns"],
+        "the legacy pod sets root for skydns only, to bind :53"
+    );
 }

@@ -9,7 +9,12 @@ use super::*;
 fn render_sh(flavour: &str, env: &[(&str, &str)]) -> std::process::Output {
     let mut cmd = Command::new("bash");
     cmd.arg(repo_root().join("deploy/render.sh")).arg(flavour);
-    for var in ["DNS_DOMAIN", "DNS_SERVER_IP", "DNS_REPLICAS"] {
+    for var in [
+        "DNS_DOMAIN",
+        "DNS_SERVER_IP",
+        "DNS_REPLICAS",
+        "IMAGE_PREFIX",
+    ] {
         cmd.env_remove(var);
     }
     cmd.envs(env.iter().copied());
@@ -83,6 +88,24 @@ pub(crate) fn render_script_prints_the_tested_manifests() {
             vec![("DNS_SERVER_IP", SERVER_IP), ("DNS_REPLICAS", "two")],
         ),
         ("modern", vec![("DNS_SERVER_IP", SERVER_IP)]),
+        (
+            "kubernetes",
+            vec![
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("IMAGE_PREFIX", "reg.example/"),
+            ],
+        ),
+        (
+            "kubernetes",
+            vec![
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("IMAGE_PREFIX", "Reg.example"),
+            ],
+        ),
+        (
+            "kubernetes",
+            vec![("DNS_SERVER_IP", SERVER_IP), ("IMAGE_PREFIX", "reg#x")],
+        ),
     ] {
         let out = render_sh(flavour, &env);
         assert!(
@@ -93,6 +116,114 @@ pub(crate) fn render_script_prints_the_tested_manifests() {
             out.stdout.is_empty(),
             "render.sh {flavour} {env:?} printed output"
         );
+    }
+}
+
+/// `IMAGE_PREFIX` moves our three images, and only them, to the registry
+/// `deploy/build-images.sh` pushes to: the output is the tested one with
+/// `image: kube-dns-rs/` replaced.
+#[test]
+fn render_script_image_prefix_moves_our_images_only() {
+    let prefix = "registry.example.com:5000/team/dns";
+    for flavour in ALL_FLAVOURS {
+        let out = render_sh(
+            flavour,
+            &[
+                ("DNS_DOMAIN", DOMAIN),
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("DNS_REPLICAS", REPLICAS),
+                ("IMAGE_PREFIX", prefix),
+            ],
+        );
+        assert!(
+            out.status.success(),
+            "render.sh {flavour}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let printed = String::from_utf8(out.stdout).expect("UTF-8");
+        let want =
+            rendered_stream(flavour).replace("image: kube-dns-rs/", &format!("image: {prefix}/"));
+        assert_eq!(printed, want, "render.sh {flavour} with IMAGE_PREFIX");
+        let images: BTreeSet<&str> = printed
+            .lines()
+            .filter_map(|l| l.trim().strip_prefix("image: "))
+            .collect();
+        for image in &images {
+            assert!(
+                image.starts_with(&format!("{prefix}/")) || *image == ETCD_IMAGE,
+                "deploy/{flavour}: {image} not moved"
+            );
+        }
+        assert!(images.len() > 1, "deploy/{flavour}: {images:?}");
+    }
+}
+
+/// `deploy/build-images.sh PREFIX` builds every line of `deploy/images.txt`
+/// at its Dockerfile stage and pushes it under the name `render.sh` gives it
+/// with the same `IMAGE_PREFIX`; `--dry-run` prints those commands.
+#[test]
+fn build_images_script_builds_and_pushes_what_render_names() {
+    let prefix = "registry.example.com/dns";
+    let run = |args: &[&str]| {
+        Command::new("bash")
+            .arg(repo_root().join("deploy/build-images.sh"))
+            .args(args)
+            .output()
+            .expect("running deploy/build-images.sh")
+    };
+    let out = run(&["--dry-run", "--tool", "docker", prefix]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let printed = String::from_utf8(out.stdout).expect("UTF-8");
+    let mut want = String::new();
+    for line in our_images() {
+        let short = line
+            .name
+            .strip_prefix("kube-dns-rs/")
+            .expect("kube-dns-rs/ name");
+        let target = format!("{prefix}/{short}:{}", line.tag);
+        want.push_str(&format!(
+            "docker build --target {} -t {target} .\ndocker push {target}\n",
+            line.stage
+        ));
+    }
+    assert_eq!(printed, want);
+
+    // The names pushed are the ones the rendered manifests pull.
+    let rendered = render_sh(
+        "kubernetes",
+        &[("DNS_SERVER_IP", SERVER_IP), ("IMAGE_PREFIX", prefix)],
+    );
+    let rendered = String::from_utf8(rendered.stdout).expect("UTF-8");
+    for pushed in printed
+        .lines()
+        .filter_map(|l| l.strip_prefix("docker push "))
+    {
+        assert!(
+            rendered.contains(&format!("image: {pushed}\n")),
+            "the manifests do not pull {pushed}"
+        );
+    }
+
+    let out = run(&["--dry-run", "--no-push", "--tool", "podman", prefix]);
+    let printed = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(out.status.success());
+    assert!(printed
+        .lines()
+        .all(|l| l.starts_with("podman build --target ")));
+    assert_eq!(printed.lines().count(), our_images().len());
+
+    for bad in [
+        &[][..],
+        &["--dry-run", "reg.example/"],
+        &["--dry-run", "--tool", "kaniko", prefix],
+    ] {
+        let out = run(bad);
+        assert_eq!(out.status.code(), Some(2), "{bad:?} was accepted");
+        assert!(out.stdout.is_empty(), "{bad:?} printed commands");
     }
 }
 
@@ -302,9 +433,13 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
         assert_eq!(runtime, want.iter().collect::<Vec<_>>(), "stage {stage}");
         assert!(!line.user.starts_with("0:"), "{name} runs as non-root");
     }
-    // Every image the manifests use is built by a stage, and deploy/README.md
-    // says how.
-    let readme = read("deploy/README.md");
+    // Every image the manifests use is built by a stage, and
+    // deploy/build-images.sh builds it so (docs/install.md runs that script).
+    let script = read("deploy/build-images.sh");
+    assert!(
+        script.contains(r#"run "$tool" build --target "$stage" -t "$target" ."#),
+        "deploy/build-images.sh builds each image at its stage"
+    );
     for flavour in FLAVOURS {
         let m = Manifests::load(flavour);
         let (_, pod) = m.pod();
@@ -321,12 +456,7 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
                 .unwrap_or_else(|| panic!("deploy/{flavour}: unknown image {image}"));
             assert_eq!(tag, IMAGE_TAG);
             assert_eq!(line.tag, IMAGE_TAG, "deploy/images.txt tags {name}");
-            let stage = &line.stage;
-            let command = format!("docker build --target {stage} -t {image} .");
-            assert!(
-                readme.contains(&command),
-                "deploy/README.md lacks `{command}`"
-            );
+            assert!(stages.contains_key(&line.stage), "{image}: no stage");
         }
     }
 

@@ -196,4 +196,26 @@ impl Manifests {
             .unwrap_or_default();
         (labels, template.spec.as_ref().expect("pod template spec"))
     }
+
+    /// Every pod template of every workload (RC, Deployment, StatefulSet),
+    /// with the workload's name.
+    pub(crate) fn pod_specs(&self) -> Vec<(String, &PodSpec)> {
+        self.objects
+            .iter()
+            .filter_map(|o| {
+                let (meta, template) = match o {
+                    Object::ReplicationController(rc) => {
+                        (&rc.metadata, rc.spec.as_ref()?.template.as_ref()?)
+                    }
+                    Object::Deployment(d) => (&d.metadata, &d.spec.as_ref()?.template),
+                    Object::StatefulSet(s) => (&s.metadata, &s.spec.as_ref()?.template),
+                    _ => return None,
+                };
+                Some((
+                    meta.name.clone().unwrap_or_default(),
+                    template.spec.as_ref()?,
+                ))
+            })
+            .collect()
+    }
 }

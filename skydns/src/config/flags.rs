@@ -21,7 +21,11 @@ use std::time::Duration;
     about = "SkyDNS 2.5.2c-compatible DNS server for the Kubernetes cluster domain, serving records from etcd.",
     long_about = "Serves the SkyDNS records kube2sky writes to etcd as DNS over UDP and TCP, read through the etcd v2 keys API (as SkyDNS 2.5.2c) or, with -etcd3, the v3 API.\n\
 Flags may be given Go style (-domain=cluster.local. -ns-rotate=false) or GNU style (--domain cluster.local.).\n\
-Settings in the JSON at /<path-prefix>/config in etcd, read once at start, override the flags."
+Settings in the JSON at /<path-prefix>/config in etcd, read once at start, override the flags.",
+    after_help = "Environment: each variable in [env: ...] stands in for its flag when the flag is not given; \
+RUST_LOG sets the log filter (default info). Exit status: 0 after SIGTERM or SIGINT, 1 on a fatal error at start \
+(the line names the flag, key or file), 2 on a command-line error.\n\
+Documentation: docs/skydns.md."
 )]
 pub struct Flags {
     /// Domain to serve (lowercased, made fully qualified).
@@ -30,8 +34,13 @@ pub struct Flags {
     /// Address to listen on, UDP and TCP, as IP:port.
     #[arg(long, env = "SKYDNS_ADDR", default_value = "127.0.0.1:53")]
     pub addr: String,
-    /// Upstream nameservers, comma-separated IP:port (default: /etc/resolv.conf).
-    #[arg(long, env = "SKYDNS_NAMESERVERS", default_value = "")]
+    /// Upstream nameservers, comma-separated IP:port [default: every nameserver of /etc/resolv.conf].
+    #[arg(
+        long,
+        env = "SKYDNS_NAMESERVERS",
+        default_value = "",
+        hide_default_value = true
+    )]
     pub nameservers: String,
     /// Never forward queries for names outside the domain.
     #[arg(long = "no-rec", value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
@@ -75,8 +84,13 @@ pub struct Flags {
     /// DNSSEC signature cache capacity in RRSIGs (0 disables it).
     #[arg(long, default_value_t = 10000)]
     pub scache: i64,
-    /// Labels a name needs before it is forwarded (0 = the default, 2).
-    #[arg(long, env = "SKYDNS_NDOTS", default_value_t = 0)]
+    /// Labels a name needs before it is forwarded [default: 2; 0 also means 2].
+    #[arg(
+        long,
+        env = "SKYDNS_NDOTS",
+        default_value_t = 0,
+        hide_default_value = true
+    )]
     pub ndots: i64,
     /// etcd root of the records.
     #[arg(
@@ -85,11 +99,12 @@ pub struct Flags {
         default_value = "skydns"
     )]
     pub path_prefix: String,
-    /// Sign DO replies with this BIND key pair: <basename>.key and <basename>.private.
-    #[arg(long, default_value = "")]
+    /// Sign DO replies with this BIND key pair: <basename>.key and <basename>.private [default: off].
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub dnssec: String,
-    /// Name that local.dns.<domain> stands for: its records answer queries for local.dns.<domain>.
-    #[arg(long, default_value = "")]
+    /// Name that local.dns.<domain> stands for: its records answer queries for local.dns.<domain>
+    /// [default: none].
+    #[arg(long, default_value = "", hide_default_value = true)]
     pub local: String,
     /// Forward names in stub zones (configured under stub.dns.<domain> in etcd) to their servers.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
@@ -135,19 +150,19 @@ pub struct Flags {
     /// Log every query.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub verbose: bool,
-    /// Serve Prometheus metrics, /health and /ready on this address (IP:port); default from
-    /// PROMETHEUS_PORT.
+    /// Serve Prometheus metrics, /health and /ready on this address (IP:port) [default:
+    /// 0.0.0.0:<PROMETHEUS_PORT> when that is set, else off].
     #[arg(long = "metrics-addr")]
     pub metrics_addr: Option<String>,
-    /// Port for Prometheus metrics on all interfaces (as SkyDNS).
-    #[arg(long = "prometheus-port", env = "PROMETHEUS_PORT", hide = true)]
+    /// Port of the metrics listener on all interfaces, when -metrics-addr is not given (SkyDNS
+    /// read only the environment variable) [default: off].
+    #[arg(long = "prometheus-port", env = "PROMETHEUS_PORT")]
     pub prometheus_port: Option<String>,
-    /// Path of the metrics endpoint.
+    /// Path of the metrics endpoint (not /health or /ready, the probes).
     #[arg(
         long = "prometheus-path",
         env = "PROMETHEUS_PATH",
-        default_value = "/metrics",
-        hide = true
+        default_value = "/metrics"
     )]
     pub prometheus_path: String,
     /// Read etcd through the v3 API instead of the v2 keys API (SkyDNS 2.5.2c, and the

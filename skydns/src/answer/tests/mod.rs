@@ -1,5 +1,5 @@
 //! Table tests of the authoritative answers: SkyDNS 2.5.2c's answers over
-//! the demo records of kube2sky's README (What it writes) here, the finer rules in `rules`, the records of the
+//! the demo records of docs/architecture.md (What it writes) here, the finer rules in `rules`, the records of the
 //! Kubernetes DNS specification 1.1.0 in `spec`.
 
 use super::*;
@@ -23,7 +23,7 @@ pub(crate) fn zone() -> Zone {
     }
 }
 
-/// The demo records of kube2sky's README (What it writes), plus a headless service.
+/// The demo records of docs/architecture.md (What it writes), plus a headless service.
 pub(crate) fn cluster() -> Snapshot {
     let a = SkyRecord::kube2sky_address;
     let s = SkyRecord::kube2sky_service;

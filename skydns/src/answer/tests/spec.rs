@@ -22,7 +22,7 @@ fn dns_version() -> SkyRecord {
         .unwrap()
 }
 
-/// The demo records of kube2sky's README plus what specification 1.1.0 adds.
+/// The demo records of docs/architecture.md plus what specification 1.1.0 adds.
 pub(crate) fn spec() -> Snapshot {
     let svc = "/skydns/local/cluster/svc";
     let added = [
