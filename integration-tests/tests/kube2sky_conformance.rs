@@ -7,7 +7,9 @@
 //! up in a private mount namespace). Every answer is compared with the
 //! record the specification prescribes, written out literally. Run once
 //! with each endpoints source (v1 Endpoints, EndpointSlices), and once as
-//! the 1.2 pod on a 1.2-era API: exactly 1.2's keys.
+//! the 1.2 pod on a 1.2-era API: exactly 1.2's keys. The `§` numbers are
+//! the sections of that specification (kubernetes/dns,
+//! `docs/specification.md`).
 
 mod kube2sky_support;
 

@@ -4,7 +4,7 @@
 //! and an endpoint (a PTR per name), a Service that becomes ExternalName,
 //! and changes made while kube2sky is down, caught by the restart's
 //! reconcile. Keys and values are written out literally; labels are FNV-1a
-//! 32 of the JSON, computed once from the reference's algorithm:
+//! 32 of the JSON (kube2sky.go's `getHash`), computed apart from the code:
 //! `10.0.0.30` → 9ca14183, `10.1.0.2` → 1b985e67,
 //! `pet-0.headless.conf.svc.cluster.local.` → 8088fce9,
 //! `web.conf.svc.cluster.local.` → 3ca9b568, `www.example.com.` → 37ae7a37.

@@ -1,4 +1,4 @@
-//! skydns end to end: a real etcd, the demo records of kube2sky/README.md ("What it writes")
+//! skydns end to end: a real etcd, the demo records of docs/architecture.md ("What it writes")
 //! (and those the Kubernetes DNS specification 1.1.0 adds)
 //! written with `etcdctl`, skydns running in-process on a free port, and
 //! `dig` as the client.
