@@ -5,7 +5,8 @@
 
 mod skydns_support;
 
-use skydns_support::{black_hole, SkyDns, KUBERNETES_A};
+use skydns_support::{SkyDns, KUBERNETES_A};
+use test_support::dead::silent_upstream;
 use test_support::etcd::{Api, Etcd};
 use test_support::ports::free_port;
 
@@ -212,8 +213,8 @@ async fn dig_gets_the_specification_1_1_0_records() {
         etcd.put(k, v).unwrap();
     }
     // A forwarder that never answers: the ExternalName target cannot resolve.
-    let (_hole, dead) = black_hole();
-    let upstream = format!("-nameservers=127.0.0.1:{dead}");
+    let dead = silent_upstream();
+    let upstream = format!("-nameservers={}", dead.addr());
     let dns = SkyDns::start(&etcd, &[&upstream, "-rtimeout=300ms"]).await;
 
     let r = dns.dig(&["-x", "10.0.0.7"]).await;

@@ -5,7 +5,8 @@
 mod skydns_support;
 
 use anyhow::ensure;
-use skydns_support::{black_hole, SkyDns};
+use skydns_support::SkyDns;
+use test_support::dead::silent_upstream;
 use test_support::dnsmasq::Dnsmasq;
 use test_support::etcd::Etcd;
 use test_support::http::metric;
@@ -83,10 +84,10 @@ async fn no_rec_never_forwards() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_dead_upstream_gets_a_prompt_servfail_and_the_next_server_is_tried() {
     let etcd = etcd();
-    let (_hole, dead) = black_hole();
+    let dead = silent_upstream();
     let dns = resolver(
         &etcd,
-        &[&format!("-nameservers=127.0.0.1:{dead}"), "-rtimeout=300ms"],
+        &[&format!("-nameservers={}", dead.addr()), "-rtimeout=300ms"],
     )
     .await;
     // An answer at all (dig gives up after its own timeout with no status)
@@ -101,7 +102,7 @@ async fn a_dead_upstream_gets_a_prompt_servfail_and_the_next_server_is_tried() {
     let dns = resolver(
         &etcd,
         &[
-            &format!("-nameservers=127.0.0.1:{dead},127.0.0.1:{}", up.port),
+            &format!("-nameservers={},127.0.0.1:{}", dead.addr(), up.port),
             "-rtimeout=300ms",
         ],
     )
@@ -226,11 +227,9 @@ async fn stub_zones_route_to_their_servers_and_loops_are_cut() {
         &format!(r#"{{"host":"127.0.0.1","port":{}}}"#, up.port),
     )
     .unwrap();
-    let dns = resolver(
-        &etcd,
-        &["-stubzones", "-rtimeout=300ms", "-nameservers=127.0.0.1:9"],
-    )
-    .await;
+    let dead = silent_upstream();
+    let nameservers = format!("-nameservers={}", dead.addr());
+    let dns = resolver(&etcd, &["-stubzones", "-rtimeout=300ms", &nameservers]).await;
     // A stub zone pointing back at skydns itself: a loop. Written once
     // skydns has its port (stub zones follow etcd), so the launcher can
     // take another port when one is taken between choosing and binding.

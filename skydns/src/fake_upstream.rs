@@ -8,6 +8,7 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use test_support::dead::SilentUpstream;
 
 /// A UDP upstream on 127.0.0.1 that counts the queries it receives and
 /// echoes each one after `delay`.
@@ -54,12 +55,12 @@ pub(crate) fn echo_udp_only() -> (SocketAddr, TcpListener) {
 /// A TCP-only upstream on 127.0.0.1 echoing each length-prefixed query.
 /// Its port is held over UDP by a socket that never answers (kept alive by
 /// the returned value).
-pub(crate) fn echo_tcp_only() -> (SocketAddr, UdpSocket) {
+pub(crate) fn echo_tcp_only() -> (SocketAddr, SilentUpstream) {
     // The TCP port may be taken over UDP by another test: take another.
     let (listener, addr, mute) = loop {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
-        if let Ok(mute) = UdpSocket::bind(addr) {
+        if let Ok(mute) = SilentUpstream::at(addr) {
             break (listener, addr, mute);
         }
     };

@@ -15,6 +15,7 @@
 //!   launchers retry with new ports when one was taken in between.
 //! - [`etcd`]: a real etcd on its own ports and data directory, restartable.
 //! - [`etcd_cluster`]: a real etcd cluster of several members, for failover.
+//! - [`dead`]: an upstream that never answers, a port nobody listens on.
 //! - [`dns`]: DNS queries from the test process itself (no `dig` per poll),
 //!   and `dig` where a real client is the point.
 //! - [`dnsperf`]: dnsperf as a steady query load, and its report.
@@ -27,6 +28,7 @@
 //! - [`bins`]: the workspace's binaries, refused when older than the tree.
 
 pub mod bins;
+pub mod dead;
 pub mod dns;
 pub mod dnsmasq;
 pub mod dnsperf;

@@ -186,10 +186,3 @@ pub async fn wait_for_store_errors(port: u16, n: u64) {
     .await
     .unwrap();
 }
-
-/// A UDP socket that swallows queries and never answers, like a dead server.
-pub fn black_hole() -> (std::net::UdpSocket, u16) {
-    let socket = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let port = socket.local_addr().unwrap().port();
-    (socket, port)
-}

@@ -16,9 +16,9 @@ fn external(n: u16) -> Vec<u8> {
 #[test]
 fn past_the_pending_forward_limit_requests_get_servfail_at_once() {
     // An upstream that never answers: every forward stays pending.
-    let silent = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let silent = test_support::dead::silent_upstream();
     let options = Options {
-        nameservers: vec![silent.local_addr().unwrap()],
+        nameservers: vec![silent.addr()],
         max_pending_forwards: 2,
         ..Options::default()
     };

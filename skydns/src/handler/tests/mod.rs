@@ -329,11 +329,12 @@ fn random_packets_never_panic() {
 
 #[test]
 fn no_rec_servfail_has_no_recursion_available() {
+    let silent = test_support::dead::silent_upstream();
     let h = handler_with(
         Some(cluster()),
         Options {
             no_rec: true,
-            nameservers: vec!["127.0.0.1:9".parse().unwrap()],
+            nameservers: vec![silent.addr()],
             ..Options::default()
         },
     );
@@ -348,10 +349,11 @@ fn no_rec_servfail_has_no_recursion_available() {
 
 #[test]
 fn single_label_names_are_never_forwarded() {
+    let silent = test_support::dead::silent_upstream();
     let h = handler_with(
         Some(cluster()),
         Options {
-            nameservers: vec!["127.0.0.1:9".parse().unwrap()],
+            nameservers: vec![silent.addr()],
             ..Options::default()
         },
     );
@@ -423,10 +425,11 @@ fn repeated_any_queries_keep_rd_clear() {
 
 #[test]
 fn a_leading_star_counts_as_a_label_for_ndots() {
+    let silent = test_support::dead::silent_upstream();
     let h = handler_with(
         Some(cluster()),
         Options {
-            nameservers: vec!["127.0.0.1:9".parse().unwrap()],
+            nameservers: vec![silent.addr()],
             ..Options::default()
         },
     );

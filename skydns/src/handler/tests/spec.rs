@@ -59,10 +59,8 @@ fn other_types_under_ip6_arpa_are_forwarded_as_under_in_addr_arpa() {
 
 #[test]
 fn an_external_name_keeps_its_cname_when_upstream_fails_or_says_nxdomain() {
-    let dead = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
-    let dead_addr = dead.local_addr().unwrap();
-    drop(dead);
-    for upstream in [nxdomain_udp(), dead_addr] {
+    let dead = test_support::dead::silent_upstream();
+    for upstream in [nxdomain_udp(), dead.addr()] {
         let h = handler_with(
             Some(spec()),
             Options {
