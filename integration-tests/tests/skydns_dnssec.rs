@@ -10,8 +10,9 @@
 mod skydns_support;
 
 use skydns_support::SkyDns;
-use std::path::Path;
 use std::process::Command;
+use test_support::dead::closed_url;
+use test_support::dnssec::keygen;
 use test_support::etcd::Etcd;
 use test_support::tools::require;
 
@@ -35,21 +36,6 @@ const RECORDS: &[(&str, &str)] = &[
         r#"{"host":"10.244.1.7","ttl":30}"#,
     ),
 ];
-
-/// `dnssec-keygen` in `dir`; returns the pair's basename (with the path).
-fn keygen(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new(require("dnssec-keygen", "bind9-utils").unwrap())
-        .arg("-K")
-        .arg(dir)
-        .args(["-q", "-n", "ZONE"])
-        .args(args)
-        .arg(ZONE)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "dnssec-keygen: {out:?}");
-    let name = String::from_utf8(out.stdout).unwrap();
-    dir.join(name.trim()).to_str().unwrap().to_string()
-}
 
 /// A delv trust-anchor file holding the DNSKEY of `<base>.key`.
 fn anchor(base: &str) -> String {
@@ -111,11 +97,11 @@ async fn signing_is_validated_by_delv(algorithm: &[&str]) {
     for (k, v) in RECORDS {
         etcd.put(k, v).unwrap();
     }
-    let dir = tempfile::tempdir().unwrap();
-    let base = keygen(dir.path(), algorithm);
-    let trusted = anchor(&base);
-    let stranger = anchor(&keygen(dir.path(), algorithm));
-    let flag = format!("-dnssec={base}");
+    let key = keygen(ZONE, algorithm).unwrap();
+    let trusted = anchor(&key.base);
+    let other = keygen(ZONE, algorithm).unwrap();
+    let stranger = anchor(&other.base);
+    let flag = format!("-dnssec={}", key.base);
     let dns = SkyDns::start(&etcd, &[&flag]).await;
     let port = dns.port;
 
@@ -217,22 +203,13 @@ async fn rsa_signed_answers_and_denials_validate() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_key_for_another_domain_stops_start_up() {
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(require("dnssec-keygen", "bind9-utils").unwrap())
-        .arg("-K")
-        .arg(dir.path())
-        .args(["-q", "-n", "ZONE", "-a", "ECDSAP256SHA256", "example.org."])
-        .output()
-        .unwrap();
-    let base = dir
-        .path()
-        .join(String::from_utf8(out.stdout).unwrap().trim());
+    let key = keygen("example.org.", &["-a", "ECDSAP256SHA256"]).unwrap();
     let argv = [
         "skydns".to_string(),
         "-domain=cluster.local.".into(),
-        // Nothing listens on port 1: no etcd config key is read.
-        "-machines=http://127.0.0.1:1".into(),
-        format!("-dnssec={}", base.display()),
+        // Nothing listens there (bound and closed): no etcd config key is read.
+        format!("-machines={}", closed_url()),
+        format!("-dnssec={}", key.base),
     ];
     let flags = skydns::config::parse_args(argv.map(Into::into)).unwrap();
     let stop = tokio_util::sync::CancellationToken::new();

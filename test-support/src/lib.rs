@@ -16,6 +16,7 @@
 //! - [`etcd`]: a real etcd on its own ports and data directory, restartable.
 //! - [`etcd_cluster`]: a real etcd cluster of several members, for failover.
 //! - [`dead`]: an upstream that never answers, a port nobody listens on.
+//! - [`dnssec`]: key pairs made by `dnssec-keygen` for the test.
 //! - [`dns`]: DNS queries from the test process itself (no `dig` per poll),
 //!   and `dig` where a real client is the point.
 //! - [`dnsperf`]: dnsperf as a steady query load, and its report.
@@ -32,6 +33,7 @@ pub mod dead;
 pub mod dns;
 pub mod dnsmasq;
 pub mod dnsperf;
+pub mod dnssec;
 pub mod etcd;
 pub mod etcd_cluster;
 pub mod front;

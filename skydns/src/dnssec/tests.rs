@@ -9,39 +9,13 @@ use hickory_proto::op::{MessageType, OpCode, Query};
 use hickory_proto::rr::rdata::{A, SOA};
 use hickory_proto::rr::DNSClass;
 use std::net::Ipv4Addr;
-use std::process::Command;
 
 /// A key pair written by `dnssec-keygen` into a temporary directory.
-pub(crate) struct TestKey {
-    /// The directory holding the pair (deleted on drop).
-    pub _dir: tempfile::TempDir,
-    /// `<dir>/K<zone>+<alg>+<tag>`, without `.key` or `.private`.
-    pub base: String,
-    /// The key tag dnssec-keygen put in the file name.
-    pub tag: u16,
-}
+pub(crate) use test_support::dnssec::KeyPair as TestKey;
 
 /// `dnssec-keygen -n ZONE <args> <zone>` in a fresh directory.
 pub(crate) fn keygen(zone: &str, args: &[&str]) -> TestKey {
-    let tool = test_support::tools::require("dnssec-keygen", "bind9-utils").unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let out = Command::new(tool)
-        .arg("-K")
-        .arg(dir.path())
-        .args(["-q", "-n", "ZONE"])
-        .args(args)
-        .arg(zone)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "dnssec-keygen: {out:?}");
-    let name = String::from_utf8(out.stdout).unwrap().trim().to_string();
-    let tag = name.rsplit('+').next().unwrap().parse().unwrap();
-    let base = dir.path().join(&name).to_str().unwrap().to_string();
-    TestKey {
-        _dir: dir,
-        base,
-        tag,
-    }
+    test_support::dnssec::keygen(zone, args).unwrap()
 }
 
 /// An ECDSA P-256 zone key for `cluster.local.`.
