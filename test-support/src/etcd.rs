@@ -24,7 +24,7 @@
 use crate::ports::{free_port, is_conflict, retry_on_conflict};
 use crate::process::Process;
 use anyhow::{bail, ensure, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
@@ -427,39 +427,24 @@ impl Etcd {
     fn spawn(&mut self) -> Result<()> {
         let client = self.endpoint();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let mut command = crate::tools::command("etcd", "etcd-server")?;
-        command
-            .args(["--name", "test", "--data-dir"])
-            .arg(&self.data)
-            .args([
-                "--listen-client-urls",
-                &client,
-                "--advertise-client-urls",
-                &client,
-            ])
-            .args([
-                "--listen-peer-urls",
-                &peer,
-                "--initial-advertise-peer-urls",
-                &peer,
-            ])
-            .args(["--initial-cluster", &format!("test={peer}")])
-            .arg(format!("--enable-v2={}", self.v2))
-            .args(self.server_tls.iter().flat_map(|[cert, key]| {
-                [
-                    format!("--cert-file={}", cert.display()),
-                    format!("--key-file={}", key.display()),
-                ]
-            }))
-            .args(self.tls.iter().flat_map(|[ca, _, _]| {
-                [
-                    format!("--trusted-ca-file={}", ca.display()),
-                    "--client-cert-auth".to_string(),
-                ]
-            }))
-            .args(&self.flags)
-            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
-        self.process = Some(Process::spawn_logged("etcd", command, &self.log_path())?);
+        let mut extra = vec![format!("--enable-v2={}", self.v2)];
+        if let Some([cert, key]) = &self.server_tls {
+            extra.push(format!("--cert-file={}", cert.display()));
+            extra.push(format!("--key-file={}", key.display()));
+        }
+        if let Some([ca, _, _]) = &self.tls {
+            extra.push(format!("--trusted-ca-file={}", ca.display()));
+            extra.push("--client-cert-auth".to_string());
+        }
+        extra.extend(self.flags.iter().cloned());
+        let member = MemberSpec {
+            name: "test",
+            data: &self.data,
+            client: &client,
+            peer: &peer,
+            cluster: &format!("test={peer}"),
+        };
+        self.process = Some(member.spawn(&extra, &self.log_path())?);
         self.wait_ready()
     }
 
@@ -484,6 +469,39 @@ impl Etcd {
 impl Drop for Etcd {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// One etcd server process, alone or a member of a cluster: the one
+/// place that starts `etcd`.
+pub(crate) struct MemberSpec<'a> {
+    /// `--name`, as `cluster` names it.
+    pub(crate) name: &'a str,
+    /// `--data-dir`.
+    pub(crate) data: &'a Path,
+    /// The client URL, listened on and advertised.
+    pub(crate) client: &'a str,
+    /// The peer URL, listened on and advertised.
+    pub(crate) peer: &'a str,
+    /// `--initial-cluster`: `name=peer` of every member.
+    pub(crate) cluster: &'a str,
+}
+
+impl MemberSpec<'_> {
+    /// Starts `etcd` for this member with more flags, its output to `log`.
+    pub(crate) fn spawn(&self, extra: &[String], log: &Path) -> Result<Process> {
+        let mut command = crate::tools::command("etcd", "etcd-server")?;
+        command
+            .args(["--name", self.name, "--data-dir"])
+            .arg(self.data)
+            .args(["--listen-client-urls", self.client])
+            .args(["--advertise-client-urls", self.client])
+            .args(["--listen-peer-urls", self.peer])
+            .args(["--initial-advertise-peer-urls", self.peer])
+            .args(["--initial-cluster", self.cluster])
+            .args(extra)
+            .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
+        Process::spawn_logged("etcd", command, log)
     }
 }
 

@@ -181,21 +181,18 @@ impl EtcdCluster {
         for i in 0..self.members.len() {
             let member = &self.members[i];
             let (client, peer) = (member.client_url(), member.peer_url());
-            let mut command = crate::tools::command("etcd", "etcd-server")?;
-            command
-                .args(["--name", &format!("m{i}"), "--data-dir"])
-                .arg(member.dir.join("data"))
-                .args(["--listen-client-urls", &client])
-                .args(["--advertise-client-urls", &client])
-                .args(["--listen-peer-urls", &peer])
-                .args(["--initial-advertise-peer-urls", &peer])
-                .args(["--initial-cluster", &initial])
-                .args(["--initial-cluster-state", "new"])
-                .arg("--enable-v2=true")
-                .env("ETCD_UNSUPPORTED_ARCH", std::env::consts::ARCH);
+            let data = member.dir.join("data");
+            let spawn = crate::etcd::MemberSpec {
+                name: &format!("m{i}"),
+                data: &data,
+                client: &client,
+                peer: &peer,
+                cluster: &initial,
+            };
+            let extra = ["--initial-cluster-state=new", "--enable-v2=true"].map(String::from);
             std::fs::create_dir_all(&member.dir)?;
-            let log = member.dir.join("etcd.log");
-            self.members[i].process = Some(Process::spawn_logged("etcd", command, &log)?);
+            let process = spawn.spawn(&extra, &member.dir.join("etcd.log"))?;
+            self.members[i].process = Some(process);
         }
         self.wait_ready()
     }
