@@ -4,26 +4,17 @@
 
 mod skydns_support;
 
+use anyhow::Context;
 use skydns_support::wait_for_store_errors;
 use std::process::{Command, Stdio};
 use test_support::bins::built_binary;
-use test_support::http::get;
-use test_support::ports::free_port;
+use test_support::dead::closed_url;
+use test_support::etcd::Api;
+use test_support::http::{get, metric, scrape};
+use test_support::ports::on_free_port;
 use test_support::process::Process;
+use test_support::skydns::{Launch, Ready};
 use test_support::wait::{eventually, DEADLINE};
-
-/// Starts `bin` with stderr on a pipe that is closed at once.
-fn spawn_with_closed_stderr(bin: &str, args: &[String]) -> Process {
-    let mut command = Command::new(built_binary(bin));
-    command
-        .args(args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut process = Process::spawn(bin, command).unwrap();
-    drop(process.child().stderr.take());
-    process
-}
 
 /// Sends SIGTERM and requires exit status 0.
 async fn assert_stops_on_sigterm(mut process: Process, what: &str) {
@@ -35,30 +26,56 @@ async fn assert_stops_on_sigterm(mut process: Process, what: &str) {
     assert!(status.success(), "{what} exited with {status}");
 }
 
+/// The number of failed reads of etcd the skydns on metrics `port` counted.
+async fn store_errors(port: u16) -> u64 {
+    let url = format!("http://127.0.0.1:{port}/metrics");
+    let text = scrape(&url).await.unwrap();
+    metric(&text, "skydns_dns_store_error_count_total").unwrap_or(0.0) as u64
+}
+
 #[tokio::test]
 async fn skydns_stops_on_sigterm_with_stderr_closed() {
-    let port = free_port().unwrap();
-    let mport = free_port().unwrap();
-    // etcd is unreachable, so skydns keeps logging retries and answers SERVFAIL.
-    let args = [
-        format!("-addr=127.0.0.1:{port}"),
-        format!("-metrics-addr=127.0.0.1:{mport}"),
-        "-machines=http://127.0.0.1:1".to_string(),
-        "-domain=cluster.local.".to_string(),
-        "-no-rec".to_string(),
-    ];
-    let process = spawn_with_closed_stderr("skydns", &args);
+    // etcd is unreachable (a port bound and closed), so skydns keeps
+    // logging retries and answers SERVFAIL.
+    let launch = Launch::new(&closed_url(), Api::V2)
+        .stderr_piped()
+        .ready(Ready::Health);
+    let mut skydns = launch.start().await.unwrap();
+    // Closed once skydns is known to have bound its ports (a taken one
+    // is read from the pipe and means new ports).
+    skydns.close_stderr();
+    let before = store_errors(skydns.metrics_port).await;
     // Each failed read of etcd is logged: three of them, three failed writes.
-    wait_for_store_errors(mport, 3).await;
-    assert_stops_on_sigterm(process, "skydns").await;
+    wait_for_store_errors(skydns.metrics_port, before + 3).await;
+    assert_stops_on_sigterm(skydns.process, "skydns").await;
+}
+
+/// exec-healthz on a free port with stderr on a pipe, once it answers
+/// (again on another port while one was taken in between).
+async fn exec_healthz_piped() -> (Process, String) {
+    on_free_port(async |port| {
+        let mut command = Command::new(built_binary("exec-healthz"));
+        command
+            .args([format!("-port={port}"), "-period=50ms".to_string()])
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut process = Process::spawn("exec-healthz", command)?;
+        let url = format!("http://127.0.0.1:{port}/healthz");
+        let ready = process
+            .until_ready(DEADLINE, async || get(&url).await)
+            .await;
+        ready.with_context(|| process.stderr_after_exit())?;
+        Ok((process, url))
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
 async fn exec_healthz_stops_on_sigterm_with_stderr_closed() {
-    let port = free_port().unwrap();
-    let args = [format!("-port={port}"), "-period=50ms".to_string()];
-    let process = spawn_with_closed_stderr("exec-healthz", &args);
-    let url = format!("http://127.0.0.1:{port}/healthz");
+    let (mut process, url) = exec_healthz_piped().await;
+    drop(process.child().stderr.take());
     // Every /healthz request is logged: four answered, four failed writes.
     for _ in 0..4 {
         eventually("exec-healthz to answer", DEADLINE, async || get(&url).await)

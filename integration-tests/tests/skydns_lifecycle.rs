@@ -14,7 +14,7 @@
 //! - 1,500 idle TCP connections against a limit of 1,000: a new TCP client
 //!   is answered within a second; UDP is not affected.
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use nix::sys::signal::Signal;
 use std::net::SocketAddr;
 use std::process::Command;
@@ -24,9 +24,7 @@ use test_support::dnsperf::{self, Dnsperf, Report};
 use test_support::etcd::Etcd;
 use test_support::front::{Replica, ServiceFront};
 use test_support::http::{get, metric, scrape};
-use test_support::ports::{free_port, on_free_port};
-use test_support::process::Process;
-use test_support::skydns::{Ports, SkydnsBinary};
+use test_support::skydns::{Launch, Ports, Ready, SkydnsBinary};
 use test_support::wait::{eventually, DEADLINE};
 
 const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
@@ -160,36 +158,12 @@ async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()>
     let mut etcd = Etcd::start()?;
     etcd.stop();
     // No etcd: the process is alive (/health) but not ready, with the reason.
-    let dir = tempfile::tempdir()?;
-    let log = dir.path().join("skydns.log");
-    let (mut skydns, metrics_port) = on_free_port(async |port| {
-        let metrics_port = free_port()?;
-        let mut command = Command::new(test_support::bins::built_binary("skydns"));
-        command
-            .arg(format!("-machines={}", etcd.endpoint()))
-            .args(etcd.api().skydns_flags())
-            .arg(format!("-addr=127.0.0.1:{port}"))
-            .arg(format!("-metrics-addr=127.0.0.1:{metrics_port}"))
-            .args([
-                "-domain=cluster.local.",
-                "-no-rec",
-                "-ready-store-timeout=1s",
-                "-lameduck=30s",
-            ]);
-        let mut skydns = Process::spawn_logged("skydns", command, &log)?;
-        let health = format!("http://127.0.0.1:{metrics_port}/health");
-        let up = skydns
-            .until_ready(DEADLINE, async || {
-                let r = get(&health).await?;
-                ensure!(r.status == 200 && r.body == "ok", "{r:?}");
-                Ok(())
-            })
-            .await;
-        up.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-        Ok((skydns, metrics_port))
-    })
-    .await?;
-    let url = format!("http://127.0.0.1:{metrics_port}/ready");
+    let mut skydns = Launch::new(&etcd.endpoint(), etcd.api())
+        .args(&["-ready-store-timeout=1s", "-lameduck=30s"])
+        .ready(Ready::Health)
+        .start()
+        .await?;
+    let url = skydns.url("/ready");
     let (status, body) = ready(&url).await?;
     ensure!(
         status == 503 && body.contains("not loaded"),
@@ -221,7 +195,7 @@ async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()>
         },
     )
     .await?;
-    let port = dns_port(&std::fs::read_to_string(&log)?)?;
+    let port = skydns.port;
     let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
     ensure!(r.answer.iter().any(|a| a.ends_with("10.0.0.1")), "{r:?}");
     etcd.restart()?;
@@ -233,7 +207,7 @@ async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()>
     .await?;
 
     // SIGTERM: not ready at once, still answering over UDP and TCP.
-    skydns.signal(Signal::SIGTERM)?;
+    skydns.process.signal(Signal::SIGTERM)?;
     eventually("not ready in the lameduck", DEADLINE, async || {
         let (status, body) = ready(&url).await?;
         ensure!(
@@ -250,69 +224,46 @@ async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()>
             "{transport:?} in lameduck: {r:?}"
         );
     }
-    ensure!(skydns.try_wait()?.is_none(), "exited during the lameduck");
+    ensure!(
+        skydns.process.try_wait()?.is_none(),
+        "exited during the lameduck"
+    );
     // A second signal stops at once (the lameduck is 30 s).
-    skydns.signal(Signal::SIGINT)?;
-    let status = skydns.wait_exit(Duration::from_secs(10)).await?;
+    skydns.process.signal(Signal::SIGINT)?;
+    let status = skydns.process.wait_exit(Duration::from_secs(10)).await?;
     ensure!(status.success(), "{status}");
-    let logged = std::fs::read_to_string(&log)?;
+    let logged = skydns.log();
     ensure!(logged.contains("stopping at once"), "{logged}");
     Ok(())
 }
 
-/// The DNS port named in skydns's "ready for queries" line.
-fn dns_port(log: &str) -> Result<u16> {
-    let line = log
-        .lines()
-        .find(|l| l.contains("ready for queries"))
-        .context("no ready line")?;
-    let after = line
-        .split("udp://127.0.0.1:")
-        .nth(1)
-        .context("no udp address")?;
-    let digits: String = after.chars().take_while(char::is_ascii_digit).collect();
-    Ok(digits.parse()?)
+/// `systemd-socket-activate` listening for datagrams on `port`.
+fn activate(port: u16) -> Result<Command> {
+    let mut command = test_support::tools::command("systemd-socket-activate", "systemd")?;
+    command.args(["--datagram", "-l", &format!("127.0.0.1:{port}")]);
+    Ok(command)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_query_that_activates_the_socket_is_answered_from_the_records() -> Result<()> {
     let etcd = etcd_with_kubernetes()?;
-    let activate = test_support::tools::require("systemd-socket-activate", "systemd")?;
-    let dir = tempfile::tempdir()?;
-    let log = dir.path().join("activate.log");
-    let binary = test_support::bins::built_binary("skydns");
     // -addr names a port the test holds: skydns must use the passed socket.
-    let held = std::net::UdpSocket::bind("127.0.0.1:0")?;
-    let (_activator, port) = on_free_port(async |port| {
-        let mut command = Command::new(&activate);
-        command
-            .args(["--datagram", "-l", &format!("127.0.0.1:{port}")])
-            .arg(&binary)
-            .args(["-systemd", "-domain=cluster.local.", "-no-rec"])
-            .arg(format!("-addr={}", held.local_addr()?))
-            .arg(format!("-machines={}", etcd.endpoint()))
-            .args(etcd.api().skydns_flags());
-        let mut activator = Process::spawn_logged("systemd-socket-activate", command, &log)?;
-        // Listening, and skydns not started yet: it starts on the first datagram.
-        activator
-            .until_ready(DEADLINE, async || {
-                let logged = std::fs::read_to_string(&log)?;
-                ensure!(logged.contains("Listening on"), "{logged}");
-                Ok(())
-            })
-            .await
-            .with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-        Ok((activator, port))
-    })
-    .await?;
-    let logged = std::fs::read_to_string(&log)?;
+    // Listening, and skydns not started yet: it starts on the first datagram.
+    let activated = Launch::new(&etcd.endpoint(), etcd.api())
+        .socket_activation(activate)
+        .no_metrics()
+        .ready(Ready::Logged("Listening on".into()))
+        .start()
+        .await?;
+    let port = activated.port;
+    let logged = activated.log();
     ensure!(
         !logged.contains("ready for queries"),
         "skydns started early:\n{logged}"
     );
     // One query, one try: the query that starts skydns.
     let r = dig_reply(port, &[KUBERNETES, "A", "+tries=1", "+time=10"]).await?;
-    let logged = std::fs::read_to_string(&log)?;
+    let logged = activated.log();
     ensure!(r.status == "NOERROR", "{}\n{logged}", r.raw);
     ensure!(
         r.answer.iter().any(|a| a.ends_with("10.0.0.1")),

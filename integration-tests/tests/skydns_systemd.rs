@@ -6,15 +6,13 @@
 //! `-addr` (held by the test, so a bind would fail). Without sockets,
 //! `-systemd` stops skydns at start-up with a message saying so.
 
-use anyhow::{ensure, Context, Result};
-use std::net::UdpSocket;
+use anyhow::{ensure, Result};
 use std::process::Command;
 use std::time::Duration;
+use test_support::dead::closed_url;
 use test_support::dns::{query, Transport};
-use test_support::etcd::Etcd;
-use test_support::ports::on_free_port;
-use test_support::process::Process;
-use test_support::wait::DEADLINE;
+use test_support::etcd::{Api, Etcd};
+use test_support::skydns::{Launch, Ready};
 
 /// What systemd does before it starts the service of a socket unit.
 const LAUNCHER: &str = r#"
@@ -38,6 +36,13 @@ os.execv(argv[0], argv)
 
 const KUBERNETES: &str = "kubernetes.default.svc.cluster.local";
 
+/// The Python launcher binding `port`.
+fn launcher(port: u16) -> Result<Command> {
+    let mut command = Command::new("python3");
+    command.args(["-c", LAUNCHER, &port.to_string()]);
+    Ok(command)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skydns_serves_the_sockets_systemd_passes_over_udp_and_tcp() -> Result<()> {
     let etcd = Etcd::start()?;
@@ -46,37 +51,20 @@ async fn skydns_serves_the_sockets_systemd_passes_over_udp_and_tcp() -> Result<(
         r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
     )?;
     // -addr names a port the test holds: skydns must not bind it.
-    let held = UdpSocket::bind("127.0.0.1:0")?;
-    let addr = format!("-addr={}", held.local_addr()?);
-    let binary = test_support::bins::built_binary("skydns");
-    let (_skydns, port, _dir, log) = on_free_port(async |port| {
-        let dir = tempfile::tempdir()?;
-        let log = dir.path().join("skydns.log");
-        let mut command = Command::new("python3");
-        command
-            .args(["-c", LAUNCHER, &port.to_string()])
-            .arg(&binary)
-            .args(["-systemd", "-domain=cluster.local.", "-no-rec", &addr])
-            .arg(format!("-machines={}", etcd.endpoint()))
-            .args(etcd.api().skydns_flags());
-        let mut skydns = Process::spawn_logged("skydns", command, &log)?;
-        let ready = skydns
-            .until_ready(DEADLINE, async || {
-                let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
-                ensure!(r.answer.iter().any(|a| a.ends_with("10.0.0.1")), "{r:?}");
-                Ok(())
-            })
-            .await;
-        ready.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
-        Ok((skydns, port, dir, log))
-    })
-    .await?;
-    let r = query(port, KUBERNETES, "A", Transport::Tcp).await?;
-    ensure!(
-        r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
-        "TCP: {r:?}"
-    );
-    let logged = std::fs::read_to_string(&log)?;
+    let skydns = Launch::new(&etcd.endpoint(), etcd.api())
+        .socket_activation(launcher)
+        .ready(Ready::Answer(KUBERNETES.into()))
+        .start()
+        .await?;
+    let port = skydns.port;
+    for transport in [Transport::Udp, Transport::Tcp] {
+        let r = query(port, KUBERNETES, "A", transport).await?;
+        ensure!(
+            r.answer.iter().any(|a| a.ends_with("10.0.0.1")),
+            "{transport:?}: {r:?}"
+        );
+    }
+    let logged = skydns.log();
     ensure!(
         logged.contains(&format!("udp://127.0.0.1:{port}"))
             && logged.contains(&format!("tcp://127.0.0.1:{port}")),
@@ -87,21 +75,14 @@ async fn skydns_serves_the_sockets_systemd_passes_over_udp_and_tcp() -> Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn systemd_without_sockets_stops_with_a_message() -> Result<()> {
-    let binary = test_support::bins::built_binary("skydns");
-    let dir = tempfile::tempdir()?;
-    let log = dir.path().join("skydns.log");
-    let mut command = Command::new(&binary);
-    command
-        .args([
-            "-systemd",
-            "-domain=cluster.local.",
-            "-machines=http://127.0.0.1:9",
-        ])
+    // etcd is not there (a port bound and closed): start-up stops before.
+    let mut skydns = Launch::new(&closed_url(), Api::V2)
+        .args(&["-systemd"])
         .env_remove("LISTEN_FDS")
-        .env_remove("LISTEN_PID");
-    let mut skydns = Process::spawn_logged("skydns", command, &log)?;
-    let status = skydns.wait_exit(Duration::from_secs(30)).await?;
-    let logged = std::fs::read_to_string(&log)?;
+        .env_remove("LISTEN_PID")
+        .spawn()?;
+    let status = skydns.process.wait_exit(Duration::from_secs(30)).await?;
+    let logged = skydns.log();
     ensure!(!status.success(), "{status}: {logged}");
     ensure!(
         logged.contains("-systemd") && logged.contains("no UDP or TCP sockets supplied by systemd"),

@@ -4,15 +4,9 @@
 //! The skydns binary runs as its own process so that it can be stopped
 //! (SIGSTOP) while etcd moves on.
 
-mod skydns_support;
-
-use anyhow::Context;
-use skydns_support::Reply;
-use test_support::bins::built_binary;
-use test_support::dns::{query, Transport};
+use test_support::dns::{query, Reply, Transport};
 use test_support::etcd::{Api, Etcd};
-use test_support::ports::on_free_port;
-use test_support::process::Process;
+use test_support::skydns::{Launch, Ready, SkydnsBinary};
 use test_support::wait::{eventually, DEADLINE};
 
 const KUBERNETES: (&str, &str) = (
@@ -25,51 +19,29 @@ const HTTPS: (&str, &str) = (
 );
 
 /// The skydns binary on a free port, stopped on drop.
-struct SkyDnsProcess {
-    process: Process,
-    port: u16,
-    log: tempfile::NamedTempFile,
-}
+struct SkyDnsProcess(SkydnsBinary);
 
 impl SkyDnsProcess {
-    /// Starts skydns on `etcd`; returns once it answers.
+    /// Starts skydns on `etcd`'s v2 API; returns once it answers.
     async fn start(etcd: &Etcd) -> SkyDnsProcess {
-        on_free_port(async |port| {
-            let log = tempfile::NamedTempFile::new()?;
-            let mut command = std::process::Command::new(built_binary("skydns"));
-            command
-                .args(["-domain=cluster.local.", "-no-rec"])
-                .arg(format!("-addr=127.0.0.1:{port}"))
-                .arg(format!("-machines={}", etcd.endpoint()))
-                .env("RUST_LOG", "skydns=debug,info");
-            let mut process = Process::spawn_logged("skydns", command, log.path())?;
-            let probe = "kubernetes.default.svc.cluster.local";
-            let ready = process
-                .until_ready(DEADLINE, async || {
-                    query(port, probe, "A", Transport::Udp).await
-                })
-                .await;
-            let dns = SkyDnsProcess { process, port, log };
-            ready.with_context(|| dns.log())?;
-            Ok(dns)
-        })
-        .await
-        .unwrap()
+        let probe = "kubernetes.default.svc.cluster.local";
+        let launch = Launch::new(&etcd.endpoint(), Api::V2).ready(Ready::Reply(probe.into()));
+        SkyDnsProcess(launch.start().await.unwrap())
     }
 
     fn signal(&self, signal: nix::sys::signal::Signal) {
-        self.process.signal(signal).unwrap();
+        self.0.process.signal(signal).unwrap();
     }
 
     fn log(&self) -> String {
-        std::fs::read_to_string(self.log.path()).unwrap_or_default()
+        self.0.log()
     }
 
     /// Polls `name qtype` until `pred` holds.
     async fn wait_for(&self, name: &str, qtype: &str, pred: impl Fn(&Reply) -> bool) {
         let what = format!("{name} {qtype}");
         let polled = eventually(&what, DEADLINE, async || {
-            let r = query(self.port, name, qtype, Transport::Udp).await?;
+            let r = query(self.0.port, name, qtype, Transport::Udp).await?;
             anyhow::ensure!(pred(&r), "last reply {r:?}");
             Ok(())
         })

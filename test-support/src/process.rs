@@ -86,6 +86,18 @@ impl Process {
         Ok((process, rx))
     }
 
+    /// What the child wrote to a piped stderr, once it has exited (why it
+    /// could not start); empty while it runs, or when stderr is not piped.
+    pub fn stderr_after_exit(&mut self) -> String {
+        let mut text = String::new();
+        if self.try_wait().ok().flatten().is_some() {
+            if let Some(stderr) = self.child.stderr.as_mut() {
+                let _ = stderr.read_to_string(&mut text);
+            }
+        }
+        text
+    }
+
     /// The [`Child`], e.g. to take its pipes.
     pub fn child(&mut self) -> &mut Child {
         &mut self.child
