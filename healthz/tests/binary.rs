@@ -5,10 +5,11 @@ mod support;
 
 use std::process::{Command, Output, Stdio};
 
+use anyhow::Context;
 use nix::sys::signal::Signal;
 use support::{assert_no_process_with, eventually_503, unique_sleep};
 use test_support::http::get;
-use test_support::ports::free_port;
+use test_support::ports::on_free_port;
 use test_support::process::{processes_with, Process};
 use test_support::wait::{eventually, DEADLINE};
 
@@ -21,26 +22,28 @@ fn run_to_end(args: &[&str]) -> Output {
         .expect("run exec-healthz")
 }
 
-/// Starts the binary on a free port and waits until it answers HTTP.
+/// Starts the binary on a free port and waits until it answers HTTP
+/// (again on another port while one was taken in between).
 async fn start(args: &[&str]) -> (Process, String) {
-    let port = free_port().unwrap();
-    let port_text = port.to_string();
-    let mut full = vec!["-port", port_text.as_str()];
-    full.extend_from_slice(args);
-    let mut command = Command::new(BIN);
-    command
-        .args(&full)
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped());
-    let mut process = Process::spawn("exec-healthz", command).unwrap();
-    let base = format!("http://127.0.0.1:{port}");
-    let url = format!("{base}/");
-    process
-        .until_ready(DEADLINE, async || get(&url).await)
-        .await
-        .unwrap();
-    (process, base)
+    on_free_port(async |port| {
+        let mut command = Command::new(BIN);
+        command
+            .args(["-port", &port.to_string()])
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut process = Process::spawn("exec-healthz", command)?;
+        let base = format!("http://127.0.0.1:{port}");
+        let url = format!("{base}/");
+        let ready = process
+            .until_ready(DEADLINE, async || get(&url).await)
+            .await;
+        ready.with_context(|| process.stderr_after_exit())?;
+        Ok((process, base))
+    })
+    .await
+    .unwrap()
 }
 
 fn stderr_of(mut process: Process) -> String {

@@ -5,12 +5,14 @@
 
 mod support;
 
-use std::process::{Command, Stdio};
+use anyhow::Context;
+use std::path::Path;
+use std::process::Command;
 
 use support::{eventually_503, metric};
 use test_support::dnsmasq::Dnsmasq;
 use test_support::http::get;
-use test_support::ports::free_port;
+use test_support::ports::on_free_port;
 use test_support::process::Process;
 use test_support::wait::{eventually, DEADLINE};
 
@@ -19,6 +21,32 @@ const NAME: &str = "kubernetes.default.svc.cluster.local";
 
 fn nslookup_cmd(port: u16) -> String {
     format!("nslookup -port={port} {NAME} 127.0.0.1")
+}
+
+/// exec-healthz running `probe` every 100 ms on a free port, logging in
+/// `dir`, once it answers (again on another port while one was taken in
+/// between).
+async fn exec_healthz(probe: &str, dir: &Path) -> (Process, u16) {
+    on_free_port(async |port| {
+        let log = dir.join(format!("exec-healthz-{port}.log"));
+        let mut healthz = Command::new(BIN);
+        healthz.args([
+            format!("-cmd={probe}"),
+            format!("-port={port}"),
+            "-period=100ms".to_owned(),
+            "-latency=5s".to_owned(),
+            "-quiet".to_owned(),
+        ]);
+        let mut process = Process::spawn_logged("exec-healthz", healthz, &log)?;
+        let url = format!("http://127.0.0.1:{port}/metrics");
+        let ready = process
+            .until_ready(DEADLINE, async || get(&url).await)
+            .await;
+        ready.with_context(|| std::fs::read_to_string(&log).unwrap_or_default())?;
+        Ok((process, port))
+    })
+    .await
+    .unwrap()
 }
 
 #[tokio::test]
@@ -32,20 +60,8 @@ async fn nslookup_probe_is_200_while_dns_answers_and_503_after_it_stops() {
     .unwrap();
     let probe = nslookup_cmd(dnsmasq.port);
 
-    let http_port = free_port().unwrap();
-    let mut healthz = Command::new(BIN);
-    healthz
-        .args([
-            format!("-cmd={probe}"),
-            format!("-port={http_port}"),
-            "-period=100ms".to_owned(),
-            "-latency=5s".to_owned(),
-            "-quiet".to_owned(),
-        ])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    let _healthz = Process::spawn("exec-healthz", healthz).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let (_healthz, http_port) = exec_healthz(&probe, dir.path()).await;
     let base = format!("http://127.0.0.1:{http_port}");
 
     // 200 because real nslookup runs succeeded, not because of the initial state.

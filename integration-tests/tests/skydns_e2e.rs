@@ -8,7 +8,7 @@ mod skydns_support;
 use skydns_support::{SkyDns, KUBERNETES_A};
 use test_support::dead::silent_upstream;
 use test_support::etcd::{Api, Etcd};
-use test_support::ports::free_port;
+use test_support::ports::{is_conflict, on_free_port};
 
 const RECORDS: &[(&str, &str)] = &[
     (
@@ -401,20 +401,27 @@ async fn the_etcd_config_key_overrides_flags() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_etcd_without_the_v2_api_stops_start_up_naming_the_flag() {
     let etcd = Etcd::start_without_v2().unwrap();
-    let port = free_port().unwrap();
-    let argv = [
-        "skydns".to_string(),
-        "-domain=cluster.local.".into(),
-        format!("-addr=127.0.0.1:{port}"),
-        format!("-machines={}", etcd.endpoint()),
-    ];
-    let flags = skydns::config::parse_args(argv.map(std::ffi::OsString::from)).unwrap();
-    let run = skydns::run(flags, tokio_util::sync::CancellationToken::new());
-    let error = tokio::time::timeout(std::time::Duration::from_secs(20), run)
-        .await
-        .expect("start-up must stop, not retry forever")
-        .expect_err("no v2 API: an error");
-    let text = error.to_string();
+    // Its start-up error; a port taken in between means another port.
+    let text = on_free_port(async |port| {
+        let argv = [
+            "skydns".to_string(),
+            "-domain=cluster.local.".into(),
+            format!("-addr=127.0.0.1:{port}"),
+            format!("-machines={}", etcd.endpoint()),
+        ];
+        let flags = skydns::config::parse_args(argv.map(std::ffi::OsString::from))?;
+        let run = skydns::run(flags, tokio_util::sync::CancellationToken::new());
+        let error = tokio::time::timeout(std::time::Duration::from_secs(20), run)
+            .await
+            .expect("start-up must stop, not retry forever")
+            .expect_err("no v2 API: an error");
+        match error.to_string() {
+            text if is_conflict(&text) => Err(error),
+            text => Ok(text),
+        }
+    })
+    .await
+    .unwrap();
     assert!(
         text.contains("--enable-v2") && text.contains("-etcd3"),
         "{text}"
