@@ -10,8 +10,7 @@
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use test_support::bins::built_binary;
 use test_support::dns::{dig, query, Transport};
 use test_support::etcd::Api;
@@ -90,32 +89,18 @@ fn start_pipeline(etcd_api: Api, bins: &Path) -> anyhow::Result<(Process, Ports)
     // Dropped on a failure: SIGTERM, which run.sh traps as it traps Ctrl-C,
     // then SIGKILL to its whole process group.
     let (mut pipeline, rx) = Process::spawn_with_lines("run.sh", command)?;
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match rx.recv_timeout(left) {
-            Ok(line) if line.starts_with("==> ready") => break,
-            Ok(line) => seen.push(line),
-            // Both streams closed: run.sh exited before it was ready.
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                let status = pipeline.child().wait()?;
-                let output = seen.join("\n");
-                // run.sh's own check says "port N is in use".
-                let taken = if output.contains(" is in use") {
-                    " (address already in use)"
-                } else {
-                    ""
-                };
-                anyhow::bail!("run.sh exited ({status}) before it was ready{taken}:\n{output}")
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                anyhow::bail!(
-                    "the pipeline never became ready; output:\n{}",
-                    seen.join("\n")
-                )
-            }
-        }
+    let ready = test_support::wait::line("==> ready", &rx, Duration::from_secs(120), |l| {
+        l.starts_with("==> ready")
+    });
+    if let Err(error) = ready {
+        // run.sh's own check says "port N is in use".
+        let taken = if format!("{error:#}").contains(" is in use") {
+            " (address already in use)"
+        } else {
+            ""
+        };
+        let status = pipeline.try_wait()?;
+        anyhow::bail!("run.sh ({status:?}) never became ready{taken}: {error:#}");
     }
     let ports = Ports {
         dns,

@@ -18,7 +18,7 @@ use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::mpsc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long a stopped process may take to exit after SIGTERM.
 pub const GRACE: Duration = Duration::from_secs(10);
@@ -172,10 +172,8 @@ impl Process {
     pub fn stop(&mut self) {
         if self.try_wait().ok().flatten().is_none() {
             let _ = self.signal(Signal::SIGTERM);
-            let deadline = Instant::now() + GRACE;
-            while Instant::now() < deadline && self.try_wait().ok().flatten().is_none() {
-                std::thread::sleep(Duration::from_millis(20));
-            }
+            let what = format!("{} to exit after SIGTERM", self.name);
+            let _ = eventually_blocking(&what, GRACE, || self.exited_now());
         }
         self.kill();
     }

@@ -4,7 +4,8 @@
 //! probe until the probe succeeds or a generous deadline passes. The probe
 //! says what it saw when it fails (`ensure!(.., "saw {x:?}")`), and the
 //! timeout error carries the last of those observations, so a red test
-//! tells what the system was doing instead of just "timed out".
+//! tells what the system was doing instead of just "timed out". A
+//! process's output is waited for the same way, line by line ([`line`]).
 
 use anyhow::{anyhow, Result};
 use std::future::Future;
@@ -81,6 +82,37 @@ impl<'a> Deadline<'a> {
     }
 }
 
+/// The first of `lines` (a process's output, as
+/// [`crate::process::Process::spawn_with_lines`] sends it) that `wanted`
+/// accepts, waiting at most `within`. The error says whether the time ran
+/// out or the sender hung up (the process closed its output: it exited),
+/// with every line seen before.
+pub fn line(
+    what: &str,
+    lines: &std::sync::mpsc::Receiver<String>,
+    within: Duration,
+    wanted: impl Fn(&str) -> bool,
+) -> Result<String> {
+    use std::sync::mpsc::RecvTimeoutError;
+    let at = Instant::now() + within;
+    let mut seen = Vec::new();
+    loop {
+        match lines.recv_timeout(at.saturating_duration_since(Instant::now())) {
+            Ok(line) if wanted(&line) => return Ok(line),
+            Ok(line) => seen.push(line),
+            Err(RecvTimeoutError::Disconnected) => {
+                return Err(anyhow!("output closed before {what}:\n{}", seen.join("\n")))
+            }
+            Err(RecvTimeoutError::Timeout) => {
+                return Err(anyhow!(
+                    "timed out after {within:?} waiting for {what}; output:\n{}",
+                    seen.join("\n")
+                ))
+            }
+        }
+    }
+}
+
 /// Awaits `future`, failing with `what` if it takes longer than `within`.
 pub async fn within<T>(what: &str, within: Duration, future: impl Future<Output = T>) -> Result<T> {
     tokio::time::timeout(within, future)
@@ -115,6 +147,22 @@ mod tests {
         .await
         .unwrap();
         assert!(found >= 3);
+    }
+
+    #[test]
+    fn line_gives_the_wanted_line_or_what_came_before() {
+        let (tx, rx) = std::sync::mpsc::channel();
+        for l in ["starting", "==> ready on 53", "later"] {
+            tx.send(l.to_string()).unwrap();
+        }
+        let ready = |l: &str| l.starts_with("==> ready");
+        assert_eq!(
+            line("ready", &rx, DEADLINE, ready).unwrap(),
+            "==> ready on 53"
+        );
+        drop(tx);
+        let err = line("ready", &rx, DEADLINE, ready).unwrap_err().to_string();
+        assert_eq!(err, "output closed before ready:\nlater");
     }
 
     #[test]

@@ -7,12 +7,14 @@ use crate::answer::tests::zone;
 use crate::handler::{Options, SharedSnapshot};
 use crate::metrics::Metrics;
 use crate::snapshot::Snapshot;
+use anyhow::Context;
 use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use skydns_msg::record::Record;
 use std::sync::Arc;
 use test_support::http::metric;
+use test_support::wait::{eventually, DEADLINE};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -69,13 +71,15 @@ async fn ask(addr: SocketAddr) -> Option<Message> {
     Message::from_vec(&reply).ok()
 }
 
-/// Asks on new connections until one is answered (bounded by the test's patience).
+/// Asks on new connections until one is answered.
 async fn answered_eventually(addr: SocketAddr) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while ask(addr).await.is_none() {
-        assert!(tokio::time::Instant::now() < deadline, "never served again");
-        tokio::task::yield_now().await;
-    }
+    eventually(
+        "a new connection to be served again",
+        DEADLINE,
+        async || ask(addr).await.map(drop).context("closed unanswered"),
+    )
+    .await
+    .unwrap();
 }
 
 fn limits(max_connections: usize) -> TcpLimits {
@@ -133,22 +137,22 @@ async fn a_new_client_is_closed_when_every_connection_is_mid_query() {
         ..limits(2)
     };
     let (addr, metrics, stop) = start(limits).await;
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    loop {
-        assert!(tokio::time::Instant::now() < deadline, "never refused");
+    eventually("a newcomer to be refused", DEADLINE, async || {
         // Two clients in the middle of a message: 3 of 40 bytes sent.
         let mut busy = Vec::new();
         for _ in 0..2 {
-            let mut s = TcpStream::connect(addr).await.unwrap();
-            s.write_all(&[0, 40, 1, 2, 3]).await.unwrap();
+            let mut s = TcpStream::connect(addr).await?;
+            s.write_all(&[0, 40, 1, 2, 3]).await?;
             busy.push(s);
         }
         // Until the server has read their first bytes they count as idle
         // and one would be closed for the newcomer: then try again.
-        if ask(addr).await.is_none() {
-            break;
-        }
-    }
+        let answered = ask(addr).await;
+        anyhow::ensure!(answered.is_none(), "answered: {answered:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
     // Refused at least once (rounds where a connection was still idle
     // made room instead and were tried again).
     let text = metrics.render();

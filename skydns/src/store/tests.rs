@@ -5,21 +5,19 @@ use super::*;
 use crate::lifecycle::NotReady;
 use arc_swap::ArcSwapOption;
 use std::time::Duration;
+use test_support::wait::{eventually, DEADLINE};
 
 const A: &str = r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
 
 async fn until(shared: &SharedSnapshot, what: &str, pred: impl Fn(&Snapshot) -> bool) {
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    loop {
-        if shared.load().as_deref().is_some_and(&pred) {
-            return;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for: {what}"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    eventually(what, DEADLINE, async || {
+        let now = shared.load();
+        let records = now.as_deref().map(|s| s.len());
+        anyhow::ensure!(now.as_deref().is_some_and(&pred), "records: {records:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
 }
 
 #[tokio::test]
@@ -84,25 +82,25 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     })
     .await;
     store.set_down(true);
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
-    while metrics.store_errors() == 0 {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "the outage is noticed"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually("the outage to be noticed", DEADLINE, async || {
+        anyhow::ensure!(metrics.store_errors() > 0, "no store error counted");
+        Ok(())
+    })
+    .await
+    .unwrap();
     let last = shared.load_full().expect("a snapshot");
     assert!(
         last.get("/skydns/local/cluster/kept/x").is_some() && last.len() == 1,
         "the last snapshot, records and all, stays while the store is down"
     );
-    tokio::time::sleep(Duration::from_millis(5)).await;
-    assert!(
-        matches!(status.readiness(), Err(NotReady::StoreUnreachable(_))),
-        "{:?}",
-        status.readiness()
-    );
+    // Not ready once the outage is older than the 1 ms bound.
+    eventually("not ready while the store is down", DEADLINE, async || {
+        let now = status.readiness();
+        anyhow::ensure!(matches!(now, Err(NotReady::StoreUnreachable(_))), "{now:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
 
     store.set_down(false);
     store.put("/skydns/local/cluster/c/x", A);
