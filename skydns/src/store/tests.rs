@@ -20,6 +20,36 @@ async fn until(shared: &SharedSnapshot, what: &str, pred: impl Fn(&Snapshot) -> 
     .unwrap();
 }
 
+/// Takes `store` down: the mirror counts the failure, keeps publishing its
+/// last snapshot (one record by then) and turns not ready.
+async fn through_an_outage(
+    store: &MemoryStore,
+    shared: &SharedSnapshot,
+    metrics: &Metrics,
+    status: &Status,
+) {
+    store.set_down(true);
+    eventually("the outage to be noticed", DEADLINE, async || {
+        anyhow::ensure!(metrics.store_errors() > 0, "no store error counted");
+        Ok(())
+    })
+    .await
+    .unwrap();
+    let last = shared.load_full().expect("a snapshot");
+    assert!(
+        last.get("/skydns/local/cluster/kept/x").is_some() && last.len() == 1,
+        "the last snapshot, records and all, stays while the store is down"
+    );
+    // Not ready once the outage is older than the 1 ms bound.
+    eventually("not ready while the store is down", DEADLINE, async || {
+        let now = status.readiness();
+        anyhow::ensure!(matches!(now, Err(NotReady::StoreUnreachable(_))), "{now:?}");
+        Ok(())
+    })
+    .await
+    .unwrap();
+}
+
 #[tokio::test]
 async fn mirror_loads_then_follows_changes_and_survives_outages() {
     let store = MemoryStore::default();
@@ -81,26 +111,7 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
         s.get("/skydns/local/cluster/kept/x").is_some()
     })
     .await;
-    store.set_down(true);
-    eventually("the outage to be noticed", DEADLINE, async || {
-        anyhow::ensure!(metrics.store_errors() > 0, "no store error counted");
-        Ok(())
-    })
-    .await
-    .unwrap();
-    let last = shared.load_full().expect("a snapshot");
-    assert!(
-        last.get("/skydns/local/cluster/kept/x").is_some() && last.len() == 1,
-        "the last snapshot, records and all, stays while the store is down"
-    );
-    // Not ready once the outage is older than the 1 ms bound.
-    eventually("not ready while the store is down", DEADLINE, async || {
-        let now = status.readiness();
-        anyhow::ensure!(matches!(now, Err(NotReady::StoreUnreachable(_))), "{now:?}");
-        Ok(())
-    })
-    .await
-    .unwrap();
+    through_an_outage(&store, &shared, &metrics, &status).await;
 
     store.set_down(false);
     store.put("/skydns/local/cluster/c/x", A);
