@@ -3,13 +3,11 @@
 
 mod support;
 
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 
-use anyhow::Context;
 use nix::sys::signal::Signal;
 use support::{assert_no_process_with, eventually_503, unique_sleep};
-use test_support::http::get;
-use test_support::ports::on_free_port;
+use test_support::http::{get, start_server};
 use test_support::process::{processes_with, Process};
 use test_support::wait::{eventually, DEADLINE};
 
@@ -25,25 +23,12 @@ fn run_to_end(args: &[&str]) -> Output {
 /// Starts the binary on a free port and waits until it answers HTTP
 /// (again on another port while one was taken in between).
 async fn start(args: &[&str]) -> (Process, String) {
-    on_free_port(async |port| {
+    let command = |port: u16| {
         let mut command = Command::new(BIN);
+        command.args(["-port", &port.to_string()]).args(args);
         command
-            .args(["-port", &port.to_string()])
-            .args(args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut process = Process::spawn("exec-healthz", command)?;
-        let base = format!("http://127.0.0.1:{port}");
-        let url = format!("{base}/");
-        let ready = process
-            .until_ready(DEADLINE, async || get(&url).await)
-            .await;
-        ready.with_context(|| process.stderr_after_exit())?;
-        Ok((process, base))
-    })
-    .await
-    .unwrap()
+    };
+    start_server("exec-healthz", command, "/").await.unwrap()
 }
 
 fn stderr_of(mut process: Process) -> String {

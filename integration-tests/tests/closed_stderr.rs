@@ -4,14 +4,12 @@
 
 mod skydns_support;
 
-use anyhow::Context;
 use skydns_support::wait_for_store_errors;
-use std::process::{Command, Stdio};
+use std::process::Command;
 use test_support::bins::built_binary;
 use test_support::dead::closed_url;
 use test_support::etcd::Api;
-use test_support::http::{get, metric, scrape};
-use test_support::ports::on_free_port;
+use test_support::http::{get, metric, scrape, start_server};
 use test_support::process::Process;
 use test_support::skydns::{Launch, Ready};
 use test_support::wait::{eventually, DEADLINE};
@@ -50,31 +48,17 @@ async fn skydns_stops_on_sigterm_with_stderr_closed() {
     assert_stops_on_sigterm(skydns.process, "skydns").await;
 }
 
-/// exec-healthz on a free port with stderr on a pipe, once it answers
-/// (again on another port while one was taken in between).
-async fn exec_healthz_piped() -> (Process, String) {
-    on_free_port(async |port| {
-        let mut command = Command::new(built_binary("exec-healthz"));
-        command
-            .args([format!("-port={port}"), "-period=50ms".to_string()])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::piped());
-        let mut process = Process::spawn("exec-healthz", command)?;
-        let url = format!("http://127.0.0.1:{port}/healthz");
-        let ready = process
-            .until_ready(DEADLINE, async || get(&url).await)
-            .await;
-        ready.with_context(|| process.stderr_after_exit())?;
-        Ok((process, url))
-    })
-    .await
-    .unwrap()
-}
-
 #[tokio::test]
 async fn exec_healthz_stops_on_sigterm_with_stderr_closed() {
-    let (mut process, url) = exec_healthz_piped().await;
+    let command = |port: u16| {
+        let mut command = Command::new(built_binary("exec-healthz"));
+        command.args([format!("-port={port}"), "-period=50ms".to_string()]);
+        command
+    };
+    let (mut process, base) = start_server("exec-healthz", command, "/healthz")
+        .await
+        .unwrap();
+    let url = format!("{base}/healthz");
     drop(process.child().stderr.take());
     // Every /healthz request is logged: four answered, four failed writes.
     for _ in 0..4 {

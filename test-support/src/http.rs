@@ -3,7 +3,8 @@
 //!
 //! The client ignores proxy settings (a CI machine's `http_proxy` must not
 //! route loopback requests) and gives up after 5 s; a refused connection
-//! is an error the caller can poll through.
+//! is an error the caller can poll through. [`start_server`] starts a
+//! server that takes its port as a flag, on a free one.
 
 use anyhow::{anyhow, Context, Result};
 use std::time::Duration;
@@ -44,6 +45,33 @@ pub async fn get(url: &str) -> Result<Response> {
         content_type,
         body,
     })
+}
+
+/// An HTTP server that takes its port as a flag (exec-healthz), started
+/// with `command(port)` on a free loopback port: stdin closed, stdout to
+/// nowhere, stderr on a pipe the caller may read or close. Ready once a
+/// GET of `path` is answered; started again on another port while it
+/// exits saying its port was taken. Returns it and `http://127.0.0.1:<port>`.
+pub async fn start_server(
+    name: &str,
+    mut command: impl FnMut(u16) -> std::process::Command,
+    path: &str,
+) -> Result<(crate::process::Process, String)> {
+    use std::process::Stdio;
+    crate::ports::on_free_port(async |port| {
+        let mut command = command(port);
+        command
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        let mut process = crate::process::Process::spawn(name, command)?;
+        let base = format!("http://127.0.0.1:{port}");
+        let url = format!("{base}{path}");
+        let ready = process.until_ready(crate::wait::DEADLINE, async || get(&url).await);
+        ready.await.with_context(|| process.stderr_after_exit())?;
+        Ok((process, base))
+    })
+    .await
 }
 
 /// The text of the metrics at `url`: an error unless it answers 200.
