@@ -8,11 +8,11 @@
 
 use anyhow::{ensure, Result};
 use std::process::Command;
-use std::time::Duration;
 use test_support::dead::closed_url;
 use test_support::dns::{query, Transport};
 use test_support::etcd::{Api, Etcd};
 use test_support::skydns::{Launch, Ready};
+use test_support::wait::DEADLINE;
 
 /// What systemd does before it starts the service of a socket unit.
 const LAUNCHER: &str = r#"
@@ -81,7 +81,8 @@ async fn systemd_without_sockets_stops_with_a_message() -> Result<()> {
         .env_remove("LISTEN_FDS")
         .env_remove("LISTEN_PID")
         .spawn()?;
-    let status = skydns.process.wait_exit(Duration::from_secs(30)).await?;
+    // The limit only stops a hung test.
+    let status = skydns.process.wait_exit(DEADLINE).await?;
     let logged = skydns.log();
     ensure!(!status.success(), "{status}: {logged}");
     ensure!(

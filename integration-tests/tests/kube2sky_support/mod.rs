@@ -3,9 +3,9 @@
 //! found through `test_support::bins`) against a real etcd and the
 //! in-process API test server (`kube_api_test_server`), driven with kubectl
 //! (etcd and kubectl from `test_support`), and the records expected
-//! in etcd written out literally as the reference gives them: the JSON
-//! byte for byte, the key labels as numbers computed once from the
-//! reference's algorithm (FNV-1a 32 of the JSON), never by the code under
+//! in etcd written out literally as kube2sky 1.2 wrote them: the JSON
+//! byte for byte, the key labels as numbers computed once with
+//! kube2sky.go's `getHash` (FNV-1a 32 of the JSON), never by the code under
 //! test.
 
 #![allow(dead_code, unreachable_pub)]
@@ -24,7 +24,7 @@ use test_support::ports::free_port;
 use test_support::process::Process;
 pub use test_support::wait::{eventually, DEADLINE};
 
-/// The demo services (README, What it writes): `kubernetes` and `kube-dns`, plus pod 1.2.3.4.
+/// The demo services (docs/architecture.md, "What it writes"): `kubernetes` and `kube-dns`, plus pod 1.2.3.4.
 pub const KUBERNETES: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes","namespace":"default"},
  "spec":{"clusterIP":"10.0.0.1","ports":[{"name":"https","port":443,"protocol":"TCP","targetPort":443}]}}"#;
 pub const KUBE_DNS: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kube-dns","namespace":"kube-system"},
@@ -34,7 +34,7 @@ pub const KUBE_DNS: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"n
 /// The rest of every A/SRV JSON value.
 pub const REST: &str = r#""priority":10,"weight":10,"ttl":30,"targetstrip":0}"#;
 
-/// The exact contents of `/skydns` for the demo objects (README, What it writes).
+/// The exact contents of `/skydns` for the demo objects (docs/architecture.md, "What it writes").
 pub fn demo_records() -> Vec<(String, String)> {
     let mut v: Vec<(String, String)> = [
         (

@@ -1,12 +1,12 @@
 //! Running `deploy/podman/run.sh` and looking at its pod with podman.
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use std::collections::BTreeSet;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use test_support::bins::{bin_dir, built_binary};
 use test_support::process::Process;
 use test_support::wait::{eventually_blocking, DEADLINE};
@@ -209,22 +209,7 @@ fn remove_pods(name: &str) {
 
 /// The first line of `lines` starting with `prefix`.
 fn wait_for_line(lines: &mpsc::Receiver<String>, prefix: &str, within: Duration) -> Result<String> {
-    let deadline = Instant::now() + within;
-    let mut seen = Vec::new();
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        match lines.recv_timeout(left) {
-            Ok(line) if line.starts_with(prefix) => return Ok(line),
-            Ok(line) => seen.push(line),
-            Err(mpsc::RecvTimeoutError::Disconnected) => {
-                bail!("run.sh exited before {prefix:?}:\n{}", seen.join("\n"))
-            }
-            Err(mpsc::RecvTimeoutError::Timeout) => {
-                bail!(
-                    "no {prefix:?} from run.sh within {within:?}:\n{}",
-                    seen.join("\n")
-                )
-            }
-        }
-    }
+    test_support::wait::line(&format!("run.sh's {prefix:?}"), lines, within, |l| {
+        l.starts_with(prefix)
+    })
 }

@@ -12,7 +12,7 @@ use test_support::ports::{free_port, on_free_port};
 use test_support::wait::{eventually, DEADLINE};
 use tokio_util::sync::CancellationToken;
 
-/// The answer line for the `kubernetes` service of the demo records (kube2sky/README.md, "What it writes").
+/// The answer line for the `kubernetes` service of the demo records (docs/architecture.md, "What it writes").
 pub const KUBERNETES_A: &str = "kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1";
 
 pub struct SkyDns {
