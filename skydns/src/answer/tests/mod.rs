@@ -6,6 +6,7 @@ use super::*;
 use hickory_proto::rr::rdata::{A, CNAME, SRV};
 use skydns_msg::record::Record as SkyRecord;
 
+mod edges;
 mod rules;
 pub(crate) mod spec;
 
