@@ -202,6 +202,33 @@ mod tests {
     use super::*;
 
     #[test]
+    fn go_integer_conversions_keep_the_low_16_bits() {
+        assert_eq!(go_uint16(80), 80);
+        assert_eq!(go_uint16(65_546), 10);
+        assert_eq!(go_uint16(-1), 65_535);
+        // float64 → uint16 on amd64: truncated to int64, then the low bits;
+        // outside int64 (or NaN) the "indefinite" integer, so 0.
+        assert_eq!(go_float_to_uint16(80.9), 80);
+        assert_eq!(go_float_to_uint16(-1.5), 65_535);
+        assert_eq!(go_float_to_uint16(65_546.0), 10);
+        assert_eq!(go_float_to_uint16(1e19), 0);
+        assert_eq!(go_float_to_uint16(-1e19), 0);
+        assert_eq!(go_float_to_uint16(f64::NAN), 0);
+    }
+
+    #[test]
+    fn json_strings_escape_controls_and_html_as_go_does() {
+        let record = Record {
+            text: "a b\u{1}\u{1f}<&>\u{2028}\"".into(),
+            ..Record::default()
+        };
+        assert_eq!(
+            record.to_json(),
+            r#"{"text":"a b\u0001\u001f\u003c\u0026\u003e\u2028\"","targetstrip":0}"#
+        );
+    }
+
+    #[test]
     fn address_record_is_byte_exact() {
         assert_eq!(
             Record::kube2sky_address("10.0.0.10").to_json(),
