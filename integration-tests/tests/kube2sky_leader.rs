@@ -20,20 +20,25 @@ const LEASE: &str = "--leader-elect-lease-duration=3s";
 /// deadline before).
 const LEAST_TAKE_OVER: Duration = Duration::from_secs(1);
 
+/// The flags of replica `id`.
+fn leader_flags(id: &str) -> Vec<String> {
+    [
+        "--leader-elect",
+        LEASE,
+        "--leader-elect-renew-deadline=2s",
+        "--leader-elect-retry-period=200ms",
+        "--leader-elect-resource-namespace=default",
+    ]
+    .iter()
+    .map(|f| f.to_string())
+    .chain([format!("--leader-elect-identity={id}")])
+    .collect()
+}
+
 fn replica(etcd: &Etcd, api: &kube_api_test_server::ApiServerHandle, id: &str) -> Result<Kube2sky> {
-    let identity = format!("--leader-elect-identity={id}");
-    Kube2sky::start(
-        etcd,
-        api,
-        &[
-            "--leader-elect",
-            LEASE,
-            "--leader-elect-renew-deadline=2s",
-            "--leader-elect-retry-period=200ms",
-            "--leader-elect-resource-namespace=default",
-            &identity,
-        ],
-    )
+    let flags = leader_flags(id);
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    Kube2sky::start(etcd, api, &flags)
 }
 
 fn written(metrics: &str) -> f64 {
@@ -48,12 +53,7 @@ async fn two_replicas() -> Result<(
     Kube2sky,
     Kube2sky,
 )> {
-    let etcd = Etcd::start()?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api.url())?;
-    let mut a = replica(&etcd, &api, "a")?;
-    a.wait_for_log("became the leader").await?;
-    a.wait_ready().await?;
+    let (etcd, api, kubectl, a) = one_leader().await?;
     let b = replica(&etcd, &api, "b")?;
     b.wait_for_log("standing by").await?;
     Ok((etcd, api, kubectl, a, b))
@@ -160,12 +160,10 @@ async fn one_leader() -> Result<(
     Kubectl,
     Kube2sky,
 )> {
-    let etcd = Etcd::start()?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api.url())?;
-    let mut a = replica(&etcd, &api, "a")?;
+    let flags = leader_flags("a");
+    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
+    let (etcd, api, kubectl, a) = cluster(&flags).await?;
     a.wait_for_log("became the leader").await?;
-    a.wait_ready().await?;
     Ok((etcd, api, kubectl, a))
 }
 

@@ -8,20 +8,9 @@
 use super::*;
 use hickory_proto::rr::rdata::AAAA;
 
+/// A snapshot of `records`, keys below `/skydns`.
 fn with(records: &[(&str, SkyRecord)]) -> Snapshot {
-    Snapshot::new(
-        1,
-        records
-            .iter()
-            .map(|(k, r)| (format!("/skydns/{k}"), r.clone())),
-    )
-}
-
-fn host(h: &str) -> SkyRecord {
-    SkyRecord {
-        host: h.into(),
-        ..SkyRecord::default()
-    }
+    below("/skydns", records)
 }
 
 fn question(name: &str, qtype: RecordType, class: DNSClass) -> Question {

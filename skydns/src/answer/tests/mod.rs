@@ -24,6 +24,24 @@ pub(crate) fn zone() -> Zone {
     }
 }
 
+/// A record with only a host.
+pub(super) fn host(h: &str) -> SkyRecord {
+    SkyRecord {
+        host: h.into(),
+        ..SkyRecord::default()
+    }
+}
+
+/// A snapshot of `records`, each key below `base` (e.g. `/skydns`).
+pub(super) fn below(base: &str, records: &[(&str, SkyRecord)]) -> Snapshot {
+    Snapshot::new(
+        1,
+        records
+            .iter()
+            .map(|(k, r)| (format!("{base}/{k}"), r.clone())),
+    )
+}
+
 /// The demo records of docs/architecture.md (What it writes), plus a headless service.
 pub(crate) fn cluster() -> Snapshot {
     let a = SkyRecord::kube2sky_address;

@@ -3,20 +3,9 @@
 
 use super::*;
 
+/// A snapshot of `records`, keys below the domain's `/skydns/local/cluster`.
 fn with(records: &[(&str, SkyRecord)]) -> Snapshot {
-    Snapshot::new(
-        1,
-        records
-            .iter()
-            .map(|(k, r)| (format!("/skydns/local/cluster/{k}"), r.clone())),
-    )
-}
-
-fn host(h: &str) -> SkyRecord {
-    SkyRecord {
-        host: h.into(),
-        ..SkyRecord::default()
-    }
+    below("/skydns/local/cluster", records)
 }
 
 #[test]
