@@ -3,17 +3,14 @@
 //! `PROMETHEUS_PATH` moves `/metrics`; the probes keep their paths.
 
 use anyhow::{ensure, Result};
-use test_support::etcd::Etcd;
+use test_support::etcd::{Etcd, KUBERNETES_RECORD};
 use test_support::http::{get, metric};
 use test_support::skydns::Launch;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prometheus_port_and_path_come_from_the_environment() -> Result<()> {
     let etcd = Etcd::start()?;
-    etcd.put(
-        "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
-        r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
-    )?;
+    etcd.put(KUBERNETES_RECORD.0, KUBERNETES_RECORD.1)?;
     let skydns = Launch::new(&etcd.endpoint(), etcd.api())
         .metrics_from_env()
         .env("PROMETHEUS_PATH", "/skymetrics")

@@ -10,7 +10,7 @@ use anyhow::{ensure, Result};
 use std::process::Command;
 use test_support::dead::closed_url;
 use test_support::dns::{query, Transport};
-use test_support::etcd::{Api, Etcd};
+use test_support::etcd::{Api, Etcd, KUBERNETES_RECORD};
 use test_support::skydns::{Launch, Ready};
 use test_support::wait::DEADLINE;
 
@@ -46,10 +46,7 @@ fn launcher(port: u16) -> Result<Command> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn skydns_serves_the_sockets_systemd_passes_over_udp_and_tcp() -> Result<()> {
     let etcd = Etcd::start()?;
-    etcd.put(
-        "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
-        r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
-    )?;
+    etcd.put(KUBERNETES_RECORD.0, KUBERNETES_RECORD.1)?;
     // -addr names a port the test holds: skydns must not bind it.
     let skydns = Launch::new(&etcd.endpoint(), etcd.api())
         .socket_activation(launcher)

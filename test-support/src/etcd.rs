@@ -29,6 +29,13 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+/// The demo `default/kubernetes` A record (key, JSON), as kube2sky writes
+/// it for cluster IP 10.0.0.1: what most skydns tests seed etcd with.
+pub const KUBERNETES_RECORD: (&str, &str) = (
+    "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
+    r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
+);
+
 /// How long to wait for etcd to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(30);
 

@@ -3,7 +3,7 @@
 //! REFUSED, a truncated UDP reply and a TCP reply too large for DNS, each
 //! driven by a real request and read back as a value from the exposition.
 
-use super::{ask_msg, handler, request, run};
+use super::{ask_on, handler, request, run};
 use crate::answer::tests::{cluster, zone};
 use crate::handler::*;
 use skydns_msg::record::Record as SkyRecord;
@@ -17,17 +17,13 @@ fn errors(h: &Handler, error: &str) -> Option<f64> {
     )
 }
 
-fn ask_name(h: &Handler, name: &str, qtype: RecordType, t: Transport) -> Message {
-    ask_msg(h, &request(Name::from_ascii(name).unwrap(), qtype), t)
-}
-
 #[test]
 fn each_reply_class_is_counted_once_under_its_label() {
     let h = handler(Some(cluster()));
     let kubernetes = "kubernetes.default.svc.cluster.local.";
     // An answer counts nowhere.
     assert_eq!(
-        ask_name(&h, kubernetes, RecordType::A, Transport::Udp)
+        ask_on(&h, kubernetes, RecordType::A, Transport::Udp)
             .answers
             .len(),
         1
@@ -42,10 +38,10 @@ fn each_reply_class_is_counted_once_under_its_label() {
     ] {
         assert_eq!(errors(&h, error), None, "{error} before any error");
     }
-    let r = ask_name(&h, kubernetes, RecordType::AAAA, Transport::Udp);
+    let r = ask_on(&h, kubernetes, RecordType::AAAA, Transport::Udp);
     assert!(r.answers.is_empty() && r.metadata.response_code == ResponseCode::NoError);
     assert_eq!(errors(&h, "nodata"), Some(1.0));
-    let r = ask_name(
+    let r = ask_on(
         &h,
         "nosuch.default.svc.cluster.local.",
         RecordType::A,
@@ -54,14 +50,14 @@ fn each_reply_class_is_counted_once_under_its_label() {
     assert_eq!(r.metadata.response_code, ResponseCode::NXDomain);
     assert_eq!(errors(&h, "nxdomain"), Some(1.0));
     // Outside the domain with no upstream: SERVFAIL.
-    let r = ask_name(&h, "www.example.org.", RecordType::A, Transport::Udp);
+    let r = ask_on(&h, "www.example.org.", RecordType::A, Transport::Udp);
     assert_eq!(r.metadata.response_code, ResponseCode::ServFail);
     assert_eq!(errors(&h, "servfail"), Some(1.0));
-    let r = ask_name(&h, kubernetes, RecordType::ANY, Transport::Udp);
+    let r = ask_on(&h, kubernetes, RecordType::ANY, Transport::Udp);
     assert_eq!(r.metadata.response_code, ResponseCode::Refused);
     assert_eq!(errors(&h, "refused"), Some(1.0));
     // Asked again: served from the reply cache, counted again.
-    ask_name(&h, kubernetes, RecordType::AAAA, Transport::Udp);
+    ask_on(&h, kubernetes, RecordType::AAAA, Transport::Udp);
     assert_eq!(errors(&h, "nodata"), Some(2.0));
 }
 

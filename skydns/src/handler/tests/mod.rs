@@ -73,11 +73,12 @@ pub(super) fn ask_msg(h: &Handler, m: &Message, t: Transport) -> Message {
 }
 
 pub(super) fn ask(name: &str, qtype: RecordType) -> Message {
-    ask_msg(
-        &handler(Some(cluster())),
-        &request(Name::from_ascii(name).unwrap(), qtype),
-        Transport::Udp,
-    )
+    ask_on(&handler(Some(cluster())), name, qtype, Transport::Udp)
+}
+
+/// `name`/`qtype` asked of `h` over `t`.
+pub(super) fn ask_on(h: &Handler, name: &str, qtype: RecordType, t: Transport) -> Message {
+    ask_msg(h, &request(Name::from_ascii(name).unwrap(), qtype), t)
 }
 
 pub(super) fn assert_soa_authority(reply: &Message) {
