@@ -3,6 +3,9 @@
 //! query and carries its ID. Plain threads and std sockets, so they serve
 //! whatever runtime (or none) the test runs its client on.
 
+use hickory_proto::op::{Message, MessageType};
+use hickory_proto::rr::rdata::A;
+use hickory_proto::rr::{RData, Record};
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -170,23 +173,18 @@ pub(crate) fn nxdomain_udp() -> SocketAddr {
     addr
 }
 
-/// A query turned into an answer: QR set, the question kept, the rest
-/// (an OPT, say) dropped, and `A 1.2.3.4` with TTL 60 for the question name.
+/// A query turned into an answer: QR set, the header and question kept,
+/// EDNS and additionals dropped, and `A 1.2.3.4` with TTL 60 for the
+/// question name.
 fn answer_a(query: &[u8]) -> Option<Vec<u8>> {
-    let mut end = 12;
-    loop {
-        let len = usize::from(*query.get(end)?);
-        end += 1 + len;
-        if len == 0 {
-            break;
-        }
-    }
-    let mut reply = query.get(..end + 4)?.to_vec();
-    reply[2] |= 0x80;
-    reply[6..12].copy_from_slice(&[0, 1, 0, 0, 0, 0]);
-    // The question name by pointer, A IN, TTL 60, 1.2.3.4.
-    reply.extend_from_slice(&[0xc0, 12, 0, 1, 0, 1, 0, 0, 0, 60, 0, 4, 1, 2, 3, 4]);
-    Some(reply)
+    let mut reply = Message::from_vec(query).ok()?;
+    reply.metadata.message_type = MessageType::Response;
+    reply.edns = None;
+    reply.additionals.clear();
+    let name = reply.queries.first()?.name().clone();
+    let a = Record::from_rdata(name, 60, RData::A(A::new(1, 2, 3, 4)));
+    reply.answers.push(a);
+    reply.to_vec().ok()
 }
 
 /// An upstream on one port of 127.0.0.1, UDP and TCP, that answers every
