@@ -17,6 +17,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 mod flags;
+pub(crate) mod live;
 pub use flags::{go_bool, go_duration, go_style_args, Flags};
 
 /// A configuration problem, naming the flag or key at fault.
@@ -97,6 +98,9 @@ pub struct Config {
     pub rcache: usize,
     /// Response cache TTL cap in seconds.
     pub rcache_ttl: u32,
+    /// Forwarding beyond SkyDNS: policy, transport, upstream health,
+    /// serve-stale and prefetch (flags only).
+    pub forwarding: Forwarding,
     /// Forward stub zones.
     pub stubzones: bool,
     /// Requests that may wait on upstream servers at once (0: no limit).
@@ -125,6 +129,48 @@ pub struct Config {
     pub ready_store_timeout: Duration,
 }
 
+/// The forwarding and response-cache flags SkyDNS did not have.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Forwarding {
+    /// `-ns-policy`.
+    pub ns_policy: Option<crate::handler::NsPolicy>,
+    /// `-ns-transport`.
+    pub ns_transport: crate::handler::NsTransport,
+    /// `-ns-fail-threshold`.
+    pub ns_fail_threshold: u32,
+    /// `-ns-probe-interval`.
+    pub ns_probe_interval: Duration,
+    /// `-rcache-stale`.
+    pub rcache_stale: Duration,
+    /// `-rcache-stale-timeout`.
+    pub rcache_stale_timeout: Duration,
+    /// `-rcache-stale-ttl`.
+    pub rcache_stale_ttl: u32,
+    /// `-rcache-prefetch`.
+    pub rcache_prefetch: u32,
+    /// `-rcache-prefetch-percent`.
+    pub rcache_prefetch_percent: u8,
+}
+
+impl Forwarding {
+    fn from_flags(f: &Flags) -> Result<Self, ConfigError> {
+        if f.ns_probe_interval.is_zero() {
+            return Err(ConfigError("ns-probe-interval must be more than 0s".into()));
+        }
+        Ok(Forwarding {
+            ns_policy: f.ns_policy,
+            ns_transport: f.ns_transport,
+            ns_fail_threshold: f.ns_fail_threshold,
+            ns_probe_interval: f.ns_probe_interval,
+            rcache_stale: f.rcache_stale,
+            rcache_stale_timeout: f.rcache_stale_timeout,
+            rcache_stale_ttl: f.rcache_stale_ttl,
+            rcache_prefetch: f.rcache_prefetch,
+            rcache_prefetch_percent: f.rcache_prefetch_percent,
+        })
+    }
+}
+
 impl Config {
     /// The handler options this configuration asks for.
     pub fn handler_options(&self) -> crate::handler::Options {
@@ -133,10 +179,19 @@ impl Config {
             nameservers: self.nameservers.clone(),
             no_rec: self.no_rec,
             ns_rotate: self.ns_rotate,
+            ns_policy: self.forwarding.ns_policy,
+            ns_transport: self.forwarding.ns_transport,
+            ns_fail_threshold: self.forwarding.ns_fail_threshold,
+            ns_probe_interval: self.forwarding.ns_probe_interval,
             ndots: self.ndots,
             read_timeout: self.read_timeout,
             rcache: self.rcache,
             rcache_ttl: self.rcache_ttl,
+            rcache_stale: self.forwarding.rcache_stale,
+            rcache_stale_timeout: self.forwarding.rcache_stale_timeout,
+            rcache_stale_ttl: self.forwarding.rcache_stale_ttl,
+            rcache_prefetch: self.forwarding.rcache_prefetch,
+            rcache_prefetch_percent: self.forwarding.rcache_prefetch_percent,
             stubzones: self.stubzones,
             max_pending_forwards: self.max_pending_forwards,
             local: self.local.clone(),
@@ -274,6 +329,7 @@ impl Settings {
         Ok(Config {
             rcache: usize::try_from(self.rcache.max(0)).unwrap_or(usize::MAX),
             rcache_ttl,
+            forwarding: Forwarding::from_flags(flags)?,
             stubzones: flags.stubzones,
             max_pending_forwards: flags.max_pending_forwards,
             tcp: tcp_limits(flags)?,

@@ -11,12 +11,17 @@
 //! readable header and are dropped otherwise; nothing a client sends can
 //! make it panic.
 
+mod forwarding;
+mod live;
 mod pending;
 mod secure;
+
+pub use live::Handler;
 
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::cache::ResponseCache;
 use crate::forward::Upstreams;
+pub use crate::forward::{NsPolicy, NsTransport};
 use crate::hot::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::metrics::Metrics;
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
@@ -54,8 +59,16 @@ pub struct Options {
     pub nameservers: Vec<SocketAddr>,
     /// Never forward.
     pub no_rec: bool,
-    /// First upstream chosen by request ID.
+    /// First upstream chosen by request ID (when `ns_policy` is not set).
     pub ns_rotate: bool,
+    /// Which upstream goes first (`-ns-policy`); `None`: `ns_rotate` says.
+    pub ns_policy: Option<NsPolicy>,
+    /// The transport of forwarded queries (`-ns-transport`).
+    pub ns_transport: NsTransport,
+    /// Consecutive failures that mark an upstream down (0: never).
+    pub ns_fail_threshold: u32,
+    /// Pause between probes of a down upstream.
+    pub ns_probe_interval: Duration,
     /// Labels a name needs before it is forwarded.
     pub ndots: usize,
     /// Upstream timeout per attempt.
@@ -64,6 +77,17 @@ pub struct Options {
     pub rcache: usize,
     /// Response cache lifetime cap and TTL of internal lookup answers.
     pub rcache_ttl: u32,
+    /// How long expired cache entries may be served when upstreams fail
+    /// (RFC 8767; zero: never).
+    pub rcache_stale: Duration,
+    /// How long a client waits for upstreams before a stale entry is served.
+    pub rcache_stale_timeout: Duration,
+    /// TTL of the records of a stale reply.
+    pub rcache_stale_ttl: u32,
+    /// Hits after which a cache entry is refreshed before it expires (0: never).
+    pub rcache_prefetch: u32,
+    /// Percent of an entry's lifetime left when its prefetch is due.
+    pub rcache_prefetch_percent: u8,
     /// Forward names in stub zones to their servers.
     pub stubzones: bool,
     /// Requests that may wait on upstream servers at once (0: no limit);
@@ -83,10 +107,19 @@ impl Default for Options {
             nameservers: Vec::new(),
             no_rec: false,
             ns_rotate: true,
+            ns_policy: None,
+            ns_transport: NsTransport::Client,
+            ns_fail_threshold: 2,
+            ns_probe_interval: Duration::from_millis(500),
             ndots: 2,
             read_timeout: Duration::from_secs(2),
             rcache: 0,
             rcache_ttl: 60,
+            rcache_stale: Duration::ZERO,
+            rcache_stale_timeout: Duration::from_millis(1_800),
+            rcache_stale_ttl: 30,
+            rcache_prefetch: 0,
+            rcache_prefetch_percent: 10,
             stubzones: false,
             max_pending_forwards: 1_000,
             local: None,
@@ -105,6 +138,8 @@ pub enum Outcome {
 
 /// A request waiting for upstream answers.
 pub struct Pending {
+    /// The configuration the request was routed with.
+    engine: Engine,
     request: Request,
     route: pending::Route,
     /// Its place among the pending forwards, released when it is done.
@@ -122,18 +157,22 @@ struct Request {
     start: Instant,
 }
 
-/// Answers DNS requests from the shared snapshot.
+/// Answers DNS requests with one configuration; [`Handler`] holds the
+/// current one and swaps it when the etcd config key changes.
 #[derive(Clone)]
-pub struct Handler {
+struct Engine {
     inner: Arc<Inner>,
 }
 
+/// One configuration of the handler and what it keeps between requests.
+/// The snapshot, metrics, path reader and forward slots are shared by
+/// every configuration; the rest is made for each.
 struct Inner {
     zone: Zone,
     snapshot: SharedSnapshot,
     options: Options,
     upstreams: Upstreams,
-    cache: Option<ResponseCache>,
+    cache: Option<Arc<ResponseCache>>,
     stubs: Mutex<(i64, Arc<StubZones>)>,
     /// [`StubZones::dir`]: every answer depends on it when stub zones are on.
     stub_dir: String,
@@ -147,71 +186,9 @@ struct Inner {
     forward_slots: Option<Arc<Semaphore>>,
 }
 
-impl Handler {
-    /// A handler for `zone` reading `snapshot` (from a store that lists
-    /// every key: etcd v3, or tests).
-    pub fn new(
-        zone: Zone,
-        snapshot: SharedSnapshot,
-        options: Options,
-        metrics: Arc<Metrics>,
-    ) -> Self {
-        Self::reading_paths(zone, snapshot, options, metrics, PathReader::default())
-    }
-
-    /// A handler that asks `paths` for the hidden paths the snapshot lacks
-    /// (an etcd v2 store).
-    pub fn reading_paths(
-        zone: Zone,
-        snapshot: SharedSnapshot,
-        options: Options,
-        metrics: Arc<Metrics>,
-        paths: PathReader,
-    ) -> Self {
-        let upstreams = Upstreams::new(options.nameservers.clone(), options.read_timeout);
-        let cache = (options.rcache > 0).then(|| {
-            ResponseCache::new(
-                options.rcache,
-                Duration::from_secs(u64::from(options.rcache_ttl)),
-            )
-        });
-        let forward_slots = (options.max_pending_forwards > 0)
-            .then(|| Arc::new(Semaphore::new(options.max_pending_forwards)));
-        let stub_dir = StubZones::dir(&zone);
-        let local_dns = (options.local.as_ref()).map(|_| format!("local.dns.{}", zone.domain));
-        Handler {
-            inner: Arc::new(Inner {
-                zone,
-                snapshot,
-                options,
-                upstreams,
-                cache,
-                stubs: Mutex::new((i64::MIN, Arc::default())),
-                stub_dir,
-                local_dns,
-                replies: ReplyCache::default(),
-                forward_slots,
-                metrics,
-                paths,
-            }),
-        }
-    }
-
-    /// The metrics this handler counts in.
-    pub fn metrics(&self) -> &Metrics {
-        &self.inner.metrics
-    }
-
-    /// Handles one request, completing any upstream work.
-    pub async fn handle_async(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
-        match self.handle(packet, transport) {
-            Outcome::Done(reply) => reply,
-            Outcome::Pending(pending) => self.resolve(*pending).await,
-        }
-    }
-
+impl Engine {
     /// Handles one request as far as memory allows.
-    pub fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
+    fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
         let start = Instant::now();
         let tcp = transport == Transport::Tcp;
         let plain = QuestionKey::parse(packet, tcp);
@@ -323,6 +300,7 @@ impl Handler {
             },
         };
         Outcome::Pending(Box::new(Pending {
+            engine: self.clone(),
             request,
             route,
             _slot: slot,

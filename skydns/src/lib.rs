@@ -49,7 +49,7 @@ mod wire;
 pub use answer::Zone;
 pub use dnssec::keyfile::KeyPair;
 pub use dnssec::{Dnssec, Settings as DnssecSettings};
-pub use handler::{Handler, Options, Outcome, SharedSnapshot, Transport};
+pub use handler::{Handler, NsPolicy, NsTransport, Options, Outcome, SharedSnapshot, Transport};
 pub use metrics::Metrics;
 pub use server::TcpLimits;
 pub use snapshot::Snapshot;
@@ -120,8 +120,14 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     } else {
         (PathReader::default(), PathRequests::default())
     };
-    let config = load_config(&flags, &mut store).await?;
+    let Started {
+        config,
+        settings,
+        config_key,
+        config_value,
+    } = load_config(&flags, &mut store).await?;
     let listeners = listen(&config).await?;
+    let (config_feed, config_values) = tokio::sync::watch::channel(config_value.clone());
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
     let status = Arc::new(Status::new(config.ready_store_timeout));
     // Listeners close at `stop`: at the end of the lameduck after
@@ -137,6 +143,10 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
         store::MirrorReports {
             metrics: metrics.clone(),
             status: status.clone(),
+            config: Some(store::ConfigFeed {
+                key: config_key.clone(),
+                value: config_feed,
+            }),
         },
         tasks_stop.clone(),
     ));
@@ -180,6 +190,13 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
         metrics,
         reader,
     );
+    let follower = config::live::Follower::new(flags, config_key, settings, config_value);
+    let following = tokio::spawn(config::live::follow(
+        follower,
+        config_values,
+        handler.clone(),
+        tasks_stop.clone(),
+    ));
     server::serve(
         listeners,
         handler,
@@ -192,6 +209,7 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     tasks_stop.cancel();
     lameduck.await?;
     mirror.await?;
+    following.await?;
     if let Some(task) = metrics_task {
         task.await??;
     }
@@ -211,17 +229,30 @@ async fn listen(config: &Config) -> Result<server::Listeners, ConfigError> {
     }
 }
 
+/// The configuration start-up read, and where it came from.
+struct Started {
+    config: Config,
+    /// The settings merged from the flags and the config key.
+    settings: Settings,
+    /// `/<prefix>/config`.
+    config_key: String,
+    /// Its value at start, if it was read and present.
+    config_value: Option<Vec<u8>>,
+}
+
 /// Flags, overridden by `/<prefix>/config` in etcd if it can be read.
-async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Config, ConfigError> {
+async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Started, ConfigError> {
     let mut settings = Settings::from_flags(flags);
     let key = format!(
         "/{}/config",
         skydns_msg::path::PathPrefix::new(&flags.path_prefix).as_str()
     );
+    let mut value = None;
     match tokio::time::timeout(CONFIG_READ_TIMEOUT, store.get(&key)).await {
         Ok(Ok(Some(json))) => {
             settings.merge_json(&json)?;
             tracing::info!(%key, "merged configuration from etcd");
+            value = Some(json);
         }
         Ok(Ok(None)) => tracing::info!(%key, "no configuration in etcd; using flags"),
         Ok(Err(StoreError::WrongApi(why))) => return Err(ConfigError(why)),
@@ -232,7 +263,13 @@ async fn load_config<S: Store>(flags: &Flags, store: &mut S) -> Result<Config, C
             "falling back to default configuration, could not read from etcd: timed out"
         ),
     }
-    settings.finish(flags, || {
+    let config = settings.clone().finish(flags, || {
         nameservers_from_resolv_conf(Path::new("/etc/resolv.conf"))
+    })?;
+    Ok(Started {
+        config,
+        settings,
+        config_key: key,
+        config_value: value,
     })
 }

@@ -15,6 +15,7 @@ use axum::response::IntoResponse;
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::Arc;
@@ -22,6 +23,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 type Labels = Vec<(&'static str, &'static str)>;
+/// Labels naming an upstream server (bounded by the configured list).
+type UpstreamLabels = Vec<(&'static str, String)>;
 
 /// SkyDNS's metrics.
 pub struct Metrics {
@@ -37,6 +40,22 @@ pub struct Metrics {
     external: Family<Labels, Counter>,
     store_errors: Counter,
     limits: Family<Labels, Counter>,
+    upstream: UpstreamMetrics,
+    stale: Family<Labels, Counter>,
+    prefetches: Counter,
+    config_reloads: Family<Labels, Counter>,
+}
+
+/// Per upstream server: requests, failures by reason, reply latency, up/down.
+struct UpstreamMetrics {
+    requests: Family<UpstreamLabels, Counter>,
+    failures: Family<UpstreamLabels, Counter>,
+    duration: Family<UpstreamLabels, Histogram>,
+    up: Family<UpstreamLabels, Gauge>,
+}
+
+fn upstream_histogram() -> Histogram {
+    duration_histogram()
 }
 
 fn duration_histogram() -> Histogram {
@@ -108,8 +127,56 @@ impl Default for Metrics {
             "Counter of external DNS requests.",
             external.clone(),
         );
+        let upstream = UpstreamMetrics {
+            requests: Family::default(),
+            failures: Family::default(),
+            duration: Family::new_with_constructor(upstream_histogram),
+            up: Family::default(),
+        };
+        registry.register(
+            "upstream_requests",
+            "Exchanges with each upstream nameserver (forwards, internal lookups; a TCP retry of a truncated reply is part of its exchange).",
+            upstream.requests.clone(),
+        );
+        registry.register(
+            "upstream_failures",
+            "Failed exchanges with each upstream nameserver, by reason (timeout, refused, bad_reply, servfail, error).",
+            upstream.failures.clone(),
+        );
+        registry.register(
+            "upstream_request_duration_seconds",
+            "Time each upstream nameserver took to reply.",
+            upstream.duration.clone(),
+        );
+        registry.register(
+            "upstream_up",
+            "1 while the upstream nameserver is in use, 0 while it is marked down (-ns-fail-threshold) and probed.",
+            upstream.up.clone(),
+        );
+        let stale: Family<Labels, Counter> = Family::default();
+        registry.register(
+            "cache_stale_replies",
+            "Expired response-cache entries served (RFC 8767), by reason: failed (every upstream failed or said SERVFAIL) or timeout (no upstream reply within -rcache-stale-timeout).",
+            stale.clone(),
+        );
+        let prefetches = Counter::default();
+        registry.register(
+            "cache_prefetches",
+            "Response-cache entries refreshed in the background before they expired (-rcache-prefetch).",
+            prefetches.clone(),
+        );
+        let config_reloads: Family<Labels, Counter> = Family::default();
+        registry.register(
+            "config_reloads",
+            "Changes of the etcd config key, by result: applied, or invalid (the running configuration kept).",
+            config_reloads.clone(),
+        );
         let by = |t: &'static str| vec![("type", t)];
         Metrics {
+            upstream,
+            stale,
+            prefetches,
+            config_reloads,
             registry,
             requests: [
                 requests.get_or_create_owned(&by("udp")),
@@ -199,6 +266,56 @@ impl Metrics {
         self.external.get_or_create(&vec![("type", kind)]).inc();
     }
 
+    /// The upstream servers now configured: each up, the others forgotten.
+    pub(crate) fn upstreams_configured(&self, servers: &[std::net::SocketAddr]) {
+        self.upstream.up.clear();
+        for &server in servers {
+            self.upstream_up(server, true);
+        }
+    }
+
+    /// An exchange with `server` began.
+    pub(crate) fn upstream_request(&self, server: std::net::SocketAddr) {
+        self.upstream
+            .requests
+            .get_or_create(&upstream(server))
+            .inc();
+    }
+
+    /// An exchange with `server` failed for `reason`.
+    pub(crate) fn upstream_failure(&self, server: std::net::SocketAddr, reason: &'static str) {
+        let mut labels = upstream(server);
+        labels.push(("reason", reason.to_string()));
+        self.upstream.failures.get_or_create(&labels).inc();
+    }
+
+    /// `server` replied after `elapsed`.
+    pub(crate) fn upstream_duration(&self, server: std::net::SocketAddr, elapsed: Duration) {
+        (self.upstream.duration.get_or_create(&upstream(server))).observe(elapsed.as_secs_f64());
+    }
+
+    /// `server` is in use (`true`) or marked down.
+    pub(crate) fn upstream_up(&self, server: std::net::SocketAddr, up: bool) {
+        (self.upstream.up.get_or_create(&upstream(server))).set(i64::from(up));
+    }
+
+    /// An expired cache entry was served because of `reason`.
+    pub(crate) fn stale_reply(&self, reason: &'static str) {
+        self.stale.get_or_create(&vec![("reason", reason)]).inc();
+    }
+
+    /// A cache entry was refreshed ahead of its expiry.
+    pub(crate) fn prefetch(&self) {
+        self.prefetches.inc();
+    }
+
+    /// A change of the etcd config key was `applied` or `invalid`.
+    pub(crate) fn config_reload(&self, result: &'static str) {
+        self.config_reloads
+            .get_or_create(&vec![("result", result)])
+            .inc();
+    }
+
     /// The OpenMetrics text of every metric.
     pub fn render(&self) -> String {
         let mut out = String::new();
@@ -207,6 +324,10 @@ impl Metrics {
         }
         out
     }
+}
+
+fn upstream(server: std::net::SocketAddr) -> UpstreamLabels {
+    vec![("upstream", server.to_string())]
 }
 
 /// Serves `metrics` at `path` on `listener` until `shutdown`, beside the

@@ -21,7 +21,7 @@ use std::time::Duration;
     about = "SkyDNS 2.5.2c-compatible DNS server for the Kubernetes cluster domain, serving records from etcd.",
     long_about = "Serves the SkyDNS records kube2sky writes to etcd as DNS over UDP and TCP, read through the etcd v2 keys API (as SkyDNS 2.5.2c) or, with -etcd3, the v3 API.\n\
 Flags may be given Go style (-domain=cluster.local. -ns-rotate=false) or GNU style (--domain cluster.local.).\n\
-Settings in the JSON at /<path-prefix>/config in etcd, read once at start, override the flags.",
+Settings in the JSON at /<path-prefix>/config in etcd override the flags; skydns follows that key and applies a change without a restart (addr, domain, dnssec, scache, systemd and lameduck need one).",
     after_help = "Environment: each variable in [env: ...] stands in for its flag when the flag is not given; \
 RUST_LOG sets the log filter (default info). Exit status: 0 after SIGTERM or SIGINT, 1 on a fatal error at start \
 (the line names the flag, key or file), 2 on a command-line error.\n\
@@ -72,6 +72,24 @@ pub struct Flags {
     /// Choose the first upstream nameserver by request ID.
     #[arg(long = "ns-rotate", value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "true")]
     pub ns_rotate: bool,
+    /// Which upstream nameserver a forwarded query tries first: sequential (the first listed),
+    /// round_robin (each query the next) or random; the others follow in turn [default: the
+    /// request ID chooses, SkyDNS's -ns-rotate=true; with -ns-rotate=false, sequential].
+    #[arg(long = "ns-policy")]
+    pub ns_policy: Option<crate::handler::NsPolicy>,
+    /// Transport of forwarded queries: client (the client's, as SkyDNS), tcp (always TCP, as
+    /// CoreDNS force_tcp) or udp (UDP even for TCP clients, as CoreDNS prefer_udp). A truncated
+    /// UDP reply is always asked again over TCP before it is relayed.
+    #[arg(long = "ns-transport", default_value = "client")]
+    pub ns_transport: crate::handler::NsTransport,
+    /// Consecutive failures (timeout, refused, bad reply, SERVFAIL) after which an upstream
+    /// nameserver is marked down: skipped while another is up, probed with ". NS" until it
+    /// answers (0: never; every query tries the servers in the policy's order, as SkyDNS).
+    #[arg(long = "ns-fail-threshold", default_value_t = 2)]
+    pub ns_fail_threshold: u32,
+    /// How often an upstream marked down is probed (Go duration).
+    #[arg(long = "ns-probe-interval", value_parser = go_duration, default_value = "500ms")]
+    pub ns_probe_interval: Duration,
     /// SOA hostmaster (not derived from -domain, as in SkyDNS).
     #[arg(long, default_value = "hostmaster@skydns.local.")]
     pub hostmaster: String,
@@ -81,6 +99,25 @@ pub struct Flags {
     /// Response cache TTL in seconds.
     #[arg(long = "rcache-ttl", default_value_t = 60)]
     pub rcache_ttl: i64,
+    /// Serve-stale (RFC 8767): how long after it expired a cached reply may still be served,
+    /// when every upstream fails or none answers within -rcache-stale-timeout (Go duration;
+    /// 0s: never). Needs -rcache.
+    #[arg(long = "rcache-stale", value_parser = go_duration, default_value = "0s")]
+    pub rcache_stale: Duration,
+    /// How long a client waits for the upstreams before a stale reply is served; the refresh
+    /// goes on in the background (RFC 8767 suggests 1.8s; 0s: serve the stale reply at once).
+    #[arg(long = "rcache-stale-timeout", value_parser = go_duration, default_value = "1800ms")]
+    pub rcache_stale_timeout: Duration,
+    /// TTL of the records of a stale reply, in seconds (RFC 8767: 30).
+    #[arg(long = "rcache-stale-ttl", default_value_t = 30)]
+    pub rcache_stale_ttl: u32,
+    /// Prefetch: a cached reply asked this many times since it was stored is refreshed in the
+    /// background when -rcache-prefetch-percent of its lifetime is left (0: never). Needs -rcache.
+    #[arg(long = "rcache-prefetch", default_value_t = 0)]
+    pub rcache_prefetch: u32,
+    /// Share of a cached reply's lifetime left, in percent (1-100), when its prefetch is due.
+    #[arg(long = "rcache-prefetch-percent", default_value_t = 10, value_parser = clap::value_parser!(u8).range(1..=100))]
+    pub rcache_prefetch_percent: u8,
     /// DNSSEC signature cache capacity in RRSIGs (0 disables it).
     #[arg(long, default_value_t = 10000)]
     pub scache: i64,

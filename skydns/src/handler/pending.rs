@@ -10,17 +10,12 @@
 //! `store::paths`). When every upstream fails the client gets SERVFAIL, which
 //! SkyDNS built but never sent; so does a hidden path that cannot be read.
 
-use super::{base_reply, unix_now, Handler, Pending, Request};
+use super::{base_reply, unix_now, Engine, Pending, Request};
 use crate::answer::{self, Lookups};
-use crate::cache::CacheKey;
-use crate::forward::Upstreams;
-use crate::response::MAX_UDP_PAYLOAD;
 use crate::store::paths::PathRead;
-use crate::stub;
-use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 use std::net::SocketAddr;
-use std::time::Instant;
 
 /// Most rounds of internal lookups for one answer.
 const LOOKUP_ROUNDS: usize = 4;
@@ -37,9 +32,9 @@ pub(super) enum Route {
     HiddenPath(String),
 }
 
-impl Handler {
+impl Engine {
     /// Completes a pending request; `None` means "send nothing".
-    pub async fn resolve(&self, pending: Pending) -> Option<Vec<u8>> {
+    pub(super) async fn resolve(&self, pending: Pending) -> Option<Vec<u8>> {
         let Pending { request, route, .. } = pending;
         match route {
             Route::Forward => self.forward(&request).await,
@@ -55,80 +50,8 @@ impl Handler {
         }
     }
 
-    fn server_failure(&self, r: &Request) -> Option<Vec<u8>> {
+    pub(super) fn server_failure(&self, r: &Request) -> Option<Vec<u8>> {
         let mut reply = base_reply(&r.message);
-        reply.metadata.response_code = ResponseCode::ServFail;
-        self.send(r, reply)
-    }
-
-    async fn forward(&self, r: &Request) -> Option<Vec<u8>> {
-        let key = CacheKey {
-            name: r.q.name.clone(),
-            qtype: r.q.qtype,
-            qclass: u16::from(r.q.qclass),
-            dnssec_ok: r.dnssec_ok,
-            tcp: r.tcp,
-            checking_disabled: r.message.metadata.checking_disabled,
-        };
-        if let Some(cache) = &self.inner.cache {
-            if let Some(mut cached) = cache.get(&key, Instant::now()) {
-                // The header and OPT follow this request, not the first asker's.
-                cached.metadata.id = r.message.metadata.id;
-                cached.metadata.recursion_desired = r.message.metadata.recursion_desired;
-                cached.queries = r.message.queries.iter().take(1).cloned().collect();
-                if r.message.edns.is_none() {
-                    cached.edns = None;
-                }
-                return self.send(r, cached);
-            }
-            self.inner.metrics.cache_miss();
-        }
-        self.inner.metrics.external("recursive");
-        let upstreams = &self.inner.upstreams;
-        let first = if self.inner.options.ns_rotate {
-            usize::from(r.message.metadata.id) % upstreams.len()
-        } else {
-            0
-        };
-        let Some(bytes) = upstreams.relay(&r.packet, first, r.tcp).await else {
-            return self.upstream_failure(r);
-        };
-        if let Some(cache) = &self.inner.cache {
-            if let Ok(reply) = Message::from_vec(&bytes) {
-                cache.insert(key, reply, Instant::now());
-            }
-        }
-        self.relayed(r, bytes)
-    }
-
-    /// A relayed reply as the client may receive it: over UDP no larger
-    /// than its buffer (fitted, with TC, when the upstream's is larger).
-    fn relayed(&self, r: &Request, bytes: Vec<u8>) -> Option<Vec<u8>> {
-        if r.tcp || bytes.len() <= r.limit.min(MAX_UDP_PAYLOAD) {
-            self.account(r, &bytes, false);
-            return Some(bytes);
-        }
-        match Message::from_vec(&bytes) {
-            Ok(reply) => self.send(r, reply),
-            Err(_) => self.upstream_failure(r),
-        }
-    }
-
-    async fn stub_forward(&self, r: &Request, servers: Vec<SocketAddr>) -> Option<Vec<u8>> {
-        self.inner.metrics.external("stub");
-        let packet = stub::mark(&r.message)?;
-        let upstreams = Upstreams::new(servers, self.inner.options.read_timeout);
-        let first = usize::from(r.message.metadata.id) % upstreams.len();
-        match upstreams.relay(&packet, first, r.tcp).await {
-            Some(bytes) => self.relayed(r, bytes),
-            None => self.upstream_failure(r),
-        }
-    }
-
-    /// SERVFAIL after every upstream failed (SkyDNS left the client waiting).
-    fn upstream_failure(&self, r: &Request) -> Option<Vec<u8>> {
-        let mut reply = base_reply(&r.message);
-        reply.metadata.authoritative = false;
         reply.metadata.response_code = ResponseCode::ServFail;
         self.send(r, reply)
     }

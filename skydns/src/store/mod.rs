@@ -211,6 +211,47 @@ pub(crate) struct MirrorReports {
     /// Loaded at the first snapshot; out of reach from a failure to the
     /// next load.
     pub status: Arc<Status>,
+    /// Where the value of the config key goes, read at every load and
+    /// followed in the watch (`None`: not followed).
+    pub config: Option<ConfigFeed>,
+}
+
+/// The value of the etcd config key (`None`: absent), as the mirror sees it.
+#[derive(Clone, Debug)]
+pub(crate) struct ConfigFeed {
+    /// The key, `/<prefix>/config`.
+    pub key: String,
+    /// The latest value; only changes wake the receivers.
+    pub value: tokio::sync::watch::Sender<Option<Vec<u8>>>,
+}
+
+impl ConfigFeed {
+    fn publish(&self, value: Option<Vec<u8>>) {
+        self.value.send_if_modified(|current| {
+            let changed = *current != value;
+            *current = value;
+            changed
+        });
+    }
+
+    /// What `changes` do to the key, if they touch it.
+    fn note(&self, changes: &[RawChange]) {
+        for change in changes {
+            match change {
+                RawChange::Put(kv) if kv.key == self.key => self.publish(Some(kv.value.clone())),
+                RawChange::Delete(key) if *key == self.key => self.publish(None),
+                RawChange::DeleteDir(dir)
+                    if self
+                        .key
+                        .strip_prefix(dir.trim_end_matches('/'))
+                        .is_some_and(|rest| rest.starts_with('/')) =>
+                {
+                    self.publish(None);
+                }
+                _ => {}
+            }
+        }
+    }
 }
 
 /// Mirrors everything under `prefix` into `shared` until `shutdown`.
@@ -231,7 +272,7 @@ pub(crate) async fn mirror<S: Store>(
             &shared,
             &mut requests,
             &mut backoff,
-            &reports.status,
+            &reports,
         );
         let result = tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -265,10 +306,15 @@ async fn sync_once<S: Store>(
     shared: &SharedSnapshot,
     requests: &mut PathRequests,
     backoff: &mut Duration,
-    status: &Status,
+    reports: &MirrorReports,
 ) -> Result<std::convert::Infallible, StoreError> {
+    let status = &reports.status;
     let mut loaded = store.load_snapshot(prefix).await?;
     *backoff = BACKOFF_START;
+    if let Some(feed) = &reports.config {
+        // Read after the records: a change in between is in the watch too.
+        feed.publish(store.get(&feed.key).await?);
+    }
     let revision = loaded.revision();
     let mut read_paths = ReadPaths::default();
     if let Some(previous) = shared.load_full() {
@@ -311,6 +357,9 @@ async fn sync_once<S: Store>(
                     continue; // progress: every change up to `revision` was seen
                 }
                 read_paths.note_batch(&batch);
+                if let Some(feed) = &reports.config {
+                    feed.note(&batch.changes);
+                }
                 current = Arc::new(current.with_changes(batch.revision, to_changes(batch.changes)));
                 tracing::debug!(revision = batch.revision, records = current.len(), "applied store changes");
             }

@@ -63,6 +63,7 @@ async fn mirror_loads_then_follows_changes_and_survives_outages() {
     let status = Arc::new(Status::new(Duration::from_millis(1)));
     assert_eq!(status.readiness(), Err(NotReady::Loading));
     let reports = MirrorReports {
+        config: None,
         metrics: metrics.clone(),
         status: status.clone(),
     };
@@ -137,6 +138,7 @@ fn start_mirror(store: &MemoryStore) -> (SharedSnapshot, CancellationToken) {
         shared.clone(),
         paths::PathRequests::default(),
         MirrorReports {
+            config: None,
             metrics: Arc::new(Metrics::default()),
             status: Arc::new(Status::new(Duration::ZERO)),
         },

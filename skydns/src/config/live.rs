@@ -1,0 +1,161 @@
+//! Following the etcd config key: a change applies without a restart.
+//!
+//! SkyDNS read `/<prefix>/config` once, at start. The store mirror now
+//! reports the key's value at every load and every change it sees in the
+//! watch; [`follow`] merges each new value over the flags as at start
+//! ([`Settings::merge_json`], [`Settings::finish`]) and hands the result to
+//! the handler, which swaps its configuration: nameservers, ndots, TTLs,
+//! the response cache, round robin and the rest take effect with the next
+//! query. What cannot change in a running process (the listen address, the
+//! domain, the DNSSEC key pair, the signature cache, socket activation,
+//! the lameduck) keeps its running value and is logged once as needing a
+//! restart. A value that does not parse or validate changes nothing: it is
+//! logged with the key and counted (`skydns_dns_config_reloads_total{result="invalid"}`).
+//! Deleting the key goes back to the flags.
+
+use super::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
+use crate::handler::Handler;
+use std::collections::HashSet;
+use std::path::Path;
+use tokio::sync::watch;
+use tokio_util::sync::CancellationToken;
+
+/// The configuration in force and how it came about.
+pub(crate) struct Follower {
+    flags: Flags,
+    key: String,
+    /// The merged settings in force.
+    running: Settings,
+    /// The value of the key they came from.
+    applied: Option<Vec<u8>>,
+    /// Restart-only settings already logged, with their values.
+    warned: HashSet<(&'static str, String)>,
+}
+
+impl Follower {
+    /// The follower of `key`, which held `applied` when the server started
+    /// with `running`.
+    pub(crate) fn new(
+        flags: Flags,
+        key: String,
+        running: Settings,
+        applied: Option<Vec<u8>>,
+    ) -> Self {
+        Follower {
+            flags,
+            key,
+            running,
+            applied,
+            warned: HashSet::new(),
+        }
+    }
+
+    /// Applies `value` of the key to `handler`, unless it is the value in
+    /// force or it is invalid (then logged and counted).
+    pub(crate) fn apply(&mut self, value: Option<Vec<u8>>, handler: &Handler) {
+        if value == self.applied {
+            return;
+        }
+        match self.config_for(value.as_deref()) {
+            Ok((settings, config)) => {
+                let mut options = config.handler_options();
+                // The key pair is loaded once, at start.
+                options.dnssec = handler.options().dnssec;
+                handler.reconfigure(config.zone, options);
+                handler.metrics().config_reload("applied");
+                tracing::info!(
+                    key = %self.key,
+                    nameservers = ?config.nameservers,
+                    present = value.is_some(),
+                    "applied the etcd config key (the flags where it is silent)"
+                );
+                self.running = settings;
+            }
+            Err(error) => {
+                handler.metrics().config_reload("invalid");
+                tracing::warn!(key = %self.key, %error, "ignoring the new value of the etcd config key; the running configuration stays");
+            }
+        }
+        self.applied = value;
+    }
+
+    /// The settings and configuration `value` gives over the flags.
+    fn config_for(&mut self, value: Option<&[u8]>) -> Result<(Settings, Config), ConfigError> {
+        let mut settings = Settings::from_flags(&self.flags);
+        if let Some(json) = value {
+            settings.merge_json(json)?;
+        }
+        self.keep_restart_only(&mut settings);
+        let mut finishing = settings.clone();
+        finishing.dnssec = String::new();
+        let config = finishing.finish(&self.flags, || {
+            nameservers_from_resolv_conf(Path::new("/etc/resolv.conf"))
+        })?;
+        Ok((settings, config))
+    }
+
+    /// Puts back the running value of every setting that needs a restart,
+    /// logging each new value once.
+    fn keep_restart_only(&mut self, s: &mut Settings) {
+        let running = &self.running;
+        let mut changed: Vec<(&'static str, String)> = Vec::new();
+        if s.dns_addr != running.dns_addr {
+            changed.push((
+                "dns_addr",
+                std::mem::replace(&mut s.dns_addr, running.dns_addr.clone()),
+            ));
+        }
+        if s.domain != running.domain {
+            changed.push((
+                "domain",
+                std::mem::replace(&mut s.domain, running.domain.clone()),
+            ));
+        }
+        if s.dnssec != running.dnssec {
+            changed.push((
+                "dnssec",
+                std::mem::replace(&mut s.dnssec, running.dnssec.clone()),
+            ));
+        }
+        if s.scache != running.scache {
+            changed.push((
+                "scache",
+                std::mem::replace(&mut s.scache, running.scache).to_string(),
+            ));
+        }
+        if s.systemd != running.systemd {
+            changed.push((
+                "systemd",
+                std::mem::replace(&mut s.systemd, running.systemd).to_string(),
+            ));
+        }
+        if s.lameduck != running.lameduck {
+            changed.push((
+                "lameduck",
+                std::mem::replace(&mut s.lameduck, running.lameduck).to_string(),
+            ));
+        }
+        for (setting, value) in changed {
+            if self.warned.insert((setting, value.clone())) {
+                tracing::warn!(key = %self.key, setting, %value, "this setting of the etcd config key takes effect only after a restart");
+            }
+        }
+    }
+}
+
+/// Applies every new value of the config key to `handler` until `stop`.
+pub(crate) async fn follow(
+    mut follower: Follower,
+    mut values: watch::Receiver<Option<Vec<u8>>>,
+    handler: Handler,
+    stop: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            _ = stop.cancelled() => return,
+            changed = values.changed() => if changed.is_err() { return },
+        }
+        let value = values.borrow_and_update().clone();
+        follower.apply(value, &handler);
+    }
+}

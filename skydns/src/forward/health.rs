@@ -1,0 +1,205 @@
+//! Which upstream servers answer, remembered between queries.
+//!
+//! Each server counts its consecutive failures (a timeout, a refused
+//! connection, an unparsable or mismatched reply, SERVFAIL); at the
+//! threshold (`-ns-fail-threshold`) it is marked down and skipped while
+//! another server is up, and a background probe asks it `. NS` every
+//! `-ns-probe-interval` until it answers, which marks it up again (so does
+//! any real query it answers). This is CoreDNS `forward`'s `max_fails` and
+//! `health_check`; SkyDNS had no memory, so a dead first server cost every
+//! query the whole read timeout. Failed forwards are also logged here, at
+//! most once per 10 s ([`FailureLog`]).
+
+use super::exchange;
+use crate::metrics::Metrics;
+use hickory_proto::op::{Message, Query};
+use hickory_proto::rr::{Name, RecordType};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::{Duration, Instant};
+
+/// How a down server is probed.
+#[derive(Clone, Copy, Debug)]
+pub(super) struct Probe {
+    /// Pause between probes.
+    pub interval: Duration,
+    /// Bound of one probe exchange.
+    pub timeout: Duration,
+    /// Probe over TCP (`-ns-transport=tcp`) instead of UDP.
+    pub tcp: bool,
+}
+
+/// The health of every configured upstream server.
+pub(super) struct Health {
+    servers: Box<[ServerState]>,
+    threshold: u32,
+    probe: Probe,
+    metrics: Option<Arc<Metrics>>,
+}
+
+struct ServerState {
+    addr: SocketAddr,
+    fails: AtomicU32,
+    down: AtomicBool,
+    probing: AtomicBool,
+}
+
+impl std::fmt::Debug for Health {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let down: Vec<_> = (self.servers.iter())
+            .filter(|s| s.down.load(Ordering::Relaxed))
+            .map(|s| s.addr)
+            .collect();
+        f.debug_struct("Health").field("down", &down).finish()
+    }
+}
+
+impl Health {
+    /// Every server up, marked down after `threshold` consecutive failures.
+    pub(super) fn new(
+        servers: &[SocketAddr],
+        threshold: u32,
+        probe: Probe,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Arc<Self> {
+        if let Some(m) = &metrics {
+            m.upstreams_configured(servers);
+        }
+        Arc::new(Health {
+            servers: (servers.iter())
+                .map(|&addr| ServerState {
+                    addr,
+                    fails: AtomicU32::new(0),
+                    down: AtomicBool::new(false),
+                    probing: AtomicBool::new(false),
+                })
+                .collect(),
+            threshold: threshold.max(1),
+            probe,
+            metrics,
+        })
+    }
+
+    /// Whether server `i` is up (not marked down).
+    pub(super) fn is_up(&self, i: usize) -> bool {
+        !self.servers[i].down.load(Ordering::Relaxed)
+    }
+
+    /// Server `i` answered: its failures start again from zero.
+    pub(super) fn succeeded(&self, i: usize) {
+        let s = &self.servers[i];
+        s.fails.store(0, Ordering::Relaxed);
+        if s.down.swap(false, Ordering::AcqRel) {
+            tracing::info!(upstream = %s.addr, "upstream nameserver answers again; back in use");
+            if let Some(m) = &self.metrics {
+                m.upstream_up(s.addr, true);
+            }
+        }
+    }
+
+    /// Server `i` failed; at the threshold it is marked down and probed.
+    pub(super) fn failed(self: &Arc<Self>, i: usize) {
+        let s = &self.servers[i];
+        let fails = s.fails.fetch_add(1, Ordering::AcqRel).saturating_add(1);
+        if fails < self.threshold || s.down.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        tracing::warn!(
+            upstream = %s.addr,
+            failures = fails,
+            probe_every = ?self.probe.interval,
+            "upstream nameserver marked down; skipped while another answers, probed until it answers"
+        );
+        if let Some(m) = &self.metrics {
+            m.upstream_up(s.addr, false);
+        }
+        if !s.probing.swap(true, Ordering::AcqRel) {
+            tokio::spawn(probe_until_up(Arc::downgrade(self), i, self.probe));
+        }
+    }
+}
+
+/// Probes server `i` until it answers, is marked up by a real query, or
+/// the configuration that knew it is gone.
+async fn probe_until_up(health: Weak<Health>, i: usize, probe: Probe) {
+    loop {
+        tokio::time::sleep(probe.interval).await;
+        let Some(h) = health.upgrade() else { return };
+        let s = &h.servers[i];
+        if !s.down.load(Ordering::Acquire) {
+            s.probing.store(false, Ordering::Release);
+            return;
+        }
+        let addr = s.addr;
+        drop(h);
+        let answered = probe_once(addr, probe).await;
+        let Some(h) = health.upgrade() else { return };
+        if answered {
+            h.succeeded(i);
+            h.servers[i].probing.store(false, Ordering::Release);
+            return;
+        }
+    }
+}
+
+/// Asks `server` for `. NS`; any matching reply but SERVFAIL counts.
+async fn probe_once(server: SocketAddr, probe: Probe) -> bool {
+    let mut query = Message::query();
+    query.metadata.id = rand::random();
+    query
+        .queries
+        .push(Query::query(Name::root(), RecordType::NS));
+    let Ok(packet) = query.to_vec() else {
+        return false;
+    };
+    let reply = if probe.tcp {
+        exchange::tcp(server, &packet, &query, probe.timeout).await
+    } else {
+        exchange::udp(server, &packet, &query, probe.timeout).await
+    };
+    reply.is_ok_and(|bytes| !is_server_failure(&bytes))
+}
+
+/// Whether an encoded reply says SERVFAIL (rcode 2).
+pub(super) fn is_server_failure(reply: &[u8]) -> bool {
+    reply.get(3).is_some_and(|b| b & 0x0f == 2)
+}
+
+/// How often failed forwards are logged: a dead upstream under load would
+/// otherwise write one line per query (hundreds of thousands a minute).
+const FAILURE_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// Logs failed forwards at most once per [`FAILURE_LOG_INTERVAL`], with
+/// how many failed since the last line.
+#[derive(Debug, Default)]
+pub(super) struct FailureLog {
+    /// When the last line was written, and failures since.
+    state: Mutex<(Option<Instant>, u64)>,
+}
+
+impl FailureLog {
+    pub(super) fn failed(&self, servers: &[SocketAddr]) {
+        if let Some(failed) = self.count(Instant::now()) {
+            tracing::warn!(
+                ?servers,
+                failed,
+                "failure to forward request (count since the last such line, at most one per 10s)"
+            );
+        }
+    }
+
+    /// Counts one failure at `now`; `Some(failures since the last line)`
+    /// when a line is due.
+    pub(super) fn count(&self, now: Instant) -> Option<u64> {
+        let mut state = self.state.lock().unwrap_or_else(|e| e.into_inner());
+        state.1 += 1;
+        let due = state
+            .0
+            .is_none_or(|last| now.duration_since(last) >= FAILURE_LOG_INTERVAL);
+        due.then(|| {
+            state.0 = Some(now);
+            std::mem::take(&mut state.1)
+        })
+    }
+}

@@ -1,0 +1,327 @@
+//! Talking to upstream nameservers: relaying queries and internal lookups.
+//!
+//! [`Upstreams::relay`] sends a client's request unchanged to the upstream
+//! servers and returns the first reply that answers it (see `exchange.rs`).
+//! Which server goes first is the [`NsPolicy`]; the others follow in turn
+//! (n+1 attempts in all, as SkyDNS, each bounded by the read timeout). The
+//! transport is the client's unless [`NsTransport`] says otherwise, and a
+//! truncated UDP reply is asked again over TCP before it is relayed.
+//! Servers that keep failing are marked down and skipped while another is
+//! up (`health.rs`). Identical requests in flight at the same time share
+//! one upstream exchange (`coalesce.rs`). [`Upstreams::lookup`] is SkyDNS's
+//! internal `Lookup`: a fresh query for a CNAME or SRV target outside the
+//! domain.
+
+mod coalesce;
+mod exchange;
+mod health;
+
+use crate::metrics::Metrics;
+use coalesce::{Coalescer, Leader, Turn};
+use health::{FailureLog, Health, Probe};
+use hickory_proto::op::{Edns, Message, Query, ResponseCode};
+use hickory_proto::rr::{Name, Record, RecordType};
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// Which upstream server a forwarded query tries first.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NsPolicy {
+    /// SkyDNS `-ns-rotate=true`: the request ID modulo the number of servers.
+    #[default]
+    RequestId,
+    /// Always the first listed (SkyDNS `-ns-rotate=false`; CoreDNS `sequential`).
+    Sequential,
+    /// Each query the next server (CoreDNS `round_robin`).
+    RoundRobin,
+    /// A random server (CoreDNS `random`, its default).
+    Random,
+}
+
+impl std::str::FromStr for NsPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "sequential" => Ok(NsPolicy::Sequential),
+            "round_robin" | "round-robin" => Ok(NsPolicy::RoundRobin),
+            "random" => Ok(NsPolicy::Random),
+            _ => Err(format!(
+                "invalid policy {s:?} (use sequential, round_robin or random)"
+            )),
+        }
+    }
+}
+
+/// Which transport forwarded queries use.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum NsTransport {
+    /// The client's (SkyDNS).
+    #[default]
+    Client,
+    /// Always TCP (CoreDNS `force_tcp`; NodeLocal DNSCache talks TCP).
+    Tcp,
+    /// Always UDP first, TCP after a truncated reply (CoreDNS `prefer_udp`).
+    Udp,
+}
+
+impl std::str::FromStr for NsTransport {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "client" => Ok(NsTransport::Client),
+            "tcp" => Ok(NsTransport::Tcp),
+            "udp" => Ok(NsTransport::Udp),
+            _ => Err(format!("invalid transport {s:?} (use client, tcp or udp)")),
+        }
+    }
+}
+
+/// How forwarded queries are sent.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Settings {
+    /// Bound of one exchange (`-rtimeout`).
+    pub timeout: Duration,
+    /// The first server to try.
+    pub policy: NsPolicy,
+    /// UDP, TCP or the client's.
+    pub transport: NsTransport,
+    /// Consecutive failures that mark a server down (0: never; SkyDNS).
+    pub fail_threshold: u32,
+    /// Pause between probes of a down server.
+    pub probe_interval: Duration,
+}
+
+impl Settings {
+    /// SkyDNS's forwarding: first server by request ID, the client's
+    /// transport, no memory of failures.
+    pub(crate) fn plain(timeout: Duration) -> Self {
+        Settings {
+            timeout,
+            policy: NsPolicy::RequestId,
+            transport: NsTransport::Client,
+            fail_threshold: 0,
+            probe_interval: Duration::from_millis(500),
+        }
+    }
+}
+
+/// The upstream nameservers and how to use them.
+#[derive(Clone)]
+pub(crate) struct Upstreams {
+    servers: Arc<[SocketAddr]>,
+    settings: Settings,
+    coalescer: Coalescer,
+    failures: Arc<FailureLog>,
+    health: Option<Arc<Health>>,
+    metrics: Option<Arc<Metrics>>,
+    next: Arc<AtomicUsize>,
+}
+
+impl Upstreams {
+    /// Upstreams `servers` used as SkyDNS did, each exchange bounded by
+    /// `timeout` (stub zones; tests).
+    pub(crate) fn new(servers: Vec<SocketAddr>, timeout: Duration) -> Self {
+        Self::with(servers, Settings::plain(timeout), None)
+    }
+
+    /// Upstreams `servers` used as `settings` say, counted in `metrics`.
+    pub(crate) fn with(
+        servers: Vec<SocketAddr>,
+        settings: Settings,
+        metrics: Option<Arc<Metrics>>,
+    ) -> Self {
+        let health = (settings.fail_threshold > 0 && !servers.is_empty()).then(|| {
+            let probe = Probe {
+                interval: settings.probe_interval,
+                timeout: settings.timeout,
+                tcp: settings.transport == NsTransport::Tcp,
+            };
+            Health::new(&servers, settings.fail_threshold, probe, metrics.clone())
+        });
+        Upstreams {
+            servers: servers.into(),
+            settings,
+            coalescer: Coalescer::default(),
+            failures: Arc::default(),
+            health,
+            metrics,
+            next: Arc::default(),
+        }
+    }
+
+    /// Whether any server is configured.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.servers.is_empty()
+    }
+
+    /// Relays `packet` (a client request that came over TCP if `tcp`) to
+    /// the servers. Identical requests in flight share the exchange; the
+    /// reply carries the caller's ID.
+    pub(crate) async fn relay(&self, packet: &[u8], tcp: bool) -> Option<Vec<u8>> {
+        if packet.len() < 12 || self.servers.is_empty() {
+            return None;
+        }
+        let id = [packet[0], packet[1]];
+        let mut key = packet[2..].to_vec();
+        key.push(u8::from(tcp));
+        let mut reply = match self.coalescer.join(&key) {
+            Turn::Follower(rx) => rx.await.ok().flatten()?,
+            Turn::Leader => {
+                // Followers are released even if this future is dropped.
+                let mut leader = Leader {
+                    coalescer: &self.coalescer,
+                    key: &key,
+                    reply: None,
+                };
+                leader.reply = self.attempts(packet, u16::from_be_bytes(id), tcp).await;
+                leader.reply.clone()?
+            }
+        };
+        reply[..2].copy_from_slice(&id);
+        Some(reply)
+    }
+
+    /// The servers in the order this query tries them: the policy's
+    /// rotation, without the servers marked down unless all are.
+    fn plan(&self, id: u16) -> Vec<usize> {
+        let n = self.servers.len();
+        let first = match self.settings.policy {
+            NsPolicy::RequestId => usize::from(id) % n,
+            NsPolicy::Sequential => 0,
+            NsPolicy::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed) % n,
+            NsPolicy::Random => rand::random_range(0..n),
+        };
+        let rotation = (0..n).map(|k| (first + k) % n);
+        match &self.health {
+            Some(health) => {
+                let up: Vec<usize> = rotation.clone().filter(|&i| health.is_up(i)).collect();
+                if up.is_empty() {
+                    rotation.collect()
+                } else {
+                    up
+                }
+            }
+            None => rotation.collect(),
+        }
+    }
+
+    /// SkyDNS's n+1 attempts over the plan (the first server is asked
+    /// again last); the first reply wins, SERVFAIL included.
+    async fn attempts(&self, packet: &[u8], id: u16, client_tcp: bool) -> Option<Vec<u8>> {
+        let query = Message::from_vec(packet).ok()?;
+        let plan = self.plan(id);
+        for attempt in 0..=plan.len() {
+            let i = plan[attempt % plan.len()];
+            if let Some(reply) = self.attempt(i, packet, &query, client_tcp).await {
+                return Some(reply);
+            }
+        }
+        self.failures.failed(&self.servers);
+        None
+    }
+
+    /// One server asked, over UDP and then TCP when the UDP reply is
+    /// truncated; its health and metrics updated.
+    async fn attempt(
+        &self,
+        i: usize,
+        packet: &[u8],
+        query: &Message,
+        client_tcp: bool,
+    ) -> Option<Vec<u8>> {
+        let server = self.servers[i];
+        let tcp = match self.settings.transport {
+            NsTransport::Client => client_tcp,
+            NsTransport::Tcp => true,
+            NsTransport::Udp => false,
+        };
+        let timeout = self.settings.timeout;
+        let start = Instant::now();
+        self.count(|m| m.upstream_request(server));
+        let mut result = if tcp {
+            exchange::tcp(server, packet, query, timeout).await
+        } else {
+            exchange::udp(server, packet, query, timeout).await
+        };
+        if let Ok(reply) = &result {
+            if !tcp && reply.get(2).is_some_and(|b| b & 0x02 != 0) {
+                // Truncated: the whole answer over TCP; failing that, the
+                // truncated one (the client may ask over TCP itself).
+                match exchange::tcp(server, packet, query, timeout).await {
+                    Ok(full) => result = Ok(full),
+                    Err(error) => {
+                        tracing::debug!(%server, %error, "TCP retry of a truncated reply failed")
+                    }
+                }
+            }
+        }
+        match result {
+            Ok(reply) => {
+                self.count(|m| m.upstream_duration(server, start.elapsed()));
+                if health::is_server_failure(&reply) {
+                    self.failed(i, "servfail");
+                } else if let Some(health) = &self.health {
+                    health.succeeded(i);
+                }
+                Some(reply)
+            }
+            Err(error) => {
+                tracing::debug!(%server, %error, "upstream exchange failed");
+                self.failed(i, exchange::failure_reason(&error));
+                None
+            }
+        }
+    }
+
+    fn failed(&self, i: usize, reason: &'static str) {
+        self.count(|m| m.upstream_failure(self.servers[i], reason));
+        if let Some(health) = &self.health {
+            health.failed(i);
+        }
+    }
+
+    fn count(&self, f: impl FnOnce(&Metrics)) {
+        if let Some(m) = &self.metrics {
+            f(m);
+        }
+    }
+
+    /// SkyDNS `Lookup`: a fresh query for `name`/`qtype` with EDNS0
+    /// (`bufsize`, `dnssec_ok`), first server chosen by the policy.
+    /// Only a NOERROR reply counts; its TTLs are set to `ttl`.
+    pub(crate) async fn lookup(
+        &self,
+        name: &Name,
+        qtype: RecordType,
+        bufsize: u16,
+        dnssec_ok: bool,
+        ttl: u32,
+    ) -> Option<Vec<Record>> {
+        if self.servers.is_empty() {
+            return None;
+        }
+        let mut query = Message::query();
+        query.metadata.recursion_desired = true;
+        query.queries.push(Query::query(name.clone(), qtype));
+        let mut edns = Edns::new();
+        edns.set_max_payload(bufsize.max(512));
+        edns.set_dnssec_ok(dnssec_ok);
+        query.edns = Some(edns);
+        let packet = query.to_vec().ok()?;
+        let reply = self.attempts(&packet, query.metadata.id, false).await?;
+        let reply = Message::from_vec(&reply).ok()?;
+        if reply.metadata.response_code != ResponseCode::NoError {
+            return None;
+        }
+        let mut answers = reply.answers;
+        for r in &mut answers {
+            r.ttl = ttl;
+        }
+        Some(answers)
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,127 @@
+//! Forwarded names: the response cache, serve-stale, prefetch and the relay.
+//!
+//! A name outside the domain is answered from the response cache when a
+//! fresh entry is there (a popular one due for a refresh is re-fetched in
+//! the background: prefetch). Otherwise it is relayed to the upstreams and
+//! the reply cached. When an expired entry is still within the stale window
+//! (RFC 8767), the relay runs as its own task and the client gets the stale
+//! entry if every upstream fails, says SERVFAIL, or has not answered within
+//! `-rcache-stale-timeout`; the task goes on and refreshes the cache. Stub
+//! zones are relayed to their own servers, without the cache.
+
+use super::{base_reply, Engine, Request};
+use crate::cache::CacheKey;
+use crate::forward::Upstreams;
+use crate::response::MAX_UDP_PAYLOAD;
+use crate::stub;
+use hickory_proto::op::{Message, ResponseCode};
+use std::net::SocketAddr;
+use std::time::Instant;
+
+impl Engine {
+    pub(super) async fn forward(&self, r: &Request) -> Option<Vec<u8>> {
+        let key = CacheKey {
+            name: r.q.name.clone(),
+            qtype: r.q.qtype,
+            qclass: u16::from(r.q.qclass),
+            dnssec_ok: r.dnssec_ok,
+            tcp: r.tcp,
+            checking_disabled: r.message.metadata.checking_disabled,
+        };
+        let mut stale = None;
+        if let Some(cache) = &self.inner.cache {
+            let now = Instant::now();
+            if let Some(hit) = cache.hit(&key, now) {
+                if hit.prefetch {
+                    self.inner.metrics.prefetch();
+                    let refresh = self.clone().fetch(r.packet.clone(), r.tcp, key);
+                    tokio::spawn(refresh);
+                }
+                return self.send(r, for_request(hit.reply, &r.message));
+            }
+            self.inner.metrics.cache_miss();
+            stale = cache.get_stale(&key, now);
+        }
+        let fetch = self.clone().fetch(r.packet.clone(), r.tcp, key);
+        let Some(stale) = stale else {
+            return match fetch.await {
+                Some(bytes) => self.relayed(r, bytes),
+                None => self.upstream_failure(r),
+            };
+        };
+        // The fetch goes on without the client: it refreshes the cache.
+        let task = tokio::spawn(fetch);
+        let reason = match tokio::time::timeout(self.inner.options.rcache_stale_timeout, task).await
+        {
+            Ok(Ok(Some(bytes))) if !says_server_failure(&bytes) => return self.relayed(r, bytes),
+            Ok(_) => "failed",
+            Err(_) => "timeout",
+        };
+        self.inner.metrics.stale_reply(reason);
+        self.send(r, for_request(stale, &r.message))
+    }
+
+    /// Relays `packet` and caches the reply.
+    async fn fetch(self, packet: Vec<u8>, tcp: bool, key: CacheKey) -> Option<Vec<u8>> {
+        self.inner.metrics.external("recursive");
+        let bytes = self.inner.upstreams.relay(&packet, tcp).await?;
+        if let Some(cache) = &self.inner.cache {
+            if let Ok(reply) = Message::from_vec(&bytes) {
+                cache.insert(key, reply, Instant::now());
+            }
+        }
+        Some(bytes)
+    }
+
+    /// A relayed reply as the client may receive it: over UDP no larger
+    /// than its buffer (fitted, with TC, when the upstream's is larger).
+    fn relayed(&self, r: &Request, bytes: Vec<u8>) -> Option<Vec<u8>> {
+        if r.tcp || bytes.len() <= r.limit.min(MAX_UDP_PAYLOAD) {
+            self.account(r, &bytes, false);
+            return Some(bytes);
+        }
+        match Message::from_vec(&bytes) {
+            Ok(reply) => self.send(r, reply),
+            Err(_) => self.upstream_failure(r),
+        }
+    }
+
+    pub(super) async fn stub_forward(
+        &self,
+        r: &Request,
+        servers: Vec<SocketAddr>,
+    ) -> Option<Vec<u8>> {
+        self.inner.metrics.external("stub");
+        let packet = stub::mark(&r.message)?;
+        let upstreams = Upstreams::new(servers, self.inner.options.read_timeout);
+        match upstreams.relay(&packet, r.tcp).await {
+            Some(bytes) => self.relayed(r, bytes),
+            None => self.upstream_failure(r),
+        }
+    }
+
+    /// SERVFAIL after every upstream failed (SkyDNS left the client waiting).
+    fn upstream_failure(&self, r: &Request) -> Option<Vec<u8>> {
+        let mut reply = base_reply(&r.message);
+        reply.metadata.authoritative = false;
+        reply.metadata.response_code = ResponseCode::ServFail;
+        self.send(r, reply)
+    }
+}
+
+/// A cached reply as an answer to `request`: the header and OPT follow
+/// this request, not the first asker's.
+fn for_request(mut cached: Message, request: &Message) -> Message {
+    cached.metadata.id = request.metadata.id;
+    cached.metadata.recursion_desired = request.metadata.recursion_desired;
+    cached.queries = request.queries.iter().take(1).cloned().collect();
+    if request.edns.is_none() {
+        cached.edns = None;
+    }
+    cached
+}
+
+/// Whether an encoded reply says SERVFAIL.
+fn says_server_failure(bytes: &[u8]) -> bool {
+    bytes.get(3).is_some_and(|b| b & 0x0f == 2)
+}

@@ -1,0 +1,183 @@
+//! The handler the listeners share, and its configuration swapped live.
+//!
+//! [`Handler`] holds the current [`Engine`]: one configuration (zone
+//! settings, handler options) with what it keeps between requests (the
+//! upstreams and their health, the response cache, the encoded replies).
+//! Each request runs on the engine current when it arrived, to the end.
+//! [`Handler::reconfigure`] builds a new engine when the etcd config key
+//! changes and swaps it in; the response cache is kept when its settings
+//! did not change, so a new nameserver list does not forget what is known.
+
+use super::{Engine, Inner, Options, Outcome, Pending, SharedSnapshot, Transport};
+use crate::answer::Zone;
+use crate::cache::{CacheSettings, ResponseCache};
+use crate::forward::{self, NsPolicy, Upstreams};
+use crate::hot::ReplyCache;
+use crate::metrics::Metrics;
+use crate::store::paths::PathReader;
+use crate::stub::StubZones;
+use arc_swap::ArcSwap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::sync::Semaphore;
+
+/// Answers DNS requests from the shared snapshot.
+#[derive(Clone)]
+pub struct Handler {
+    current: Arc<ArcSwap<Inner>>,
+}
+
+impl Handler {
+    /// A handler for `zone` reading `snapshot` (from a store that lists
+    /// every key: etcd v3, or tests).
+    pub fn new(
+        zone: Zone,
+        snapshot: SharedSnapshot,
+        options: Options,
+        metrics: Arc<Metrics>,
+    ) -> Self {
+        Self::reading_paths(zone, snapshot, options, metrics, PathReader::default())
+    }
+
+    /// A handler that asks `paths` for the hidden paths the snapshot lacks
+    /// (an etcd v2 store).
+    pub fn reading_paths(
+        zone: Zone,
+        snapshot: SharedSnapshot,
+        options: Options,
+        metrics: Arc<Metrics>,
+        paths: PathReader,
+    ) -> Self {
+        let forward_slots = (options.max_pending_forwards > 0)
+            .then(|| Arc::new(Semaphore::new(options.max_pending_forwards)));
+        let shared = Shared {
+            snapshot,
+            metrics,
+            paths,
+            forward_slots,
+        };
+        let inner = Inner::build(zone, options, shared, None);
+        Handler {
+            current: Arc::new(ArcSwap::from_pointee(inner)),
+        }
+    }
+
+    /// Runs the handler with `zone` and `options` from now on; requests
+    /// under way finish with the configuration they started with.
+    pub fn reconfigure(&self, zone: Zone, options: Options) {
+        let current = self.current.load_full();
+        let shared = Shared {
+            snapshot: current.snapshot.clone(),
+            metrics: current.metrics.clone(),
+            paths: current.paths.clone(),
+            forward_slots: current.forward_slots.clone(),
+        };
+        let next = Inner::build(zone, options, shared, Some(&current));
+        self.current.store(Arc::new(next));
+    }
+
+    /// The options in force.
+    pub fn options(&self) -> Options {
+        self.current.load().options.clone()
+    }
+
+    /// The metrics this handler counts in.
+    pub fn metrics(&self) -> Arc<Metrics> {
+        self.current.load().metrics.clone()
+    }
+
+    /// The configuration in force (tests look inside).
+    #[cfg(test)]
+    pub(super) fn inner(&self) -> Arc<Inner> {
+        self.current.load_full()
+    }
+
+    fn engine(&self) -> Engine {
+        Engine {
+            inner: self.current.load_full(),
+        }
+    }
+
+    /// Handles one request, completing any upstream work.
+    pub async fn handle_async(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
+        match self.handle(packet, transport) {
+            Outcome::Done(reply) => reply,
+            Outcome::Pending(pending) => self.resolve(*pending).await,
+        }
+    }
+
+    /// Handles one request as far as memory allows.
+    pub fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
+        self.engine().handle(packet, transport)
+    }
+
+    /// Completes a pending request; `None` means "send nothing".
+    pub async fn resolve(&self, pending: Pending) -> Option<Vec<u8>> {
+        let engine = pending.engine.clone();
+        engine.resolve(pending).await
+    }
+}
+
+/// What every configuration shares.
+struct Shared {
+    snapshot: SharedSnapshot,
+    metrics: Arc<Metrics>,
+    paths: PathReader,
+    forward_slots: Option<Arc<Semaphore>>,
+}
+
+impl Inner {
+    /// A configuration; `previous` lends its response cache when the
+    /// cache settings are the same.
+    fn build(zone: Zone, options: Options, shared: Shared, previous: Option<&Inner>) -> Inner {
+        let settings = forward::Settings {
+            timeout: options.read_timeout,
+            policy: options.ns_policy.unwrap_or(if options.ns_rotate {
+                NsPolicy::RequestId
+            } else {
+                NsPolicy::Sequential
+            }),
+            transport: options.ns_transport,
+            fail_threshold: options.ns_fail_threshold,
+            probe_interval: options.ns_probe_interval.max(Duration::from_millis(10)),
+        };
+        let upstreams = Upstreams::with(
+            options.nameservers.clone(),
+            settings,
+            Some(shared.metrics.clone()),
+        );
+        let cache_settings = cache_settings(&options);
+        let cache = match previous.and_then(|p| p.cache.as_ref()) {
+            Some(cache) if cache_settings.as_ref() == Some(cache.settings()) => Some(cache.clone()),
+            _ => cache_settings.map(|s| Arc::new(ResponseCache::with(s))),
+        };
+        let stub_dir = StubZones::dir(&zone);
+        let local_dns = (options.local.as_ref()).map(|_| format!("local.dns.{}", zone.domain));
+        Inner {
+            zone,
+            snapshot: shared.snapshot,
+            options,
+            upstreams,
+            cache,
+            stubs: Mutex::new((i64::MIN, Arc::default())),
+            stub_dir,
+            local_dns,
+            replies: ReplyCache::default(),
+            metrics: shared.metrics,
+            paths: shared.paths,
+            forward_slots: shared.forward_slots,
+        }
+    }
+}
+
+/// The response cache `options` ask for, if any.
+fn cache_settings(options: &Options) -> Option<CacheSettings> {
+    (options.rcache > 0).then(|| CacheSettings {
+        capacity: options.rcache,
+        max_ttl: Duration::from_secs(u64::from(options.rcache_ttl)),
+        stale: options.rcache_stale,
+        stale_ttl: options.rcache_stale_ttl,
+        prefetch_hits: options.rcache_prefetch,
+        prefetch_percent: options.rcache_prefetch_percent.min(100),
+    })
+}
