@@ -441,4 +441,54 @@ mod tests {
         assert!(cache.get(&key("b."), at(30)).is_some());
         assert!(cache.get(&key("c."), at(30)).is_some());
     }
+
+    #[test]
+    fn an_expired_entry_is_stale_for_the_window_with_the_stale_ttl() {
+        let cache = ResponseCache::with(CacheSettings {
+            stale: Duration::from_secs(100),
+            ..CacheSettings::plain(10, Duration::from_secs(60))
+        });
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        cache.insert(key("s."), positive(20), t0);
+        assert!(
+            cache.get_stale(&key("s."), at(19)).is_none(),
+            "fresh: not stale"
+        );
+        assert!(cache.get(&key("s."), at(20)).is_none(), "expired: no hit");
+        let stale = cache
+            .get_stale(&key("s."), at(20))
+            .expect("kept for the window");
+        assert_eq!(stale.answers[0].ttl, 30);
+        assert!(cache.get_stale(&key("s."), at(119)).is_some());
+        assert!(
+            cache.get_stale(&key("s."), at(120)).is_none(),
+            "window over"
+        );
+        let plain = ResponseCache::new(10, Duration::from_secs(60));
+        plain.insert(key("p."), positive(20), t0);
+        assert!(
+            plain.get_stale(&key("p."), at(20)).is_none(),
+            "no window: never"
+        );
+    }
+
+    #[test]
+    fn a_popular_entry_is_due_for_prefetch_once_near_its_expiry() {
+        let cache = ResponseCache::with(CacheSettings {
+            prefetch_hits: 3,
+            prefetch_percent: 10,
+            ..CacheSettings::plain(10, Duration::from_secs(600))
+        });
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        cache.insert(key("p."), positive(100), t0);
+        let due = |s| cache.hit(&key("p."), at(s)).unwrap().prefetch;
+        assert!(!due(1) && !due(2), "two hits: not popular yet");
+        assert!(!due(89), "popular, but 11% left");
+        assert!(due(90), "10% left: due");
+        assert!(!due(91), "said once");
+        cache.insert(key("p."), positive(100), at(95));
+        assert!(!due(96), "a new entry counts its hits again");
+    }
 }

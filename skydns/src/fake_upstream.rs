@@ -230,3 +230,123 @@ pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
     });
     (addr, seen)
 }
+
+/// An upstream on UDP and TCP of one port: over UDP every reply is
+/// truncated (TC set, no answer, as a server with a small buffer), over
+/// TCP it answers `A 1.2.3.4`. Counts the TCP queries.
+pub(crate) fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
+    let (udp, listener) = loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if let Ok(listener) = TcpListener::bind(udp.local_addr().unwrap()) {
+            break (udp, listener);
+        }
+    };
+    let addr = udp.local_addr().unwrap();
+    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = udp.recv_from(&mut buf) {
+            let mut reply = buf[..len].to_vec();
+            reply[2] |= 0x82;
+            let _ = udp.send_to(&reply, peer);
+        }
+    });
+    let tcp_seen = Arc::new(AtomicUsize::new(0));
+    let counter = tcp_seen.clone();
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if stream.read_exact(&mut query).is_err() {
+                continue;
+            }
+            if let Some(reply) = answer_a(&query) {
+                let mut framed = u16::try_from(reply.len()).unwrap().to_be_bytes().to_vec();
+                framed.extend_from_slice(&reply);
+                let _ = stream.write_all(&framed);
+            }
+        }
+    });
+    (addr, tcp_seen)
+}
+
+/// A UDP upstream that is silent while `on` is false and answers
+/// `A 1.2.3.4` (TTL 60) while it is true, after `delay_ms`; counts what it
+/// receives, and apart the root NS queries (probes) it answers.
+pub(crate) struct Switchable {
+    pub addr: SocketAddr,
+    pub on: Arc<std::sync::atomic::AtomicBool>,
+    pub delay_ms: Arc<std::sync::atomic::AtomicU64>,
+    pub seen: Arc<AtomicUsize>,
+    pub probes_answered: Arc<AtomicUsize>,
+}
+
+pub(crate) fn switchable(on: bool) -> Switchable {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let s = Switchable {
+        addr: socket.local_addr().unwrap(),
+        on: Arc::new(on.into()),
+        delay_ms: Arc::default(),
+        seen: Arc::default(),
+        probes_answered: Arc::default(),
+    };
+    let (on, seen, probes) = (s.on.clone(), s.seen.clone(), s.probes_answered.clone());
+    let delay = s.delay_ms.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+            seen.fetch_add(1, Ordering::SeqCst);
+            if !on.load(Ordering::SeqCst) {
+                continue;
+            }
+            let Ok(query) = Message::from_vec(&buf[..len]) else {
+                continue;
+            };
+            let is_probe = query.queries.first().is_some_and(|q| {
+                q.name().is_root() && q.query_type() == hickory_proto::rr::RecordType::NS
+            });
+            if is_probe {
+                probes.fetch_add(1, Ordering::SeqCst);
+            }
+            let (Some(reply), Ok(socket)) = (answer_a(&buf[..len]), socket.try_clone()) else {
+                continue;
+            };
+            let delay = Duration::from_millis(delay.load(Ordering::SeqCst));
+            std::thread::spawn(move || {
+                std::thread::sleep(delay);
+                let _ = socket.send_to(&reply, peer);
+            });
+        }
+    });
+    s
+}
+
+/// A UDP upstream that echoes every query back with rcode SERVFAIL and
+/// counts them.
+pub(crate) fn servfail_udp() -> (SocketAddr, Arc<AtomicUsize>) {
+    let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
+    socket
+        .set_read_timeout(Some(Duration::from_secs(30)))
+        .unwrap();
+    let addr = socket.local_addr().unwrap();
+    let seen = Arc::new(AtomicUsize::new(0));
+    let counter = seen.clone();
+    std::thread::spawn(move || {
+        let mut buf = [0u8; 512];
+        while let Ok((len, peer)) = socket.recv_from(&mut buf) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut reply = buf[..len].to_vec();
+            reply[2] |= 0x80;
+            reply[3] = (reply[3] & 0xf0) | 2;
+            let _ = socket.send_to(&reply, peer);
+        }
+    });
+    (addr, seen)
+}

@@ -555,4 +555,4 @@ fn unix_now() -> u64 {
 }
 
 #[cfg(test)]
-mod tests;
+pub(crate) mod tests;

@@ -159,3 +159,82 @@ pub(crate) async fn follow(
         follower.apply(value, &handler);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::handler::tests::handler_with;
+    use crate::handler::Options;
+
+    fn follower(args: &[&str]) -> Follower {
+        let mut argv = vec!["skydns", "-nameservers=127.0.0.1:5301"];
+        argv.extend_from_slice(args);
+        let flags = crate::config::parse_args(go_args(&argv)).unwrap();
+        let running = Settings::from_flags(&flags);
+        Follower::new(flags, "/skydns/config".into(), running, None)
+    }
+
+    fn go_args(argv: &[&str]) -> Vec<std::ffi::OsString> {
+        crate::config::go_style_args(argv.iter().map(std::ffi::OsString::from))
+    }
+
+    fn nameservers(h: &Handler) -> Vec<String> {
+        h.options()
+            .nameservers
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn a_new_value_applies_a_bad_one_changes_nothing_and_deleting_goes_back_to_the_flags() {
+        let h = handler_with(None, Options::default());
+        let mut f = follower(&[]);
+        f.apply(
+            Some(br#"{"nameservers":["127.0.0.1:5302"],"ndot":3}"#.to_vec()),
+            &h,
+        );
+        assert_eq!(nameservers(&h), ["127.0.0.1:5302"]);
+        assert_eq!(h.options().ndots, 3);
+        for bad in [
+            &b"{not json"[..],
+            br#"{"nameservers":["nowhere"]}"#,
+            br#"["a"]"#,
+        ] {
+            f.apply(Some(bad.to_vec()), &h);
+            assert_eq!(
+                nameservers(&h),
+                ["127.0.0.1:5302"],
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        let text = h.metrics().render();
+        assert!(
+            text.contains("skydns_dns_config_reloads_total{result=\"invalid\"} 3"),
+            "{text}"
+        );
+        f.apply(None, &h);
+        assert_eq!(nameservers(&h), ["127.0.0.1:5301"], "the flag's");
+        assert_eq!(h.options().ndots, 2);
+    }
+
+    #[test]
+    fn settings_that_need_a_restart_keep_their_running_value() {
+        let h = handler_with(None, Options::default());
+        let mut f = follower(&["-domain=cluster.local."]);
+        f.apply(
+            Some(br#"{"domain":"other.example.","dns_addr":"127.0.0.1:9","rcache":50}"#.to_vec()),
+            &h,
+        );
+        assert_eq!(h.options().rcache, 50, "a live setting applied");
+        assert_eq!(f.running.domain, "cluster.local.");
+        assert_eq!(f.running.dns_addr, "127.0.0.1:53");
+        assert_eq!(f.warned.len(), 2, "each logged once: {:?}", f.warned);
+        f.apply(
+            Some(br#"{"domain":"other.example.","rcache":60}"#.to_vec()),
+            &h,
+        );
+        assert_eq!(f.warned.len(), 2, "not logged again");
+    }
+}

@@ -111,3 +111,203 @@ fn failed_forwards_are_logged_once_per_ten_seconds_with_the_count() {
     assert_eq!(log.count(at(10_001)), None);
     assert_eq!(log.count(at(25_000)), Some(2));
 }
+
+/// Forwarding settings of these tests: sequential, health on.
+fn settings(timeout_ms: u64, threshold: u32, probe: Duration) -> Settings {
+    Settings {
+        timeout: Duration::from_millis(timeout_ms),
+        policy: NsPolicy::Sequential,
+        transport: NsTransport::Client,
+        fail_threshold: threshold,
+        probe_interval: probe,
+    }
+}
+
+const AN_HOUR: Duration = Duration::from_secs(3600);
+
+#[tokio::test]
+async fn a_dead_first_upstream_is_asked_only_until_the_threshold() {
+    for (threshold, dead_asked) in [(2, 2), (0, 6)] {
+        let dead = crate::fake_upstream::switchable(false);
+        let (live, live_seen) = echo_udp(Duration::ZERO);
+        let upstreams = Upstreams::with(
+            vec![dead.addr, live],
+            settings(100, threshold, AN_HOUR),
+            None,
+        );
+        for id in 0..6 {
+            let q = query(id, "www.example.org.");
+            assert!(
+                upstreams.relay(&q, false).await.is_some(),
+                "the live one answers"
+            );
+        }
+        assert_eq!(
+            dead.seen.load(Ordering::SeqCst),
+            dead_asked,
+            "threshold {threshold}: the dead first server is asked this often in 6 queries"
+        );
+        assert_eq!(live_seen.load(Ordering::SeqCst), 6);
+    }
+}
+
+#[tokio::test]
+async fn servfail_counts_as_a_failure_of_that_upstream() {
+    let (failing, failing_seen) = crate::fake_upstream::servfail_udp();
+    let (live, live_seen) = echo_udp(Duration::ZERO);
+    let upstreams = Upstreams::with(vec![failing, live], settings(300, 2, AN_HOUR), None);
+    for id in 0..5 {
+        let reply = upstreams
+            .relay(&query(id, "sf.example.org."), false)
+            .await
+            .unwrap();
+        let rcode = reply[3] & 0x0f;
+        assert_eq!(rcode, if id < 2 { 2 } else { 0 }, "query {id}");
+    }
+    assert_eq!(failing_seen.load(Ordering::SeqCst), 2, "then skipped");
+    assert_eq!(live_seen.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test]
+async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
+    let first = crate::fake_upstream::switchable(false);
+    let (live, _) = echo_udp(Duration::ZERO);
+    let upstreams = Upstreams::with(
+        vec![first.addr, live],
+        settings(100, 1, Duration::from_millis(50)),
+        None,
+    );
+    upstreams
+        .relay(&query(1, "a.example.org."), false)
+        .await
+        .unwrap();
+    let health = upstreams.health.clone().unwrap();
+    assert!(!health.is_up(0), "one failure at threshold 1: down");
+    first.on.store(true, Ordering::SeqCst);
+    test_support::wait::eventually(
+        "the first server marked up",
+        test_support::wait::DEADLINE,
+        async || {
+            anyhow::ensure!(health.is_up(0), "still down");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        first.probes_answered.load(Ordering::SeqCst),
+        1,
+        "the first probe it answered brought it back"
+    );
+    let before = first.seen.load(Ordering::SeqCst);
+    upstreams
+        .relay(&query(2, "b.example.org."), false)
+        .await
+        .unwrap();
+    assert_eq!(
+        first.seen.load(Ordering::SeqCst),
+        before + 1,
+        "asked first again"
+    );
+}
+
+#[tokio::test]
+async fn when_every_upstream_is_down_all_are_tried_again() {
+    let a = crate::fake_upstream::switchable(false);
+    let b = crate::fake_upstream::switchable(false);
+    let upstreams = Upstreams::with(vec![a.addr, b.addr], settings(50, 1, AN_HOUR), None);
+    assert!(upstreams
+        .relay(&query(1, "x.example.org."), false)
+        .await
+        .is_none());
+    let health = upstreams.health.clone().unwrap();
+    assert!(!health.is_up(0) && !health.is_up(1));
+    b.on.store(true, Ordering::SeqCst);
+    assert!(
+        upstreams
+            .relay(&query(2, "y.example.org."), false)
+            .await
+            .is_some(),
+        "all down: every server is asked, and b answers"
+    );
+    assert!(health.is_up(1), "its answer marks it up");
+}
+
+#[tokio::test]
+async fn a_truncated_udp_reply_is_asked_again_over_tcp() {
+    let (addr, tcp_seen) = crate::fake_upstream::truncating();
+    let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
+    let reply = upstreams
+        .relay(&query(7, "big.example.org."), false)
+        .await
+        .unwrap();
+    let m = Message::from_vec(&reply).unwrap();
+    assert!(!m.metadata.truncation, "the whole answer: {m:?}");
+    assert_eq!(m.answers.len(), 1);
+    assert_eq!(tcp_seen.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn the_transport_flag_overrides_the_clients() {
+    let (tcp_only, _mute) = echo_tcp_only();
+    let mut s = settings(300, 0, AN_HOUR);
+    s.transport = NsTransport::Tcp;
+    let upstreams = Upstreams::with(vec![tcp_only], s.clone(), None);
+    assert!(
+        upstreams
+            .relay(&query(3, "t.example.org."), false)
+            .await
+            .is_some(),
+        "a UDP client's query goes over TCP"
+    );
+    let (udp_only, _listener) = echo_udp_only();
+    s.transport = NsTransport::Udp;
+    let upstreams = Upstreams::with(vec![udp_only], s, None);
+    assert!(
+        upstreams
+            .relay(&query(4, "u.example.org."), true)
+            .await
+            .is_some(),
+        "a TCP client's query goes over UDP"
+    );
+}
+
+#[tokio::test]
+async fn round_robin_and_random_spread_the_first_server() {
+    let servers: Vec<_> = (0..3).map(|_| echo_udp(Duration::ZERO)).collect();
+    let addrs: Vec<_> = servers.iter().map(|s| s.0).collect();
+    let mut s = settings(300, 2, AN_HOUR);
+    s.policy = NsPolicy::RoundRobin;
+    let upstreams = Upstreams::with(addrs.clone(), s.clone(), None);
+    for id in 0..6 {
+        // The same ID each time: the policy, not the ID, chooses.
+        let q = query(100, &format!("rr{id}.example.org."));
+        upstreams.relay(&q, false).await.unwrap();
+    }
+    let seen: Vec<_> = servers.iter().map(|s| s.1.load(Ordering::SeqCst)).collect();
+    assert_eq!(seen, [2, 2, 2], "round robin: each server first in turn");
+    s.policy = NsPolicy::Random;
+    let upstreams = Upstreams::with(addrs, s, None);
+    for id in 0..60 {
+        let q = query(100, &format!("rnd{id}.example.org."));
+        upstreams.relay(&q, false).await.unwrap();
+    }
+    for (i, (_, seen)) in servers.iter().enumerate() {
+        let seen = seen.load(Ordering::SeqCst) - 2;
+        assert!(seen > 0, "random: server {i} was never first in 60 queries");
+    }
+}
+
+#[test]
+fn policies_and_transports_parse_from_their_flag_values() {
+    assert_eq!("round_robin".parse(), Ok(NsPolicy::RoundRobin));
+    assert_eq!("sequential".parse(), Ok(NsPolicy::Sequential));
+    assert_eq!("random".parse(), Ok(NsPolicy::Random));
+    let bad = "fastest".parse::<NsPolicy>().unwrap_err();
+    assert!(
+        bad.contains("fastest") && bad.contains("round_robin"),
+        "{bad}"
+    );
+    assert_eq!("tcp".parse(), Ok(NsTransport::Tcp));
+    assert!("quic".parse::<NsTransport>().unwrap_err().contains("quic"));
+}

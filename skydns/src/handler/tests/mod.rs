@@ -2,7 +2,8 @@
 //! and the helpers the other request → reply tests share: where a request goes (`routing`), the
 //! `-local` name (`local_names`), the Kubernetes DNS specification's records (`spec`), reply sizes
 //! (`sizes`), limits under a flood (`limits`), odd requests (`hostile`), the encoded-reply cache
-//! under churn (`cache_churn`) and `-dnssec` (`dnssec_replies`).
+//! under churn (`cache_churn`), `-dnssec` (`dnssec_replies`) and the response cache's serve-stale,
+//! prefetch and a configuration swapped live (`forwarding`).
 
 use super::*;
 use crate::answer::tests::{cluster, zone};
@@ -14,6 +15,7 @@ use hickory_proto::rr::RData;
 mod cache_churn;
 mod dnssec_replies;
 mod error_counters;
+mod forwarding;
 mod hostile;
 mod limits;
 mod local_names;

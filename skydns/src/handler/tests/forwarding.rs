@@ -1,0 +1,195 @@
+//! Forwarded names through the response cache: serve-stale (RFC 8767),
+//! prefetch, and a configuration swapped while the handler runs. Cache
+//! lifetimes here are capped at 1 s (`rcache_ttl`), so expiry is real time.
+
+use super::*;
+use crate::fake_upstream::{switchable, Switchable};
+use std::sync::atomic::Ordering;
+use test_support::wait::{eventually, DEADLINE};
+
+const ONE_LIFETIME: Duration = Duration::from_millis(1_100);
+
+fn caching(upstream: &Switchable) -> Options {
+    Options {
+        nameservers: vec![upstream.addr],
+        read_timeout: Duration::from_millis(100),
+        ns_fail_threshold: 0,
+        rcache: 100,
+        rcache_ttl: 1,
+        ..Options::default()
+    }
+}
+
+async fn ask(h: &Handler, name: &str) -> Message {
+    let m = request(Name::from_ascii(name).unwrap(), RecordType::A);
+    let bytes = h.handle_async(&m.to_vec().unwrap(), Transport::Udp).await;
+    Message::from_vec(&bytes.expect("a reply")).unwrap()
+}
+
+fn ttls(m: &Message) -> Vec<u32> {
+    m.answers.iter().map(|r| r.ttl).collect()
+}
+
+fn metric(h: &Handler, line_start: &str) -> String {
+    let text = h.metrics().render();
+    text.lines()
+        .find(|l| l.starts_with(line_start))
+        .map_or_else(|| "absent".into(), str::to_string)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
+    let up = switchable(true);
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            rcache_stale: Duration::from_secs(2),
+            ..caching(&up)
+        },
+    );
+    assert_eq!(ttls(&ask(&h, "www.example.org.").await), [60]);
+    up.on.store(false, Ordering::SeqCst);
+    tokio::time::sleep(ONE_LIFETIME).await;
+    let stale = ask(&h, "www.example.org.").await;
+    assert_eq!(stale.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(ttls(&stale), [30], "RFC 8767: the stale TTL");
+    assert_eq!(
+        metric(
+            &h,
+            "skydns_dns_cache_stale_replies_total{reason=\"failed\"}"
+        ),
+        "skydns_dns_cache_stale_replies_total{reason=\"failed\"} 1"
+    );
+    let unseen = ask(&h, "new.example.org.").await;
+    assert_eq!(unseen.metadata.response_code, ResponseCode::ServFail);
+    // Past the stale window (1 s lifetime + 2 s): gone.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let gone = ask(&h, "www.example.org.").await;
+    assert_eq!(gone.metadata.response_code, ResponseCode::ServFail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_stale_window_an_expired_answer_is_not_served() {
+    let up = switchable(true);
+    let h = handler_with(Some(cluster()), caching(&up));
+    ask(&h, "www.example.org.").await;
+    up.on.store(false, Ordering::SeqCst);
+    tokio::time::sleep(ONE_LIFETIME).await;
+    let reply = ask(&h, "www.example.org.").await;
+    assert_eq!(reply.metadata.response_code, ResponseCode::ServFail);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_slow_upstream_gets_the_client_the_stale_answer_and_refreshes_the_cache() {
+    let up = switchable(true);
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            rcache_stale: Duration::from_secs(3600),
+            rcache_stale_timeout: Duration::from_millis(50),
+            read_timeout: Duration::from_secs(5),
+            ..caching(&up)
+        },
+    );
+    ask(&h, "slow.example.org.").await;
+    tokio::time::sleep(ONE_LIFETIME).await;
+    up.delay_ms.store(1_000, Ordering::SeqCst);
+    let stale = ask(&h, "slow.example.org.").await;
+    assert_eq!(ttls(&stale), [30], "the client timer fired first");
+    assert_eq!(
+        metric(
+            &h,
+            "skydns_dns_cache_stale_replies_total{reason=\"timeout\"}"
+        ),
+        "skydns_dns_cache_stale_replies_total{reason=\"timeout\"} 1"
+    );
+    up.delay_ms.store(0, Ordering::SeqCst);
+    eventually(
+        "the cache refreshed by the fetch that went on",
+        DEADLINE,
+        async || {
+            let reply = ask(&h, "slow.example.org.").await;
+            anyhow::ensure!(ttls(&reply) != [30], "still stale: {:?}", ttls(&reply));
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_popular_answer_is_refreshed_before_it_expires() {
+    let up = switchable(true);
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            rcache_prefetch: 2,
+            rcache_prefetch_percent: 50,
+            rcache_ttl: 2,
+            ..caching(&up)
+        },
+    );
+    ask(&h, "hot.example.org.").await;
+    ask(&h, "hot.example.org.").await;
+    assert_eq!(up.seen.load(Ordering::SeqCst), 1, "one miss, one hit");
+    // Less than half the 2 s lifetime left: the second hit is due for a refresh.
+    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    let misses = metric(&h, "skydns_dns_cache_miss_count_total{type=\"response\"}");
+    let hit = ask(&h, "hot.example.org.").await;
+    assert_eq!(
+        ttls(&hit),
+        [59],
+        "answered from the cache, TTL counted down"
+    );
+    eventually(
+        "the upstream asked in the background",
+        DEADLINE,
+        async || {
+            let seen = up.seen.load(Ordering::SeqCst);
+            anyhow::ensure!(seen == 2, "seen {seen}");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        metric(&h, "skydns_dns_cache_prefetches_total"),
+        "skydns_dns_cache_prefetches_total 1"
+    );
+    // Past the first entry's expiry, the refreshed one answers: no miss.
+    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    ask(&h, "hot.example.org.").await;
+    assert_eq!(up.seen.load(Ordering::SeqCst), 2, "no new upstream query");
+    assert_eq!(
+        metric(&h, "skydns_dns_cache_miss_count_total{type=\"response\"}"),
+        misses,
+        "no miss"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_configuration_sends_the_next_query_to_the_new_nameservers() {
+    let (a, b) = (switchable(true), switchable(true));
+    let options = Options {
+        rcache_ttl: 60,
+        ..caching(&a)
+    };
+    let h = handler_with(Some(cluster()), options.clone());
+    ask(&h, "one.example.org.").await;
+    h.reconfigure(
+        zone(),
+        Options {
+            nameservers: vec![b.addr],
+            ..options
+        },
+    );
+    ask(&h, "two.example.org.").await;
+    assert_eq!(b.seen.load(Ordering::SeqCst), 1, "the new server");
+    assert_eq!(a.seen.load(Ordering::SeqCst), 1, "the old one no more");
+    ask(&h, "one.example.org.").await;
+    assert_eq!(
+        a.seen.load(Ordering::SeqCst) + b.seen.load(Ordering::SeqCst),
+        2,
+        "the cache (same settings) was kept"
+    );
+}
