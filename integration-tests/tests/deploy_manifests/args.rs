@@ -174,6 +174,7 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
                     [(53, "UDP".to_owned()), (53, "TCP".to_owned())].into();
                 if m.flavour == "legacy" {
                     assert!(config.lameduck.is_zero(), "{what}: 1.2 had no lameduck");
+                    assert_eq!(config.rcache, 0, "{what}: 1.2 had no response cache");
                 } else {
                     let metrics = check_skydns_lifecycle(pod, c, &config, &what);
                     want.insert((metrics, "TCP".to_owned()));
@@ -293,6 +294,7 @@ pub(crate) fn check_skydns_lifecycle(
         "{what}: liveness"
     );
     assert!(!config.lameduck.is_zero(), "{what}: -lameduck");
+    check_skydns_forwarding(config, what);
     let grace = pod.termination_grace_period_seconds.unwrap_or(30);
     let needed = config.lameduck + skydns::lifecycle::DRAIN_LIMIT;
     assert!(
@@ -300,6 +302,16 @@ pub(crate) fn check_skydns_lifecycle(
         "{what}: terminationGracePeriodSeconds {grace} <= lameduck + drain {needed:?}"
     );
     metrics
+}
+
+/// skydns in a current pod caches forwarded answers, prefetches popular
+/// ones, serves stale ones when the upstreams fail, and skips a dead one.
+fn check_skydns_forwarding(config: &skydns::config::Config, what: &str) {
+    assert!(config.rcache >= 1_000, "{what}: -rcache");
+    let f = &config.forwarding;
+    assert!(f.rcache_prefetch > 0, "{what}: -rcache-prefetch");
+    assert!(!f.rcache_stale.is_zero(), "{what}: -rcache-stale");
+    assert!(f.ns_fail_threshold > 0, "{what}: upstream health on");
 }
 
 pub(crate) fn check_service(m: &Manifests) {

@@ -333,7 +333,7 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
     ];
     // The legacy pod keeps 1.2's key set (the DNS specification's extra
     // records off). The modern skydns also serves its probes and has a
-    // lameduck, which 1.2 did not.
+    // lameduck, which 1.2 did not, and caches forwarded answers.
     // Its exec-healthz answers /quit with 403 (1.2's /quit stops the
     // container without authentication; the legacy pod keeps it).
     let v3_only: &[&str] = &[
@@ -342,6 +342,10 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
             "-metrics-addr=0.0.0.0:9153",
             "-lameduck=10s",
             "-quit-enabled=false",
+            "-rcache=10000",
+            "-rcache-ttl=300",
+            "-rcache-prefetch=10",
+            "-rcache-stale=1h",
         ],
     ]
     .concat();
