@@ -311,3 +311,44 @@ fn policies_and_transports_parse_from_their_flag_values() {
     assert_eq!("tcp".parse(), Ok(NsTransport::Tcp));
     assert!("quic".parse::<NsTransport>().unwrap_err().contains("quic"));
 }
+
+#[tokio::test]
+async fn a_refusing_upstream_is_marked_down_and_its_failures_counted_by_reason() {
+    let refusing: SocketAddr = ([127, 0, 0, 1], test_support::dead::closed_port()).into();
+    let (live, _) = echo_udp(Duration::ZERO);
+    let metrics = Arc::new(Metrics::default());
+    let upstreams = Upstreams::with(
+        vec![refusing, live],
+        settings(2_000, 2, AN_HOUR),
+        Some(metrics.clone()),
+    );
+    for id in 0..4 {
+        assert!(upstreams
+            .relay(&query(id, "r.example.org."), false)
+            .await
+            .is_some());
+    }
+    let text = metrics.render();
+    let line = |l: &str| text.lines().any(|x| x == l);
+    let at = |s: &str| s.replace("ADDR", &refusing.to_string());
+    assert!(
+        line(&at(
+            "skydns_dns_upstream_requests_total{upstream=\"ADDR\"} 2"
+        )),
+        "{text}"
+    );
+    assert!(
+        line(&at(
+            "skydns_dns_upstream_failures_total{upstream=\"ADDR\",reason=\"refused\"} 2"
+        )),
+        "{text}"
+    );
+    assert!(
+        line(&at("skydns_dns_upstream_up{upstream=\"ADDR\"} 0")),
+        "{text}"
+    );
+    let live_up = format!("skydns_dns_upstream_up{{upstream=\"{live}\"}} 1");
+    assert!(line(&live_up), "{text}");
+    let live_requests = format!("skydns_dns_upstream_requests_total{{upstream=\"{live}\"}} 4");
+    assert!(line(&live_requests), "{text}");
+}
