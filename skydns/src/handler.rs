@@ -139,7 +139,7 @@ pub enum Outcome {
 /// A request waiting for upstream answers.
 pub struct Pending {
     /// The configuration the request was routed with.
-    engine: Engine,
+    engine: Arc<Inner>,
     request: Request,
     route: pending::Route,
     /// Its place among the pending forwards, released when it is done.
@@ -157,16 +157,11 @@ struct Request {
     start: Instant,
 }
 
-/// Answers DNS requests with one configuration; [`Handler`] holds the
-/// current one and swaps it when the etcd config key changes.
-#[derive(Clone)]
-struct Engine {
-    inner: Arc<Inner>,
-}
-
-/// One configuration of the handler and what it keeps between requests.
-/// The snapshot, metrics, path reader and forward slots are shared by
-/// every configuration; the rest is made for each.
+/// One configuration of the handler and what it keeps between requests;
+/// [`Handler`] holds the current one and swaps it when the etcd config key
+/// changes. The snapshot, metrics, path reader and forward slots are shared
+/// by every configuration; the rest is made for each. Requests are answered
+/// by its methods, on the configuration current when they arrived.
 struct Inner {
     zone: Zone,
     snapshot: SharedSnapshot,
@@ -186,26 +181,23 @@ struct Inner {
     forward_slots: Option<Arc<Semaphore>>,
 }
 
-impl Engine {
+impl Inner {
     /// Handles one request as far as memory allows.
-    fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
+    fn handle(self: &Arc<Self>, packet: &[u8], transport: Transport) -> Outcome {
         let start = Instant::now();
         let tcp = transport == Transport::Tcp;
         let plain = QuestionKey::parse(packet, tcp);
-        let snapshot = self.inner.snapshot.load_full();
+        let snapshot = self.snapshot.load_full();
         let generation = snapshot.as_ref().map_or(-1, |s| s.generation());
         if let Some(s) = &snapshot {
-            self.inner
-                .replies
+            self.replies
                 .advance(generation, |since| s.touched_since(since));
         }
         let hour = unix_now() / 3600;
         if let Some(q) = &plain {
-            if let Some(reply) = self.inner.replies.get(q, generation, hour) {
-                self.inner.metrics.request(tcp, q.dnssec_ok);
-                self.inner
-                    .metrics
-                    .reply(tcp, &reply, start.elapsed(), false);
+            if let Some(reply) = self.replies.get(q, generation, hour) {
+                self.metrics.request(tcp, q.dnssec_ok);
+                self.metrics.reply(tcp, &reply, start.elapsed(), false);
                 return Outcome::Done(Some(reply));
             }
         }
@@ -220,7 +212,7 @@ impl Engine {
             return Outcome::Done(None);
         }
         let dnssec_ok = message.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
-        self.inner.metrics.request(tcp, dnssec_ok);
+        self.metrics.request(tcp, dnssec_ok);
         if message.metadata.op_code != OpCode::Query {
             return Outcome::Done(error_reply(&message, ResponseCode::NotImp).to_vec().ok());
         }
@@ -241,7 +233,7 @@ impl Engine {
             query.query_type(),
             query.query_class(),
         );
-        if let (Some(local), Some(local_dns)) = (&self.inner.options.local, &self.inner.local_dns) {
+        if let (Some(local), Some(local_dns)) = (&self.options.local, &self.local_dns) {
             // `-local`: local.dns.<domain> is looked up as that name; the
             // answers keep the owner asked for (SkyDNS `server/server.go`, `ServeDNS`).
             if q.name == *local_dns {
@@ -285,13 +277,13 @@ impl Engine {
 
     /// A request for upstream work, if a place among the pending forwards
     /// is free; SERVFAIL at once when none is (etcd reads are not limited).
-    fn pending(&self, request: Request, route: pending::Route) -> Outcome {
-        let slot = match (&self.inner.forward_slots, &route) {
+    fn pending(self: &Arc<Self>, request: Request, route: pending::Route) -> Outcome {
+        let slot = match (&self.forward_slots, &route) {
             (_, pending::Route::HiddenPath(_)) | (None, _) => None,
             (Some(slots), _) => match slots.clone().try_acquire_owned() {
                 Ok(slot) => Some(slot),
                 Err(_) => {
-                    self.inner.metrics.limit("pending_forwards");
+                    self.metrics.limit("pending_forwards");
                     let mut reply = base_reply(&request.message);
                     reply.metadata.authoritative = false;
                     reply.metadata.response_code = ResponseCode::ServFail;
@@ -300,7 +292,7 @@ impl Engine {
             },
         };
         Outcome::Pending(Box::new(Pending {
-            engine: self.clone(),
+            engine: Arc::clone(self),
             request,
             route,
             _slot: slot,
@@ -313,8 +305,8 @@ impl Engine {
             return; // the REFUSED reply clears RD, which the hot path copies
         }
         let shufflable =
-            self.inner.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
-        self.inner.replies.insert(plain, bytes, at, shufflable);
+            self.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
+        self.replies.insert(plain, bytes, at, shufflable);
     }
 
     /// Decides the path of a request (SkyDNS `server/server.go`, `ServeDNS`)
@@ -343,7 +335,7 @@ impl Engine {
         if reverse {
             let ptrs = snapshot
                 .as_deref()
-                .and_then(|s| answer::reverse(&self.inner.zone, s, q));
+                .and_then(|s| answer::reverse(&self.zone, s, q));
             return match ptrs {
                 Some(ptrs) => {
                     reply.metadata.authoritative = false;
@@ -353,7 +345,7 @@ impl Engine {
                 None => self.forward_route(reply, q),
             };
         }
-        if q.qclass != DNSClass::CH && !in_domain(&q.name, &self.inner.zone.domain) {
+        if q.qclass != DNSClass::CH && !in_domain(&q.name, &self.zone.domain) {
             return self.forward_route(reply, q);
         }
         if q.qclass != DNSClass::IN && q.qclass != DNSClass::CH {
@@ -382,7 +374,7 @@ impl Engine {
         } else {
             Lookups::disabled()
         };
-        let answer = answer::authoritative(&self.inner.zone, &snapshot, q, unix_now(), &lookups);
+        let answer = answer::authoritative(&self.zone, &snapshot, q, unix_now(), &lookups);
         if !lookups.take_missing().is_empty() {
             return Route::Pending(pending::Route::Lookups);
         }
@@ -392,12 +384,12 @@ impl Engine {
     /// Forwarding, or the reply SkyDNS gives when it cannot forward.
     fn forward_route(&self, mut reply: Message, q: &Question) -> Route {
         reply.metadata.authoritative = false;
-        if self.inner.options.no_rec {
+        if self.options.no_rec {
             reply.metadata.response_code = ResponseCode::ServFail;
             reply.metadata.recursion_available = false;
             return Route::Reply(reply);
         }
-        if self.inner.upstreams.is_empty() || q.qname.iter().count() < self.inner.options.ndots {
+        if self.upstreams.is_empty() || q.qname.iter().count() < self.options.ndots {
             reply.metadata.response_code = ResponseCode::ServFail;
             return Route::Reply(reply);
         }
@@ -407,10 +399,10 @@ impl Engine {
     /// The hidden etcd v2 path `name` needs and the snapshot lacks, if any.
     fn unread_hidden_path(&self, snapshot: &Snapshot, name: &str) -> Option<String> {
         // Cheap test first: most names have no `_` label at all.
-        if !self.inner.paths.is_enabled() || !name.split('.').any(|l| l.starts_with('_')) {
+        if !self.paths.is_enabled() || !name.split('.').any(|l| l.starts_with('_')) {
             return None;
         }
-        let prefix = &self.inner.zone.prefix;
+        let prefix = &self.zone.prefix;
         let (path, _) = prefix.path_with_wildcard(name);
         let root = prefix.root();
         let hidden = hidden_part(&path, root.trim_end_matches('/'))?;
@@ -421,23 +413,23 @@ impl Engine {
     /// domain, docs/skydns.md) can run: they need upstreams only;
     /// `-no-rec` stops forwarding, not lookups.
     fn can_forward(&self) -> bool {
-        !self.inner.upstreams.is_empty()
+        !self.upstreams.is_empty()
     }
 
     /// The stub servers for `name`, when stub zones are on and one matches.
     fn stub_servers(&self, snapshot: Option<&Snapshot>, name: &str) -> Option<Vec<SocketAddr>> {
-        if !self.inner.options.stubzones {
+        if !self.options.stubzones {
             return None;
         }
         let snapshot = snapshot?;
         // Every answer depends on the stub zones, read once per snapshot.
-        note_read(&self.inner.stub_dir);
+        note_read(&self.stub_dir);
         let zones = {
-            let mut cached = self.inner.stubs.lock().unwrap_or_else(|e| e.into_inner());
+            let mut cached = self.stubs.lock().unwrap_or_else(|e| e.into_inner());
             if cached.0 != snapshot.generation() {
                 *cached = (
                     snapshot.generation(),
-                    Arc::new(StubZones::from_snapshot(snapshot, &self.inner.zone)),
+                    Arc::new(StubZones::from_snapshot(snapshot, &self.zone)),
                 );
             }
             cached.1.clone()
@@ -467,10 +459,8 @@ impl Engine {
             } => {
                 dedup(&mut answers);
                 dedup(&mut additionals);
-                clamp_ttls(&mut answers, self.inner.zone.ttl);
-                if self.inner.options.round_robin
-                    && matches!(q.qtype, RecordType::A | RecordType::AAAA)
-                {
+                clamp_ttls(&mut answers, self.zone.ttl);
+                if self.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA) {
                     shuffle(&mut answers);
                 }
                 if answers.is_empty() {
@@ -486,7 +476,7 @@ impl Engine {
     /// NXDOMAIN or NODATA: the rcode and the SOA (TTL `min_ttl`) as authority.
     fn negative(&self, mut reply: Message, rcode: ResponseCode) -> Message {
         reply.metadata.response_code = rcode;
-        let soa = answer::soa(&self.inner.zone, unix_now(), self.inner.zone.min_ttl);
+        let soa = answer::soa(&self.zone, unix_now(), self.zone.min_ttl);
         reply.authorities.push(soa);
         reply
     }
@@ -499,8 +489,7 @@ impl Engine {
     }
 
     fn account(&self, r: &Request, bytes: &[u8], overflow: bool) {
-        self.inner
-            .metrics
+        self.metrics
             .reply(r.tcp, bytes, r.start.elapsed(), overflow);
         tracing::debug!(name = %r.q.qname_text, qtype = %r.q.qtype, rcode = bytes.get(3).map_or(0, |b| b & 0x0f), "reply");
     }

@@ -9,17 +9,18 @@
 //! `-rcache-stale-timeout`; the task goes on and refreshes the cache. Stub
 //! zones are relayed to their own servers, without the cache.
 
-use super::{base_reply, Engine, Request};
+use super::{base_reply, Inner, Request};
 use crate::cache::CacheKey;
 use crate::forward::Upstreams;
 use crate::response::MAX_UDP_PAYLOAD;
 use crate::stub;
 use hickory_proto::op::{Message, ResponseCode};
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
-impl Engine {
-    pub(super) async fn forward(&self, r: &Request) -> Option<Vec<u8>> {
+impl Inner {
+    pub(super) async fn forward(self: &Arc<Self>, r: &Request) -> Option<Vec<u8>> {
         let key = CacheKey {
             name: r.q.name.clone(),
             qtype: r.q.qtype,
@@ -29,20 +30,20 @@ impl Engine {
             checking_disabled: r.message.metadata.checking_disabled,
         };
         let mut stale = None;
-        if let Some(cache) = &self.inner.cache {
+        if let Some(cache) = &self.cache {
             let now = Instant::now();
             if let Some(hit) = cache.hit(&key, now) {
                 if hit.prefetch {
-                    self.inner.metrics.prefetch();
-                    let refresh = self.clone().fetch(r.packet.clone(), r.tcp, key);
+                    self.metrics.prefetch();
+                    let refresh = Arc::clone(self).fetch(r.packet.clone(), r.tcp, key);
                     tokio::spawn(refresh);
                 }
                 return self.send(r, for_request(hit.reply, &r.message));
             }
-            self.inner.metrics.cache_miss();
+            self.metrics.cache_miss();
             stale = cache.get_stale(&key, now);
         }
-        let fetch = self.clone().fetch(r.packet.clone(), r.tcp, key);
+        let fetch = Arc::clone(self).fetch(r.packet.clone(), r.tcp, key);
         let Some(stale) = stale else {
             return match fetch.await {
                 Some(bytes) => self.relayed(r, bytes),
@@ -51,21 +52,20 @@ impl Engine {
         };
         // The fetch goes on without the client: it refreshes the cache.
         let task = tokio::spawn(fetch);
-        let reason = match tokio::time::timeout(self.inner.options.rcache_stale_timeout, task).await
-        {
+        let reason = match tokio::time::timeout(self.options.rcache_stale_timeout, task).await {
             Ok(Ok(Some(bytes))) if !says_server_failure(&bytes) => return self.relayed(r, bytes),
             Ok(_) => "failed",
             Err(_) => "timeout",
         };
-        self.inner.metrics.stale_reply(reason);
+        self.metrics.stale_reply(reason);
         self.send(r, for_request(stale, &r.message))
     }
 
     /// Relays `packet` and caches the reply.
-    async fn fetch(self, packet: Vec<u8>, tcp: bool, key: CacheKey) -> Option<Vec<u8>> {
-        self.inner.metrics.external("recursive");
-        let bytes = self.inner.upstreams.relay(&packet, tcp).await?;
-        if let Some(cache) = &self.inner.cache {
+    async fn fetch(self: Arc<Self>, packet: Vec<u8>, tcp: bool, key: CacheKey) -> Option<Vec<u8>> {
+        self.metrics.external("recursive");
+        let bytes = self.upstreams.relay(&packet, tcp).await?;
+        if let Some(cache) = &self.cache {
             if let Ok(reply) = Message::from_vec(&bytes) {
                 cache.insert(key, reply, Instant::now());
             }
@@ -91,9 +91,9 @@ impl Engine {
         r: &Request,
         servers: Vec<SocketAddr>,
     ) -> Option<Vec<u8>> {
-        self.inner.metrics.external("stub");
+        self.metrics.external("stub");
         let packet = stub::mark(&r.message)?;
-        let upstreams = Upstreams::new(servers, self.inner.options.read_timeout);
+        let upstreams = Upstreams::new(servers, self.options.read_timeout);
         match upstreams.relay(&packet, r.tcp).await {
             Some(bytes) => self.relayed(r, bytes),
             None => self.upstream_failure(r),

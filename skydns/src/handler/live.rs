@@ -1,14 +1,14 @@
 //! The handler the listeners share, and its configuration swapped live.
 //!
-//! [`Handler`] holds the current [`Engine`]: one configuration (zone
+//! [`Handler`] holds the current [`Inner`]: one configuration (zone
 //! settings, handler options) with what it keeps between requests (the
 //! upstreams and their health, the response cache, the encoded replies).
-//! Each request runs on the engine current when it arrived, to the end.
-//! [`Handler::reconfigure`] builds a new engine when the etcd config key
+//! Each request runs on the configuration current when it arrived, to the end.
+//! [`Handler::reconfigure`] builds a new one when the etcd config key
 //! changes and swaps it in; the response cache is kept when its settings
 //! did not change, so a new nameserver list does not forget what is known.
 
-use super::{Engine, Inner, Options, Outcome, Pending, SharedSnapshot, Transport};
+use super::{Inner, Options, Outcome, Pending, SharedSnapshot, Transport};
 use crate::answer::Zone;
 use crate::cache::{CacheSettings, ResponseCache};
 use crate::forward::{self, NsPolicy, Upstreams};
@@ -92,12 +92,6 @@ impl Handler {
         self.current.load_full()
     }
 
-    fn engine(&self) -> Engine {
-        Engine {
-            inner: self.current.load_full(),
-        }
-    }
-
     /// Handles one request, completing any upstream work.
     pub async fn handle_async(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
         match self.handle(packet, transport) {
@@ -108,7 +102,8 @@ impl Handler {
 
     /// Handles one request as far as memory allows.
     pub fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
-        self.engine().handle(packet, transport)
+        // A guard, not a clone: no shared counter touched per query.
+        Inner::handle(&self.current.load(), packet, transport)
     }
 
     /// Completes a pending request; `None` means "send nothing".

@@ -10,12 +10,13 @@
 //! `store::paths`). When every upstream fails the client gets SERVFAIL, which
 //! SkyDNS built but never sent; so does a hidden path that cannot be read.
 
-use super::{base_reply, unix_now, Engine, Pending, Request};
+use super::{base_reply, unix_now, Inner, Pending, Request};
 use crate::answer::{self, Lookups};
 use crate::store::paths::PathRead;
 use hickory_proto::op::ResponseCode;
 use hickory_proto::rr::{Name, Record, RecordType};
 use std::net::SocketAddr;
+use std::sync::Arc;
 
 /// Most rounds of internal lookups for one answer.
 const LOOKUP_ROUNDS: usize = 4;
@@ -32,17 +33,17 @@ pub(super) enum Route {
     HiddenPath(String),
 }
 
-impl Engine {
+impl Inner {
     /// Completes a pending request; `None` means "send nothing".
-    pub(super) async fn resolve(&self, pending: Pending) -> Option<Vec<u8>> {
+    pub(super) async fn resolve(self: &Arc<Self>, pending: Pending) -> Option<Vec<u8>> {
         let Pending { request, route, .. } = pending;
         match route {
             Route::Forward => self.forward(&request).await,
             Route::Stub(servers) => self.stub_forward(&request, servers).await,
             Route::Lookups => self.answer_with_lookups(&request).await,
             Route::HiddenPath(path) => {
-                let timeout = self.inner.options.read_timeout;
-                match self.inner.paths.read(path, timeout).await {
+                let timeout = self.options.read_timeout;
+                match self.paths.read(path, timeout).await {
                     PathRead::Read | PathRead::Absent => self.answer_with_lookups(&request).await,
                     PathRead::Failed => self.server_failure(&request),
                 }
@@ -57,13 +58,12 @@ impl Engine {
     }
 
     async fn answer_with_lookups(&self, r: &Request) -> Option<Vec<u8>> {
-        let Some(snapshot) = self.inner.snapshot.load_full() else {
+        let Some(snapshot) = self.snapshot.load_full() else {
             return self.server_failure(r);
         };
         let mut lookups = Lookups::new();
         for round in 0..=LOOKUP_ROUNDS {
-            let answer =
-                answer::authoritative(&self.inner.zone, &snapshot, &r.q, unix_now(), &lookups);
+            let answer = answer::authoritative(&self.zone, &snapshot, &r.q, unix_now(), &lookups);
             let missing = lookups.take_missing();
             if missing.is_empty() {
                 let reply = self.finish(base_reply(&r.message), r, answer, &snapshot);
@@ -85,14 +85,13 @@ impl Engine {
 
     /// SkyDNS `Lookup` for one target outside the domain.
     async fn lookup(&self, r: &Request, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
-        if name.iter().count() < self.inner.options.ndots {
+        if name.iter().count() < self.options.ndots {
             return None;
         }
-        self.inner.metrics.external("lookup");
+        self.metrics.external("lookup");
         let bufsize = r.message.edns.as_ref().map_or(512, |e| e.max_payload());
-        let ttl = self.inner.options.rcache_ttl;
-        self.inner
-            .upstreams
+        let ttl = self.options.rcache_ttl;
+        self.upstreams
             .lookup(name, qtype, bufsize, r.dnssec_ok, ttl)
             .await
     }

@@ -7,19 +7,18 @@
 //! the nearest ancestor that is a key or a directory in etcd. A query
 //! without DO, or a server without a key, returns before any of that work.
 
-use super::{unix_now, Engine, Request};
+use super::{unix_now, Inner, Request};
 use crate::answer::{name_text, Answer, Question};
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-impl Engine {
+impl Inner {
     /// The apex DNSKEY answer, when signing is on and that is the question.
     pub(super) fn dnskey_answer(&self, q: &Question) -> Option<Answer> {
-        let dnssec = self.inner.options.dnssec.as_ref()?;
-        let asked = q.qtype == RecordType::DNSKEY
-            && q.qclass == DNSClass::IN
-            && q.name == self.inner.zone.domain;
+        let dnssec = self.options.dnssec.as_ref()?;
+        let asked =
+            q.qtype == RecordType::DNSKEY && q.qclass == DNSClass::IN && q.name == self.zone.domain;
         asked.then(|| Answer::Records {
             answers: vec![dnssec.dnskey()],
             additionals: Vec::new(),
@@ -31,18 +30,18 @@ impl Engine {
         if !r.dnssec_ok {
             return;
         }
-        let Some(dnssec) = &self.inner.options.dnssec else {
+        let Some(dnssec) = &self.options.dnssec else {
             return;
         };
         if r.q.qclass != DNSClass::IN || reply.metadata.response_code == ResponseCode::ServFail {
             return;
         }
-        let prefix = &self.inner.zone.prefix;
+        let prefix = &self.zone.prefix;
         let exists = |name: &Name| {
             let path = prefix.path(&name_text(name).to_ascii_lowercase());
             snapshot.lookup(&path, None, true).is_some()
         };
         let made = dnssec.secure(reply, exists, unix_now());
-        self.inner.metrics.signature_misses(made);
+        self.metrics.signature_misses(made);
     }
 }
