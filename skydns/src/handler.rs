@@ -278,6 +278,11 @@ impl Inner {
     /// A request for upstream work, if a place among the pending forwards
     /// is free; SERVFAIL at once when none is (etcd reads are not limited).
     fn pending(self: &Arc<Self>, request: Request, route: pending::Route) -> Outcome {
+        if matches!(route, pending::Route::Forward) {
+            if let Some(reply) = self.cached_forward(&request) {
+                return Outcome::Done(self.send(&request, reply));
+            }
+        }
         let slot = match (&self.forward_slots, &route) {
             (_, pending::Route::HiddenPath(_)) | (None, _) => None,
             (Some(slots), _) => match slots.clone().try_acquire_owned() {

@@ -20,28 +20,32 @@ use std::sync::Arc;
 use std::time::Instant;
 
 impl Inner {
+    /// The response cache's fresh answer to `r`, if there is one; a popular
+    /// one due for a refresh is fetched again in the background. Called
+    /// before a forward waits for a place among the pending ones, so a hit
+    /// is answered at once.
+    pub(super) fn cached_forward(self: &Arc<Self>, r: &Request) -> Option<Message> {
+        let cache = self.cache.as_ref()?;
+        let key = cache_key(r);
+        let hit = cache.hit(&key, Instant::now())?;
+        if hit.prefetch {
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                self.metrics.prefetch();
+                runtime.spawn(Arc::clone(self).fetch(r.packet.clone(), r.tcp, key));
+            }
+        }
+        Some(for_request(hit.reply, &r.message))
+    }
+
     pub(super) async fn forward(self: &Arc<Self>, r: &Request) -> Option<Vec<u8>> {
-        let key = CacheKey {
-            name: r.q.name.clone(),
-            qtype: r.q.qtype,
-            qclass: u16::from(r.q.qclass),
-            dnssec_ok: r.dnssec_ok,
-            tcp: r.tcp,
-            checking_disabled: r.message.metadata.checking_disabled,
-        };
+        if let Some(reply) = self.cached_forward(r) {
+            return self.send(r, reply);
+        }
+        let key = cache_key(r);
         let mut stale = None;
         if let Some(cache) = &self.cache {
-            let now = Instant::now();
-            if let Some(hit) = cache.hit(&key, now) {
-                if hit.prefetch {
-                    self.metrics.prefetch();
-                    let refresh = Arc::clone(self).fetch(r.packet.clone(), r.tcp, key);
-                    tokio::spawn(refresh);
-                }
-                return self.send(r, for_request(hit.reply, &r.message));
-            }
             self.metrics.cache_miss();
-            stale = cache.get_stale(&key, now);
+            stale = cache.get_stale(&key, Instant::now());
         }
         let fetch = Arc::clone(self).fetch(r.packet.clone(), r.tcp, key);
         let Some(stale) = stale else {
@@ -106,6 +110,18 @@ impl Inner {
         reply.metadata.authoritative = false;
         reply.metadata.response_code = ResponseCode::ServFail;
         self.send(r, reply)
+    }
+}
+
+/// What a forwarded reply to `r` is cached under.
+fn cache_key(r: &Request) -> CacheKey {
+    CacheKey {
+        name: r.q.name.clone(),
+        qtype: r.q.qtype,
+        qclass: u16::from(r.q.qclass),
+        dnssec_ok: r.dnssec_ok,
+        tcp: r.tcp,
+        checking_disabled: r.message.metadata.checking_disabled,
     }
 }
 

@@ -193,3 +193,43 @@ async fn a_new_configuration_sends_the_next_query_to_the_new_nameservers() {
         "the cache (same settings) was kept"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cached_forward_is_answered_without_waiting() {
+    let up = switchable(true);
+    let h = handler_with(
+        Some(cluster()),
+        Options {
+            rcache_ttl: 60,
+            max_pending_forwards: 1,
+            ..caching(&up)
+        },
+    );
+    ask(&h, "cached.example.org.").await;
+    let m = request(
+        Name::from_ascii("cached.example.org.").unwrap(),
+        RecordType::A,
+    );
+    let packet = m.to_vec().unwrap();
+    // Every place among the pending forwards taken: a miss would get SERVFAIL.
+    let held = h.handle(
+        &request(
+            Name::from_ascii("other.example.org.").unwrap(),
+            RecordType::A,
+        )
+        .to_vec()
+        .unwrap(),
+        Transport::Udp,
+    );
+    assert!(
+        matches!(held, Outcome::Pending(_)),
+        "a miss waits on the upstream"
+    );
+    let Outcome::Done(Some(bytes)) = h.handle(&packet, Transport::Udp) else {
+        panic!("a hit is answered at once, not pending");
+    };
+    let reply = Message::from_vec(&bytes).unwrap();
+    assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
+    assert_eq!(ttls(&reply), [60]);
+    drop(held);
+}
