@@ -279,8 +279,8 @@ impl Inner {
     /// is free; SERVFAIL at once when none is (etcd reads are not limited).
     fn pending(self: &Arc<Self>, request: Request, route: pending::Route) -> Outcome {
         if matches!(route, pending::Route::Forward) {
-            if let Some(reply) = self.cached_forward(&request) {
-                return Outcome::Done(self.send(&request, reply));
+            if let Some(bytes) = self.cached_forward(&request) {
+                return Outcome::Done(Some(bytes));
             }
         }
         let slot = match (&self.forward_slots, &route) {

@@ -10,7 +10,7 @@
 //! zones are relayed to their own servers, without the cache.
 
 use super::{base_reply, Inner, Request};
-use crate::cache::CacheKey;
+use crate::cache::{Asker, CacheKey, CachedReply};
 use crate::forward::Upstreams;
 use crate::response::MAX_UDP_PAYLOAD;
 use crate::stub;
@@ -20,26 +20,42 @@ use std::sync::Arc;
 use std::time::Instant;
 
 impl Inner {
-    /// The response cache's fresh answer to `r`, if there is one; a popular
+    /// The response cache's fresh answer to `r`, encoded, if there is one
+    /// (`None` also when it cannot be encoded); a popular
     /// one due for a refresh is fetched again in the background. Called
     /// before a forward waits for a place among the pending ones, so a hit
     /// is answered at once.
-    pub(super) fn cached_forward(self: &Arc<Self>, r: &Request) -> Option<Message> {
+    pub(super) fn cached_forward(self: &Arc<Self>, r: &Request) -> Option<Vec<u8>> {
         let cache = self.cache.as_ref()?;
         let key = cache_key(r);
-        let hit = cache.hit(&key, Instant::now())?;
+        let asker = Asker {
+            packet: &r.packet,
+            edns: r.message.edns.is_some(),
+            limit: if r.tcp {
+                usize::from(u16::MAX)
+            } else {
+                r.limit.min(MAX_UDP_PAYLOAD)
+            },
+        };
+        let hit = cache.hit(&key, Instant::now(), Some(asker))?;
         if hit.prefetch {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 self.metrics.prefetch();
                 runtime.spawn(Arc::clone(self).fetch(r.packet.clone(), r.tcp, key));
             }
         }
-        Some(for_request(hit.reply, &r.message))
+        match hit.reply {
+            CachedReply::Wire(bytes) => {
+                self.account(r, &bytes, false);
+                Some(bytes)
+            }
+            CachedReply::Message(reply) => self.send(r, for_request(reply, &r.message)),
+        }
     }
 
     pub(super) async fn forward(self: &Arc<Self>, r: &Request) -> Option<Vec<u8>> {
-        if let Some(reply) = self.cached_forward(r) {
-            return self.send(r, reply);
+        if let Some(bytes) = self.cached_forward(r) {
+            return Some(bytes);
         }
         let key = cache_key(r);
         let mut stale = None;

@@ -1,0 +1,305 @@
+//! The response cache for forwarded answers (`-rcache`, `-rcache-ttl`).
+//!
+//! Keys are the question (name compared case-insensitively, type, class)
+//! plus the DO bit and the transport, as in SkyDNS. Positive answers live for
+//! the smallest answer TTL, negative ones (NXDOMAIN, NODATA) for the SOA's
+//! negative TTL (RFC 2308: the smaller of its TTL and MINIMUM), both capped at
+//! `-rcache-ttl`. Unlike SkyDNS, a hit returns TTLs counted down by the time
+//! spent in the cache. When full, expired entries go first, then the oldest
+//! inserted one (FIFO). The clock is an argument, so tests control time.
+//!
+//! Two additions beyond SkyDNS, both off unless asked for. Serve-stale
+//! (RFC 8767, `-rcache-stale`): an expired entry is kept for the stale
+//! window and [`ResponseCache::get_stale`] hands it out, every TTL set to
+//! `-rcache-stale-ttl` (RFC 8767 §4 suggests 30 s), when no upstream can
+//! refresh it. Prefetch (`-rcache-prefetch`, as CoreDNS `cache { prefetch }`):
+//! a hit on an entry asked at least that many times since it was stored,
+//! with at most `-rcache-prefetch-percent` of its lifetime left, says the
+//! entry is due for a refresh (once), so a popular name never expires.
+
+mod encoded;
+
+pub(crate) use encoded::Asker;
+use encoded::Encoded;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::{RData, RecordType};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// What a cached reply answers.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CacheKey {
+    /// Lowercased query name.
+    pub name: String,
+    /// Query type.
+    pub qtype: RecordType,
+    /// Query class, as a number.
+    pub qclass: u16,
+    /// The DO bit of the query.
+    pub dnssec_ok: bool,
+    /// Whether the query came over TCP.
+    pub tcp: bool,
+    /// The CD bit: a reply fetched without validation must not serve
+    /// clients that want it validated.
+    pub checking_disabled: bool,
+}
+
+struct Entry {
+    reply: Message,
+    /// The reply encoded, for hits that need no reshaping.
+    encoded: Option<Encoded>,
+    stored: Instant,
+    expires: Instant,
+    /// Hits since it was stored.
+    hits: u32,
+    /// A refresh was handed out.
+    prefetching: bool,
+}
+
+/// What the cache keeps and for how long.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct CacheSettings {
+    /// Most replies kept (`-rcache`).
+    pub capacity: usize,
+    /// Longest lifetime (`-rcache-ttl`).
+    pub max_ttl: Duration,
+    /// How long an expired reply may still be served when upstreams fail
+    /// (`-rcache-stale`; zero: not at all).
+    pub stale: Duration,
+    /// The TTL of a stale reply's records (`-rcache-stale-ttl`).
+    pub stale_ttl: u32,
+    /// Hits after which an entry is refreshed before it expires
+    /// (`-rcache-prefetch`; 0: never).
+    pub prefetch_hits: u32,
+    /// The share of its lifetime left, in percent, when the refresh is due.
+    pub prefetch_percent: u8,
+}
+
+impl CacheSettings {
+    /// SkyDNS's cache: `capacity` replies living at most `max_ttl`.
+    #[cfg(test)]
+    pub(crate) fn plain(capacity: usize, max_ttl: Duration) -> Self {
+        CacheSettings {
+            capacity,
+            max_ttl,
+            stale: Duration::ZERO,
+            stale_ttl: 30,
+            prefetch_hits: 0,
+            prefetch_percent: 10,
+        }
+    }
+}
+
+/// A fresh hit, and whether the caller should refresh it now.
+pub(crate) struct Hit {
+    pub reply: CachedReply,
+    pub prefetch: bool,
+}
+
+/// A cached reply, TTLs counted down.
+pub(crate) enum CachedReply {
+    /// Ready to send: the asker's ID, RD bit and question in place.
+    Wire(Vec<u8>),
+    /// Decoded, for the caller to shape: the header and question are the
+    /// first asker's.
+    Message(Message),
+}
+
+/// A bounded cache of upstream replies.
+pub(crate) struct ResponseCache {
+    settings: CacheSettings,
+    inner: Mutex<Inner>,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<CacheKey, Entry>,
+    order: VecDeque<(CacheKey, Instant)>,
+}
+
+impl ResponseCache {
+    /// A cache of at most `capacity` replies, each kept at most `max_ttl`.
+    #[cfg(test)]
+    pub(crate) fn new(capacity: usize, max_ttl: Duration) -> Self {
+        Self::with(CacheSettings::plain(capacity, max_ttl))
+    }
+
+    /// A cache as `settings` say.
+    pub(crate) fn with(settings: CacheSettings) -> Self {
+        ResponseCache {
+            settings,
+            inner: Mutex::new(Inner::default()),
+        }
+    }
+
+    /// What this cache keeps and for how long.
+    pub(crate) fn settings(&self) -> &CacheSettings {
+        &self.settings
+    }
+
+    /// Number of cached replies (expired ones included until purged).
+    #[cfg(test)]
+    pub(crate) fn len(&self) -> usize {
+        self.lock().entries.len()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The cached reply for `key` with TTLs counted down, if still fresh.
+    #[cfg(test)]
+    pub(crate) fn get(&self, key: &CacheKey, now: Instant) -> Option<Message> {
+        match self.hit(key, now, None)?.reply {
+            CachedReply::Message(reply) => Some(reply),
+            CachedReply::Wire(_) => unreachable!("no asker, no encoded reply"),
+        }
+    }
+
+    /// The cached reply for `key` with TTLs counted down, if still fresh,
+    /// and whether it is due for a prefetch (said once per entry). Encoded
+    /// for `asker` when it can be; decoded otherwise.
+    pub(crate) fn hit(
+        &self,
+        key: &CacheKey,
+        now: Instant,
+        asker: Option<Asker<'_>>,
+    ) -> Option<Hit> {
+        let mut inner = self.lock();
+        let entry = inner.entries.get_mut(key)?;
+        if now >= entry.expires {
+            if now >= entry.expires + self.settings.stale {
+                inner.entries.remove(key);
+            }
+            return None;
+        }
+        entry.hits = entry.hits.saturating_add(1);
+        let prefetch = self.prefetch_due(entry, now);
+        entry.prefetching |= prefetch;
+        let elapsed = u32::try_from(now.duration_since(entry.stored).as_secs()).unwrap_or(u32::MAX);
+        let encoded = asker.zip(entry.encoded.as_ref());
+        if let Some(bytes) = encoded.and_then(|(asker, e)| e.answer(asker, elapsed)) {
+            return Some(Hit {
+                reply: CachedReply::Wire(bytes),
+                prefetch,
+            });
+        }
+        let mut reply = entry.reply.clone();
+        for r in records_mut(&mut reply) {
+            r.ttl = r.ttl.saturating_sub(elapsed);
+        }
+        Some(Hit {
+            reply: CachedReply::Message(reply),
+            prefetch,
+        })
+    }
+
+    fn prefetch_due(&self, entry: &Entry, now: Instant) -> bool {
+        let s = &self.settings;
+        if s.prefetch_hits == 0 || entry.prefetching || entry.hits < s.prefetch_hits {
+            return false;
+        }
+        let lifetime = entry.expires.duration_since(entry.stored);
+        let left = entry.expires.duration_since(now);
+        left <= lifetime * u32::from(s.prefetch_percent) / 100
+    }
+
+    /// The expired reply for `key` if it is within the stale window, every
+    /// TTL set to the stale TTL (RFC 8767 §4).
+    pub(crate) fn get_stale(&self, key: &CacheKey, now: Instant) -> Option<Message> {
+        let inner = self.lock();
+        let entry = inner.entries.get(key)?;
+        if now < entry.expires || now >= entry.expires + self.settings.stale {
+            return None;
+        }
+        let mut reply = entry.reply.clone();
+        for r in records_mut(&mut reply) {
+            r.ttl = self.settings.stale_ttl;
+        }
+        Some(reply)
+    }
+
+    /// Stores `reply` if it is cacheable; returns whether it was stored.
+    pub(crate) fn insert(&self, key: CacheKey, reply: Message, now: Instant) -> bool {
+        let Some(lifetime) = self.lifetime(&reply) else {
+            return false;
+        };
+        let capacity = self.settings.capacity;
+        if capacity == 0 {
+            return false;
+        }
+        let stale = self.settings.stale;
+        // Encoded before the lock: other hits need not wait for it.
+        let encoded = Encoded::of(&reply);
+        let mut inner = self.lock();
+        if !inner.entries.contains_key(&key) && inner.entries.len() >= capacity {
+            inner.entries.retain(|_, e| e.expires + stale > now);
+            while inner.entries.len() >= capacity {
+                let Some((oldest, stored)) = inner.order.pop_front() else {
+                    break;
+                };
+                // Skip order records of entries replaced since.
+                if inner
+                    .entries
+                    .get(&oldest)
+                    .is_some_and(|e| e.stored == stored)
+                {
+                    inner.entries.remove(&oldest);
+                }
+            }
+        }
+        inner.order.push_back((key.clone(), now));
+        let expires = now + lifetime;
+        inner.entries.insert(
+            key,
+            Entry {
+                reply,
+                encoded,
+                stored: now,
+                expires,
+                hits: 0,
+                prefetching: false,
+            },
+        );
+        if inner.order.len() > capacity.saturating_mul(4) {
+            let Inner { entries, order } = &mut *inner;
+            order.retain(|(k, s)| entries.get(k).is_some_and(|e| e.stored == *s));
+        }
+        true
+    }
+
+    /// How long `reply` may be served from the cache, if at all.
+    fn lifetime(&self, reply: &Message) -> Option<Duration> {
+        if reply.metadata.truncation {
+            return None;
+        }
+        let seconds = match reply.metadata.response_code {
+            ResponseCode::NoError if !reply.answers.is_empty() => {
+                reply.answers.iter().map(|r| r.ttl).min()?
+            }
+            ResponseCode::NoError | ResponseCode::NXDomain => negative_ttl(reply)?,
+            _ => return None,
+        };
+        let lifetime = Duration::from_secs(u64::from(seconds)).min(self.settings.max_ttl);
+        (!lifetime.is_zero()).then_some(lifetime)
+    }
+}
+
+/// Every record of a reply but the OPT.
+fn records_mut(reply: &mut Message) -> impl Iterator<Item = &mut hickory_proto::rr::Record> {
+    (reply.answers.iter_mut())
+        .chain(reply.authorities.iter_mut())
+        .chain(reply.additionals.iter_mut())
+}
+
+/// RFC 2308 §5: the negative TTL is min(SOA TTL, SOA MINIMUM).
+fn negative_ttl(reply: &Message) -> Option<u32> {
+    reply.authorities.iter().find_map(|r| match &r.data {
+        RData::SOA(soa) => Some(r.ttl.min(soa.minimum)),
+        _ => None,
+    })
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,326 @@
+//! The response cache at chosen instants.
+
+use super::*;
+use hickory_proto::op::{MessageType, OpCode};
+use hickory_proto::rr::rdata::{A, SOA};
+use hickory_proto::rr::{Name, Record};
+
+fn key(name: &str) -> CacheKey {
+    CacheKey {
+        name: name.into(),
+        qtype: RecordType::A,
+        qclass: 1,
+        dnssec_ok: false,
+        tcp: false,
+        checking_disabled: false,
+    }
+}
+
+fn positive(ttl: u32) -> Message {
+    let mut m = Message::new(1, MessageType::Response, OpCode::Query);
+    m.answers.push(Record::from_rdata(
+        Name::from_ascii("x.").unwrap(),
+        ttl,
+        RData::A(A::new(1, 2, 3, 4)),
+    ));
+    m
+}
+
+fn negative(soa_ttl: u32, minimum: u32) -> Message {
+    let mut m = Message::new(1, MessageType::Response, OpCode::Query);
+    m.metadata.response_code = ResponseCode::NXDomain;
+    let n = Name::from_ascii("example.").unwrap();
+    let soa = SOA::new(n.clone(), n.clone(), 1, 2, 3, 4, minimum);
+    m.authorities
+        .push(Record::from_rdata(n, soa_ttl, RData::SOA(soa)));
+    m
+}
+
+#[test]
+fn hits_count_ttls_down_and_expire() {
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let t0 = Instant::now();
+    assert!(cache.insert(key("x."), positive(30), t0));
+    assert_eq!(cache.get(&key("x."), t0).unwrap().answers[0].ttl, 30);
+    assert_eq!(
+        cache
+            .get(&key("x."), t0 + Duration::from_secs(12))
+            .unwrap()
+            .answers[0]
+            .ttl,
+        18
+    );
+    assert!(cache
+        .get(&key("x."), t0 + Duration::from_secs(30))
+        .is_none());
+}
+
+#[test]
+fn lifetime_is_capped_by_rcache_ttl() {
+    let cache = ResponseCache::new(10, Duration::from_secs(5));
+    let t0 = Instant::now();
+    cache.insert(key("x."), positive(300), t0);
+    assert!(cache.get(&key("x."), t0 + Duration::from_secs(4)).is_some());
+    assert!(cache.get(&key("x."), t0 + Duration::from_secs(5)).is_none());
+}
+
+#[test]
+fn negative_answers_live_for_the_soa_negative_ttl() {
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let t0 = Instant::now();
+    assert!(cache.insert(key("n."), negative(900, 10), t0));
+    assert!(cache.get(&key("n."), t0 + Duration::from_secs(9)).is_some());
+    assert!(cache
+        .get(&key("n."), t0 + Duration::from_secs(10))
+        .is_none());
+    let mut no_soa = negative(1, 1);
+    no_soa.authorities.clear();
+    assert!(
+        !cache.insert(key("m."), no_soa, t0),
+        "no SOA: not cacheable"
+    );
+}
+
+#[test]
+fn servfail_and_truncated_replies_are_not_cached() {
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let mut fail = positive(30);
+    fail.metadata.response_code = ResponseCode::ServFail;
+    assert!(!cache.insert(key("a."), fail, Instant::now()));
+    let mut tc = positive(30);
+    tc.metadata.truncation = true;
+    assert!(!cache.insert(key("b."), tc, Instant::now()));
+}
+
+#[test]
+fn full_cache_evicts_expired_then_oldest() {
+    let cache = ResponseCache::new(2, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    // The oldest entry is live; the newest one has expired by t0+10.
+    cache.insert(key("old."), positive(50), t0);
+    cache.insert(key("short."), positive(5), at(1));
+    assert_eq!(cache.len(), 2);
+    cache.insert(key("c."), positive(50), at(10));
+    assert_eq!(cache.len(), 2, "exactly one entry made room");
+    assert!(
+        cache.get(&key("old."), at(10)).is_some(),
+        "the live oldest entry survives: the expired one went first"
+    );
+    assert!(cache.get(&key("c."), at(10)).is_some());
+    // Nothing expired now: the oldest inserted goes.
+    cache.insert(key("d."), positive(50), at(11));
+    assert!(cache.get(&key("old."), at(11)).is_none(), "then the oldest");
+    assert!(cache.get(&key("c."), at(11)).is_some());
+    assert!(cache.get(&key("d."), at(11)).is_some());
+    assert_eq!(cache.len(), 2);
+}
+
+#[test]
+fn nodata_answers_live_for_the_soa_negative_ttl_too() {
+    // RFC 2308 §5: NOERROR with no answer (NODATA) is cached like NXDOMAIN.
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let mut nodata = negative(900, 10);
+    nodata.metadata.response_code = ResponseCode::NoError;
+    assert!(cache.insert(key("nodata."), nodata, t0));
+    assert!(cache
+        .get(&key("nodata."), t0 + Duration::from_secs(9))
+        .is_some());
+    assert!(cache
+        .get(&key("nodata."), t0 + Duration::from_secs(10))
+        .is_none());
+}
+
+#[test]
+fn replacing_an_entry_of_a_full_cache_evicts_nothing() {
+    let cache = ResponseCache::new(2, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    cache.insert(key("a."), positive(50), t0);
+    cache.insert(key("b."), positive(50), at(1));
+    cache.insert(key("b."), positive(50), at(2));
+    assert!(cache.get(&key("a."), at(2)).is_some(), "a made room for b");
+    assert_eq!(cache.len(), 2);
+}
+
+#[test]
+fn an_entry_expiring_at_the_insert_makes_room_before_a_live_one() {
+    let cache = ResponseCache::new(2, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    cache.insert(key("live."), positive(50), t0);
+    cache.insert(key("short."), positive(9), at(1));
+    // short. expires at t0+10: exactly now, so it is the one to go.
+    cache.insert(key("c."), positive(50), at(10));
+    assert!(cache.get(&key("live."), at(10)).is_some());
+    assert!(cache.get(&key("c."), at(10)).is_some());
+}
+
+#[test]
+fn eviction_stays_in_insertion_order_after_replacements() {
+    // Replacing b. again and again leaves stale order records, which
+    // are compacted away past four per entry: the live ones must stay,
+    // or eviction could no longer find the oldest entry.
+    let cache = ResponseCache::new(2, Duration::from_secs(600));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    cache.insert(key("a."), positive(500), t0);
+    for s in 1..=20 {
+        cache.insert(key("b."), positive(500), at(s));
+    }
+    cache.insert(key("c."), positive(500), at(30));
+    assert_eq!(cache.len(), 2, "never more than the capacity");
+    assert!(cache.get(&key("a."), at(30)).is_none(), "a. was the oldest");
+    assert!(cache.get(&key("b."), at(30)).is_some());
+    assert!(cache.get(&key("c."), at(30)).is_some());
+}
+
+#[test]
+fn an_expired_entry_is_stale_for_the_window_with_the_stale_ttl() {
+    let cache = ResponseCache::with(CacheSettings {
+        stale: Duration::from_secs(100),
+        ..CacheSettings::plain(10, Duration::from_secs(60))
+    });
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    cache.insert(key("s."), positive(20), t0);
+    assert!(
+        cache.get_stale(&key("s."), at(19)).is_none(),
+        "fresh: not stale"
+    );
+    assert!(cache.get(&key("s."), at(20)).is_none(), "expired: no hit");
+    let stale = cache
+        .get_stale(&key("s."), at(20))
+        .expect("kept for the window");
+    assert_eq!(stale.answers[0].ttl, 30);
+    assert!(cache.get_stale(&key("s."), at(119)).is_some());
+    assert!(
+        cache.get_stale(&key("s."), at(120)).is_none(),
+        "window over"
+    );
+    let plain = ResponseCache::new(10, Duration::from_secs(60));
+    plain.insert(key("p."), positive(20), t0);
+    assert!(
+        plain.get_stale(&key("p."), at(20)).is_none(),
+        "no window: never"
+    );
+}
+
+#[test]
+fn a_popular_entry_is_due_for_prefetch_once_near_its_expiry() {
+    let cache = ResponseCache::with(CacheSettings {
+        prefetch_hits: 3,
+        prefetch_percent: 10,
+        ..CacheSettings::plain(10, Duration::from_secs(600))
+    });
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    cache.insert(key("p."), positive(100), t0);
+    let due = |s| cache.hit(&key("p."), at(s), None).unwrap().prefetch;
+    assert!(!due(1) && !due(2), "two hits: not popular yet");
+    assert!(!due(89), "popular, but 11% left");
+    assert!(due(90), "10% left: due");
+    assert!(!due(91), "said once");
+    cache.insert(key("p."), positive(100), at(95));
+    assert!(!due(96), "a new entry counts its hits again");
+}
+
+/// A reply as an upstream sends it: two A records, a SOA, an OPT.
+fn upstream_reply() -> Message {
+    let name = Name::from_ascii("WwW.Example.org.").unwrap();
+    let mut m = Message::new(1, MessageType::Response, OpCode::Query);
+    m.metadata.recursion_desired = true;
+    m.metadata.recursion_available = true;
+    m.queries
+        .push(hickory_proto::op::Query::query(name.clone(), RecordType::A));
+    for (ttl, last) in [(30, 1), (20, 2)] {
+        m.answers.push(Record::from_rdata(
+            name.clone(),
+            ttl,
+            RData::A(A::new(192, 0, 2, last)),
+        ));
+    }
+    let zone = Name::from_ascii("example.org.").unwrap();
+    let soa = SOA::new(zone.clone(), zone.clone(), 1, 2, 3, 4, 50);
+    m.authorities.push(Record::from_rdata(zone, 40, RData::SOA(soa)));
+    m.edns = Some(hickory_proto::op::Edns::new());
+    m
+}
+
+/// The request: another ID, RD clear, the name in another case.
+fn request_packet(edns: bool) -> Vec<u8> {
+    let mut q = Message::query();
+    q.metadata.id = 0xbeef;
+    q.metadata.recursion_desired = false;
+    q.queries.push(hickory_proto::op::Query::query(
+        Name::from_ascii("www.EXAMPLE.org.").unwrap(),
+        RecordType::A,
+    ));
+    if edns {
+        q.edns = Some(hickory_proto::op::Edns::new());
+    }
+    q.to_vec().unwrap()
+}
+
+#[test]
+fn an_encoded_hit_is_the_decoded_reply_reshaped_for_the_asker() {
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let key = key("www.example.org.");
+    cache.insert(key.clone(), upstream_reply(), t0);
+    let packet = request_packet(true);
+    let asker = Asker {
+        packet: &packet,
+        edns: true,
+        limit: 1232,
+    };
+    let later = t0 + Duration::from_secs(7);
+    let Some(Hit {
+        reply: CachedReply::Wire(bytes),
+        ..
+    }) = cache.hit(&key, later, Some(asker))
+    else {
+        panic!("an encoded hit");
+    };
+    let got = Message::from_vec(&bytes).unwrap();
+    let mut want = cache.get(&key, later).unwrap();
+    let request = Message::from_vec(&packet).unwrap();
+    want.metadata.id = 0xbeef;
+    want.metadata.recursion_desired = false;
+    want.queries = request.queries.clone();
+    assert_eq!(got, Message::from_vec(&want.to_vec().unwrap()).unwrap());
+    assert_eq!(got.queries[0].name().to_ascii(), "www.EXAMPLE.org.");
+    let ttls: Vec<u32> = (got.answers.iter().chain(&got.authorities))
+        .map(|r| r.ttl)
+        .collect();
+    assert_eq!(ttls, [23, 13, 33], "counted down by 7 s");
+    assert!(got.edns.is_some());
+}
+
+#[test]
+fn a_hit_the_encoded_reply_cannot_serve_is_decoded() {
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let key = key("www.example.org.");
+    cache.insert(key.clone(), upstream_reply(), t0);
+    let no_edns = request_packet(false);
+    let with_edns = request_packet(true);
+    let decoded = |asker| {
+        matches!(
+            cache.hit(&key, t0, Some(asker)).unwrap().reply,
+            CachedReply::Message(_)
+        )
+    };
+    let asker = |packet, edns, limit| Asker {
+        packet,
+        edns,
+        limit,
+    };
+    assert!(decoded(asker(&no_edns, false, 512)), "no EDNS: the OPT must go");
+    assert!(decoded(asker(&with_edns, true, 40)), "too small a buffer: fitted");
+    let mut other_length = request_packet(true);
+    other_length[12] = 0xc0; // a pointer instead of the name
+    assert!(decoded(asker(&other_length, true, 1232)));
+    assert!(!decoded(asker(&with_edns, true, 1232)));
+}
