@@ -243,7 +243,8 @@ fn upstream_reply() -> Message {
     }
     let zone = Name::from_ascii("example.org.").unwrap();
     let soa = SOA::new(zone.clone(), zone.clone(), 1, 2, 3, 4, 50);
-    m.authorities.push(Record::from_rdata(zone, 40, RData::SOA(soa)));
+    m.authorities
+        .push(Record::from_rdata(zone, 40, RData::SOA(soa)));
     m.edns = Some(hickory_proto::op::Edns::new());
     m
 }
@@ -317,8 +318,14 @@ fn a_hit_the_encoded_reply_cannot_serve_is_decoded() {
         edns,
         limit,
     };
-    assert!(decoded(asker(&no_edns, false, 512)), "no EDNS: the OPT must go");
-    assert!(decoded(asker(&with_edns, true, 40)), "too small a buffer: fitted");
+    assert!(
+        decoded(asker(&no_edns, false, 512)),
+        "no EDNS: the OPT must go"
+    );
+    assert!(
+        decoded(asker(&with_edns, true, 40)),
+        "too small a buffer: fitted"
+    );
     let mut other_length = request_packet(true);
     other_length[12] = 0xc0; // a pointer instead of the name
     assert!(decoded(asker(&other_length, true, 1232)));
