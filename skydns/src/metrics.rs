@@ -18,6 +18,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -44,6 +45,8 @@ pub struct Metrics {
     stale: Family<Labels, Counter>,
     prefetches: Counter,
     config_reloads: Family<Labels, Counter>,
+    /// The configuration whose upstream health the `upstream_up` gauge shows.
+    upstream_generation: AtomicU64,
 }
 
 /// Per upstream server: requests, failures by reason, reply latency, up/down.
@@ -156,7 +159,7 @@ impl Default for Metrics {
         let stale: Family<Labels, Counter> = Family::default();
         registry.register(
             "cache_stale_replies",
-            "Expired response-cache entries served (RFC 8767), by reason: failed (every upstream failed or said SERVFAIL) or timeout (no upstream reply within -rcache-stale-timeout).",
+            "Expired response-cache entries served (RFC 8767), by reason: failed (the upstreams failed, or the one that answered said SERVFAIL), timeout (no upstream reply within -rcache-stale-timeout) or recheck (a refresh of the name was tried within the last 30 s: served at once).",
             stale.clone(),
         );
         let prefetches = Counter::default();
@@ -177,6 +180,7 @@ impl Default for Metrics {
             stale,
             prefetches,
             config_reloads,
+            upstream_generation: AtomicU64::new(0),
             registry,
             requests: [
                 requests.get_or_create_owned(&by("udp")),
@@ -267,11 +271,15 @@ impl Metrics {
     }
 
     /// The upstream servers now configured: each up, the others forgotten.
-    pub(crate) fn upstreams_configured(&self, servers: &[std::net::SocketAddr]) {
+    /// Returns the generation their health reports under; reports of an
+    /// earlier one (a configuration replaced since) are ignored.
+    pub(crate) fn upstreams_configured(&self, servers: &[std::net::SocketAddr]) -> u64 {
+        let generation = self.upstream_generation.fetch_add(1, Ordering::AcqRel) + 1;
         self.upstream.up.clear();
         for &server in servers {
-            self.upstream_up(server, true);
+            self.upstream_up(generation, server, true);
         }
+        generation
     }
 
     /// An exchange with `server` began.
@@ -294,9 +302,12 @@ impl Metrics {
         (self.upstream.duration.get_or_create(&upstream(server))).observe(elapsed.as_secs_f64());
     }
 
-    /// `server` is in use (`true`) or marked down.
-    pub(crate) fn upstream_up(&self, server: std::net::SocketAddr, up: bool) {
-        (self.upstream.up.get_or_create(&upstream(server))).set(i64::from(up));
+    /// `server` is in use (`true`) or marked down, says the health of
+    /// configuration `generation`.
+    pub(crate) fn upstream_up(&self, generation: u64, server: std::net::SocketAddr, up: bool) {
+        if generation == self.upstream_generation.load(Ordering::Acquire) {
+            (self.upstream.up.get_or_create(&upstream(server))).set(i64::from(up));
+        }
     }
 
     /// An expired cache entry was served because of `reason`.

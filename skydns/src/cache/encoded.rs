@@ -8,7 +8,7 @@
 //! cached message, adapting it and encoding it again gives, without the
 //! allocations; a request it cannot serve that way (no EDNS while the
 //! reply has an OPT record, a buffer too small, a question of another
-//! length) gets `None` and takes the decoded path.
+//! spelling but for case) gets `None` and takes the decoded path.
 
 use hickory_proto::op::Message;
 
@@ -18,7 +18,8 @@ pub(super) struct Encoded {
     bytes: Vec<u8>,
     /// Offset and value of each record's TTL.
     ttls: Vec<(usize, u32)>,
-    /// Where the question ends.
+    /// Where the question ends; 0 when the reply has not exactly one
+    /// (it is then only decoded).
     question_end: usize,
     /// Whether it carries an OPT record.
     has_opt: bool,
@@ -36,15 +37,18 @@ pub(crate) struct Asker<'a> {
 }
 
 impl Encoded {
-    /// `reply` encoded, if it has one question and walks cleanly.
+    /// `reply` encoded, if it encodes and walks cleanly.
     pub(super) fn of(reply: &Message) -> Option<Encoded> {
         let bytes = reply.to_vec().ok()?;
-        let count = |i: usize| usize::from(u16::from_be_bytes([bytes[i], bytes[i + 1]]));
-        if bytes.len() < 12 || count(4) != 1 {
+        if bytes.len() < 12 {
             return None;
         }
-        let question_end = name_end(&bytes, 12)? + 4;
-        let mut pos = question_end;
+        let count = |i: usize| usize::from(u16::from_be_bytes([bytes[i], bytes[i + 1]]));
+        let mut pos = 12;
+        for _ in 0..count(4) {
+            pos = name_end(&bytes, pos)? + 4;
+        }
+        let question_end = if count(4) == 1 { pos } else { 0 };
         let mut ttls = Vec::new();
         let mut has_opt = false;
         for _ in 0..count(6) + count(8) + count(10) {
@@ -67,15 +71,26 @@ impl Encoded {
         })
     }
 
+    /// The reply decoded again (the decoded path; stale answers).
+    pub(super) fn decode(&self) -> Option<Message> {
+        Message::from_vec(&self.bytes).ok()
+    }
+
     /// The reply to `asker`, `elapsed` seconds after it was cached; `None`
     /// when only the decoded path can shape it.
     pub(super) fn answer(&self, asker: Asker<'_>, elapsed: u32) -> Option<Vec<u8>> {
         let request = asker.packet;
-        if (self.has_opt && !asker.edns) || self.bytes.len() > asker.limit {
+        if self.question_end == 0 || (self.has_opt && !asker.edns) || self.bytes.len() > asker.limit
+        {
             return None;
         }
-        // The request's question must take exactly the cached one's place.
-        if request.len() < self.question_end || name_end(request, 12)? + 4 != self.question_end {
+        // The request's question must be the cached one but for the case
+        // of its letters: the same labels, so the same place.
+        let question = 12..self.question_end;
+        if !request
+            .get(question.clone())
+            .is_some_and(|asked| asked.eq_ignore_ascii_case(&self.bytes[question]))
+        {
             return None;
         }
         let mut out = self.bytes.clone();

@@ -1,18 +1,23 @@
 //! The response cache for forwarded answers (`-rcache`, `-rcache-ttl`).
 //!
-//! Keys are the question (name compared case-insensitively, type, class)
-//! plus the DO bit and the transport, as in SkyDNS. Positive answers live for
+//! Keys are the question (name compared case-insensitively, label by label,
+//! so that a label holding a dot is not two labels; type, class) plus the DO
+//! bit and the transport, as in SkyDNS. Positive answers live for
 //! the smallest answer TTL, negative ones (NXDOMAIN, NODATA) for the SOA's
 //! negative TTL (RFC 2308: the smaller of its TTL and MINIMUM), both capped at
 //! `-rcache-ttl`. Unlike SkyDNS, a hit returns TTLs counted down by the time
-//! spent in the cache. When full, expired entries go first, then the oldest
-//! inserted one (FIFO). The clock is an argument, so tests control time.
+//! spent in the cache. Replies are kept encoded only (`encoded.rs`) and
+//! decoded when a hit needs reshaping. When full, entries past their stale
+//! window go first, then expired ones, then the oldest inserted one (FIFO).
+//! The clock is an argument, so tests control time.
 //!
 //! Two additions beyond SkyDNS, both off unless asked for. Serve-stale
 //! (RFC 8767, `-rcache-stale`): an expired entry is kept for the stale
 //! window and [`ResponseCache::get_stale`] hands it out, every TTL set to
 //! `-rcache-stale-ttl` (RFC 8767 §4 suggests 30 s), when no upstream can
-//! refresh it. Prefetch (`-rcache-prefetch`, as CoreDNS `cache { prefetch }`):
+//! refresh it; it asks for a refresh of a stale entry at most once per
+//! [`STALE_RECHECK`] (RFC 8767's failure recheck timer), so a dead upstream
+//! set costs one upstream query per name and 30 s, not one per request. Prefetch (`-rcache-prefetch`, as CoreDNS `cache { prefetch }`):
 //! a hit on an entry asked at least that many times since it was stored,
 //! with at most `-rcache-prefetch-percent` of its lifetime left, says the
 //! entry is due for a refresh (once), so a popular name never expires.
@@ -22,15 +27,32 @@ mod encoded;
 pub(crate) use encoded::Asker;
 use encoded::Encoded;
 use hickory_proto::op::{Message, ResponseCode};
-use hickory_proto::rr::{RData, RecordType};
+use hickory_proto::rr::{Name, RData, RecordType};
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// How long after a refresh of a stale entry was handed out the next one
+/// may be (RFC 8767 §5 suggests 30 s); meanwhile the stale entry is served
+/// at once.
+pub(crate) const STALE_RECHECK: Duration = Duration::from_secs(30);
+
+/// The cache key of a query name: its labels, lowercased, each prefixed
+/// with its length, one char per byte (unambiguous where a label holds a
+/// dot or bytes that are not UTF-8).
+pub(crate) fn name_key(name: &Name) -> String {
+    let mut key = String::with_capacity(name.len() + 2);
+    for label in name.iter() {
+        key.push(char::from(u8::try_from(label.len()).unwrap_or(u8::MAX)));
+        key.extend(label.iter().map(|b| char::from(b.to_ascii_lowercase())));
+    }
+    key
+}
+
 /// What a cached reply answers.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct CacheKey {
-    /// Lowercased query name.
+    /// The query name, as [`name_key`] spells it.
     pub name: String,
     /// Query type.
     pub qtype: RecordType,
@@ -46,15 +68,16 @@ pub(crate) struct CacheKey {
 }
 
 struct Entry {
-    reply: Message,
-    /// The reply encoded, for hits that need no reshaping.
-    encoded: Option<Encoded>,
+    /// The reply, encoded.
+    encoded: Encoded,
     stored: Instant,
     expires: Instant,
     /// Hits since it was stored.
     hits: u32,
     /// A refresh was handed out.
     prefetching: bool,
+    /// When a refresh of it was last handed out while it was stale.
+    refreshed: Option<Instant>,
 }
 
 /// What the cache keeps and for how long.
@@ -95,6 +118,13 @@ impl CacheSettings {
 pub(crate) struct Hit {
     pub reply: CachedReply,
     pub prefetch: bool,
+}
+
+/// An expired reply within the stale window, every TTL the stale TTL, and
+/// whether the caller should try to refresh it now.
+pub(crate) struct Stale {
+    pub reply: Message,
+    pub refresh: bool,
 }
 
 /// A cached reply, TTLs counted down.
@@ -178,14 +208,13 @@ impl ResponseCache {
         let prefetch = self.prefetch_due(entry, now);
         entry.prefetching |= prefetch;
         let elapsed = u32::try_from(now.duration_since(entry.stored).as_secs()).unwrap_or(u32::MAX);
-        let encoded = asker.zip(entry.encoded.as_ref());
-        if let Some(bytes) = encoded.and_then(|(asker, e)| e.answer(asker, elapsed)) {
+        if let Some(bytes) = asker.and_then(|asker| entry.encoded.answer(asker, elapsed)) {
             return Some(Hit {
                 reply: CachedReply::Wire(bytes),
                 prefetch,
             });
         }
-        let mut reply = entry.reply.clone();
+        let mut reply = entry.encoded.decode()?;
         for r in records_mut(&mut reply) {
             r.ttl = r.ttl.saturating_sub(elapsed);
         }
@@ -206,18 +235,25 @@ impl ResponseCache {
     }
 
     /// The expired reply for `key` if it is within the stale window, every
-    /// TTL set to the stale TTL (RFC 8767 §4).
-    pub(crate) fn get_stale(&self, key: &CacheKey, now: Instant) -> Option<Message> {
-        let inner = self.lock();
-        let entry = inner.entries.get(key)?;
+    /// TTL set to the stale TTL (RFC 8767 §4), and whether a refresh is due
+    /// (none handed out for it in the last [`STALE_RECHECK`]).
+    pub(crate) fn get_stale(&self, key: &CacheKey, now: Instant) -> Option<Stale> {
+        let mut inner = self.lock();
+        let entry = inner.entries.get_mut(key)?;
         if now < entry.expires || now >= entry.expires + self.settings.stale {
             return None;
         }
-        let mut reply = entry.reply.clone();
+        let refresh = entry
+            .refreshed
+            .is_none_or(|at| now.duration_since(at) >= STALE_RECHECK);
+        if refresh {
+            entry.refreshed = Some(now);
+        }
+        let mut reply = entry.encoded.decode()?;
         for r in records_mut(&mut reply) {
             r.ttl = self.settings.stale_ttl;
         }
-        Some(reply)
+        Some(Stale { reply, refresh })
     }
 
     /// Stores `reply` if it is cacheable; returns whether it was stored.
@@ -231,10 +267,16 @@ impl ResponseCache {
         }
         let stale = self.settings.stale;
         // Encoded before the lock: other hits need not wait for it.
-        let encoded = Encoded::of(&reply);
+        let Some(encoded) = Encoded::of(&reply) else {
+            return false;
+        };
         let mut inner = self.lock();
         if !inner.entries.contains_key(&key) && inner.entries.len() >= capacity {
             inner.entries.retain(|_, e| e.expires + stale > now);
+            if inner.entries.len() >= capacity {
+                // Stale entries make room before fresh ones.
+                inner.entries.retain(|_, e| e.expires > now);
+            }
             while inner.entries.len() >= capacity {
                 let Some((oldest, stored)) = inner.order.pop_front() else {
                     break;
@@ -254,12 +296,12 @@ impl ResponseCache {
         inner.entries.insert(
             key,
             Entry {
-                reply,
                 encoded,
                 stored: now,
                 expires,
                 hits: 0,
                 prefetching: false,
+                refreshed: None,
             },
         );
         if inner.order.len() > capacity.saturating_mul(4) {

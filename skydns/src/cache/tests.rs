@@ -193,7 +193,14 @@ fn an_expired_entry_is_stale_for_the_window_with_the_stale_ttl() {
     let stale = cache
         .get_stale(&key("s."), at(20))
         .expect("kept for the window");
-    assert_eq!(stale.answers[0].ttl, 30);
+    assert_eq!(stale.reply.answers[0].ttl, 30);
+    assert!(stale.refresh, "the first stale asker refreshes it");
+    let again = cache.get_stale(&key("s."), at(49)).unwrap();
+    assert!(!again.refresh, "RFC 8767 recheck: not again within 30 s");
+    assert!(
+        cache.get_stale(&key("s."), at(50)).unwrap().refresh,
+        "30 s on: again"
+    );
     assert!(cache.get_stale(&key("s."), at(119)).is_some());
     assert!(
         cache.get_stale(&key("s."), at(120)).is_none(),
@@ -330,4 +337,63 @@ fn a_hit_the_encoded_reply_cannot_serve_is_decoded() {
     other_length[12] = 0xc0; // a pointer instead of the name
     assert!(decoded(asker(&other_length, true, 1232)));
     assert!(!decoded(asker(&with_edns, true, 1232)));
+}
+
+#[test]
+fn a_label_holding_a_dot_is_not_two_labels_of_the_key() {
+    let dotted = Name::from_labels(vec![&b"www.bank"[..], b"com"]).unwrap();
+    let plain = Name::from_ascii("WWW.bank.com.").unwrap();
+    assert_ne!(name_key(&dotted), name_key(&plain));
+    assert_eq!(
+        name_key(&plain),
+        name_key(&Name::from_ascii("www.BANK.com.").unwrap()),
+        "case does not count"
+    );
+}
+
+#[test]
+fn the_encoded_reply_decodes_to_the_decoded_path_s_with_every_name_s_case() {
+    let cache = ResponseCache::new(10, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let key = key("www.example.org.");
+    let mut reply = upstream_reply();
+    // Owners spelled as the second asker spells the question.
+    for r in &mut reply.answers {
+        r.name = Name::from_ascii("www.EXAMPLE.org.").unwrap();
+    }
+    cache.insert(key.clone(), reply, t0);
+    let packet = request_packet(true);
+    let asker = Asker {
+        packet: &packet,
+        edns: true,
+        limit: 1232,
+    };
+    let later = t0 + Duration::from_secs(3);
+    let Some(Hit {
+        reply: CachedReply::Wire(bytes),
+        ..
+    }) = cache.hit(&key, later, Some(asker))
+    else {
+        panic!("an encoded hit");
+    };
+    let mut want = cache.get(&key, later).unwrap();
+    want.metadata.id = 0xbeef;
+    want.metadata.recursion_desired = false;
+    want.queries = Message::from_vec(&packet).unwrap().queries;
+    // Equal but for name compression (the cached reply compressed against
+    // the first asker's spelling): decoded, names compared with their case.
+    let got = Message::from_vec(&bytes).unwrap();
+    let want = Message::from_vec(&want.to_vec().unwrap()).unwrap();
+    assert_eq!(format!("{got:?}"), format!("{want:?}"));
+    let exact = Asker {
+        limit: bytes.len(),
+        ..asker
+    };
+    assert!(
+        matches!(
+            cache.hit(&key, later, Some(exact)).unwrap().reply,
+            CachedReply::Wire(_)
+        ),
+        "a reply of exactly the client's size is sent as it is"
+    );
 }

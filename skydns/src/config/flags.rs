@@ -79,11 +79,11 @@ pub struct Flags {
     pub ns_policy: Option<crate::handler::NsPolicy>,
     /// Transport of forwarded queries: client (the client's, as SkyDNS), tcp (always TCP, as
     /// CoreDNS force_tcp) or udp (UDP even for TCP clients, as CoreDNS prefer_udp). A truncated
-    /// UDP reply is always asked again over TCP before it is relayed.
+    /// UDP reply is asked again over TCP before it is relayed when the client can take more.
     #[arg(long = "ns-transport", default_value = "client")]
     pub ns_transport: crate::handler::NsTransport,
     /// Consecutive failures (timeout, refused, bad reply, SERVFAIL) after which an upstream
-    /// nameserver is marked down: skipped while another is up, probed with ". NS" until it
+    /// nameserver is marked down: tried last while another is up, probed with ". NS" until it
     /// answers (0: never; every query tries the servers in the policy's order, as SkyDNS).
     #[arg(long = "ns-fail-threshold", default_value_t = 2)]
     pub ns_fail_threshold: u32,
@@ -100,7 +100,7 @@ pub struct Flags {
     #[arg(long = "rcache-ttl", default_value_t = 60)]
     pub rcache_ttl: i64,
     /// Serve-stale (RFC 8767): how long after it expired a cached reply may still be served,
-    /// when every upstream fails or none answers within -rcache-stale-timeout (Go duration;
+    /// when the upstreams fail or say SERVFAIL, or none answers within -rcache-stale-timeout (Go duration;
     /// 0s: never). Needs -rcache.
     #[arg(long = "rcache-stale", value_parser = go_duration, default_value = "0s")]
     pub rcache_stale: Duration,

@@ -2,7 +2,7 @@
 //!
 //! Each server counts its consecutive failures (a timeout, a refused
 //! connection, an unparsable or mismatched reply, SERVFAIL); at the
-//! threshold (`-ns-fail-threshold`) it is marked down and skipped while
+//! threshold (`-ns-fail-threshold`) it is marked down and tried last while
 //! another server is up, and a background probe asks it `. NS` every
 //! `-ns-probe-interval` until it answers, which marks it up again (so does
 //! any real query it answers). This is CoreDNS `forward`'s `max_fails` and
@@ -36,6 +36,8 @@ pub(super) struct Health {
     threshold: u32,
     probe: Probe,
     metrics: Option<Arc<Metrics>>,
+    /// The generation the metrics know this configuration's health by.
+    generation: u64,
 }
 
 struct ServerState {
@@ -63,9 +65,9 @@ impl Health {
         probe: Probe,
         metrics: Option<Arc<Metrics>>,
     ) -> Arc<Self> {
-        if let Some(m) = &metrics {
-            m.upstreams_configured(servers);
-        }
+        let generation = metrics
+            .as_ref()
+            .map_or(0, |m| m.upstreams_configured(servers));
         Arc::new(Health {
             servers: (servers.iter())
                 .map(|&addr| ServerState {
@@ -78,6 +80,7 @@ impl Health {
             threshold: threshold.max(1),
             probe,
             metrics,
+            generation,
         })
     }
 
@@ -93,7 +96,7 @@ impl Health {
         if s.down.swap(false, Ordering::AcqRel) {
             tracing::info!(upstream = %s.addr, "upstream nameserver answers again; back in use");
             if let Some(m) = &self.metrics {
-                m.upstream_up(s.addr, true);
+                m.upstream_up(self.generation, s.addr, true);
             }
         }
     }
@@ -109,10 +112,10 @@ impl Health {
             upstream = %s.addr,
             failures = fails,
             probe_every = ?self.probe.interval,
-            "upstream nameserver marked down; skipped while another answers, probed until it answers"
+            "upstream nameserver marked down; tried last while another answers, probed until it answers"
         );
         if let Some(m) = &self.metrics {
-            m.upstream_up(s.addr, false);
+            m.upstream_up(self.generation, s.addr, false);
         }
         if !s.probing.swap(true, Ordering::AcqRel) {
             tokio::spawn(probe_until_up(Arc::downgrade(self), i, self.probe));
@@ -126,20 +129,33 @@ async fn probe_until_up(health: Weak<Health>, i: usize, probe: Probe) {
     loop {
         tokio::time::sleep(probe.interval).await;
         let Some(h) = health.upgrade() else { return };
-        let s = &h.servers[i];
-        if !s.down.load(Ordering::Acquire) {
-            s.probing.store(false, Ordering::Release);
-            return;
+        if !h.servers[i].down.load(Ordering::Acquire) {
+            if h.stop_probing(i) {
+                return;
+            }
+            continue;
         }
-        let addr = s.addr;
+        let addr = h.servers[i].addr;
         drop(h);
         let answered = probe_once(addr, probe).await;
         let Some(h) = health.upgrade() else { return };
         if answered {
             h.succeeded(i);
-            h.servers[i].probing.store(false, Ordering::Release);
-            return;
+            if h.stop_probing(i) {
+                return;
+            }
         }
+    }
+}
+
+impl Health {
+    /// Ends the probing of server `i`, unless it was marked down again
+    /// meanwhile (by failures that found the probe still running, so started
+    /// none): then the probe goes on.
+    fn stop_probing(&self, i: usize) -> bool {
+        let s = &self.servers[i];
+        s.probing.store(false, Ordering::Release);
+        !s.down.load(Ordering::Acquire) || s.probing.swap(true, Ordering::AcqRel)
     }
 }
 

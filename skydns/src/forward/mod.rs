@@ -5,8 +5,9 @@
 //! Which server goes first is the [`NsPolicy`]; the others follow in turn
 //! (n+1 attempts in all, as SkyDNS, each bounded by the read timeout). The
 //! transport is the client's unless [`NsTransport`] says otherwise, and a
-//! truncated UDP reply is asked again over TCP before it is relayed.
-//! Servers that keep failing are marked down and skipped while another is
+//! truncated UDP reply is asked again over TCP before it is relayed when
+//! the client has room for more.
+//! Servers that keep failing are marked down and tried last while another is
 //! up (`health.rs`). Identical requests in flight at the same time share
 //! one upstream exchange (`coalesce.rs`). [`Upstreams::lookup`] is SkyDNS's
 //! internal `Lookup`: a fresh query for a CNAME or SRV target outside the
@@ -107,6 +108,13 @@ impl Settings {
     }
 }
 
+/// The client a relay answers: its transport and how large a reply it takes.
+#[derive(Clone, Copy, Debug)]
+struct Client {
+    tcp: bool,
+    room: usize,
+}
+
 /// The upstream nameservers and how to use them.
 #[derive(Clone)]
 pub(crate) struct Upstreams {
@@ -151,21 +159,38 @@ impl Upstreams {
         }
     }
 
+    /// How the servers are used.
+    pub(crate) fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
     /// Whether any server is configured.
     pub(crate) fn is_empty(&self) -> bool {
         self.servers.is_empty()
     }
 
-    /// Relays `packet` (a client request that came over TCP if `tcp`) to
-    /// the servers. Identical requests in flight share the exchange; the
-    /// reply carries the caller's ID.
+    /// [`Upstreams::relay_within`] for a client that takes any size.
+    #[cfg(test)]
     pub(crate) async fn relay(&self, packet: &[u8], tcp: bool) -> Option<Vec<u8>> {
+        self.relay_within(packet, tcp, usize::from(u16::MAX)).await
+    }
+
+    /// Relays `packet` (a client request that came over TCP if `tcp`, whose
+    /// replies may be `room` bytes) to the servers. Identical requests in
+    /// flight share the exchange; the reply carries the caller's ID.
+    pub(crate) async fn relay_within(
+        &self,
+        packet: &[u8],
+        tcp: bool,
+        room: usize,
+    ) -> Option<Vec<u8>> {
         if packet.len() < 12 || self.servers.is_empty() {
             return None;
         }
         let id = [packet[0], packet[1]];
         let mut key = packet[2..].to_vec();
         key.push(u8::from(tcp));
+        key.extend_from_slice(&u32::try_from(room).unwrap_or(u32::MAX).to_be_bytes());
         let mut reply = match self.coalescer.join(&key) {
             Turn::Follower(rx) => rx.await.ok().flatten()?,
             Turn::Leader => {
@@ -175,7 +200,8 @@ impl Upstreams {
                     key: &key,
                     reply: None,
                 };
-                leader.reply = self.attempts(packet, u16::from_be_bytes(id), tcp).await;
+                let client = Client { tcp, room };
+                leader.reply = self.attempts(packet, u16::from_be_bytes(id), client).await;
                 leader.reply.clone()?
             }
         };
@@ -184,7 +210,8 @@ impl Upstreams {
     }
 
     /// The servers in the order this query tries them: the policy's
-    /// rotation, without the servers marked down unless all are.
+    /// rotation, the servers marked down moved to the end (asked only when
+    /// every server up before them failed).
     fn plan(&self, id: u16) -> Vec<usize> {
         let n = self.servers.len();
         let first = match self.settings.policy {
@@ -196,25 +223,24 @@ impl Upstreams {
         let rotation = (0..n).map(|k| (first + k) % n);
         match &self.health {
             Some(health) => {
-                let up: Vec<usize> = rotation.clone().filter(|&i| health.is_up(i)).collect();
-                if up.is_empty() {
-                    rotation.collect()
-                } else {
-                    up
-                }
+                let (mut up, down): (Vec<usize>, Vec<usize>) =
+                    rotation.partition(|&i| health.is_up(i));
+                up.extend(down);
+                up
             }
             None => rotation.collect(),
         }
     }
 
     /// SkyDNS's n+1 attempts over the plan (the first server is asked
-    /// again last); the first reply wins, SERVFAIL included.
-    async fn attempts(&self, packet: &[u8], id: u16, client_tcp: bool) -> Option<Vec<u8>> {
+    /// again last); the first reply wins, SERVFAIL included (as SkyDNS and
+    /// CoreDNS; it still counts against that server's health).
+    async fn attempts(&self, packet: &[u8], id: u16, client: Client) -> Option<Vec<u8>> {
         let query = Message::from_vec(packet).ok()?;
         let plan = self.plan(id);
         for attempt in 0..=plan.len() {
             let i = plan[attempt % plan.len()];
-            if let Some(reply) = self.attempt(i, packet, &query, client_tcp).await {
+            if let Some(reply) = self.attempt(i, packet, &query, client).await {
                 return Some(reply);
             }
         }
@@ -223,17 +249,18 @@ impl Upstreams {
     }
 
     /// One server asked, over UDP and then TCP when the UDP reply is
-    /// truncated; its health and metrics updated.
+    /// truncated and the client has room for more; its health and metrics
+    /// updated.
     async fn attempt(
         &self,
         i: usize,
         packet: &[u8],
         query: &Message,
-        client_tcp: bool,
+        client: Client,
     ) -> Option<Vec<u8>> {
         let server = self.servers[i];
         let tcp = match self.settings.transport {
-            NsTransport::Client => client_tcp,
+            NsTransport::Client => client.tcp,
             NsTransport::Tcp => true,
             NsTransport::Udp => false,
         };
@@ -246,7 +273,8 @@ impl Upstreams {
             exchange::udp(server, packet, query, timeout).await
         };
         if let Ok(reply) = &result {
-            if !tcp && reply.get(2).is_some_and(|b| b & 0x02 != 0) {
+            let truncated = reply.get(2).is_some_and(|b| b & 0x02 != 0);
+            if !tcp && truncated && client.room > reply.len() {
                 // Truncated: the whole answer over TCP; failing that, the
                 // truncated one (the client may ask over TCP itself).
                 match exchange::tcp(server, packet, query, timeout).await {
@@ -310,7 +338,11 @@ impl Upstreams {
         edns.set_dnssec_ok(dnssec_ok);
         query.edns = Some(edns);
         let packet = query.to_vec().ok()?;
-        let reply = self.attempts(&packet, query.metadata.id, false).await?;
+        let client = Client {
+            tcp: false,
+            room: usize::from(bufsize.max(512)),
+        };
+        let reply = self.attempts(&packet, query.metadata.id, client).await?;
         let reply = Message::from_vec(&reply).ok()?;
         if reply.metadata.response_code != ResponseCode::NoError {
             return None;

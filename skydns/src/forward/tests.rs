@@ -132,7 +132,7 @@ async fn a_dead_first_upstream_is_asked_only_until_the_threshold() {
         let (live, live_seen) = echo_udp(Duration::ZERO);
         let upstreams = Upstreams::with(
             vec![dead.addr, live],
-            settings(100, threshold, AN_HOUR),
+            settings(1_000, threshold, AN_HOUR),
             None,
         );
         for id in 0..6 {
@@ -155,7 +155,7 @@ async fn a_dead_first_upstream_is_asked_only_until_the_threshold() {
 async fn servfail_counts_as_a_failure_of_that_upstream() {
     let (failing, failing_seen) = crate::fake_upstream::servfail_udp();
     let (live, live_seen) = echo_udp(Duration::ZERO);
-    let upstreams = Upstreams::with(vec![failing, live], settings(300, 2, AN_HOUR), None);
+    let upstreams = Upstreams::with(vec![failing, live], settings(1_000, 2, AN_HOUR), None);
     for id in 0..5 {
         let reply = upstreams
             .relay(&query(id, "sf.example.org."), false)
@@ -174,7 +174,7 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
     let (live, _) = echo_udp(Duration::ZERO);
     let upstreams = Upstreams::with(
         vec![first.addr, live],
-        settings(100, 1, Duration::from_millis(50)),
+        settings(1_000, 1, Duration::from_millis(50)),
         None,
     );
     upstreams
@@ -215,7 +215,7 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
 async fn when_every_upstream_is_down_all_are_tried_again() {
     let a = crate::fake_upstream::switchable(false);
     let b = crate::fake_upstream::switchable(false);
-    let upstreams = Upstreams::with(vec![a.addr, b.addr], settings(50, 1, AN_HOUR), None);
+    let upstreams = Upstreams::with(vec![a.addr, b.addr], settings(1_000, 1, AN_HOUR), None);
     assert!(upstreams
         .relay(&query(1, "x.example.org."), false)
         .await
@@ -250,7 +250,7 @@ async fn a_truncated_udp_reply_is_asked_again_over_tcp() {
 #[tokio::test]
 async fn the_transport_flag_overrides_the_clients() {
     let (tcp_only, _mute) = echo_tcp_only();
-    let mut s = settings(300, 0, AN_HOUR);
+    let mut s = settings(1_000, 0, AN_HOUR);
     s.transport = NsTransport::Tcp;
     let upstreams = Upstreams::with(vec![tcp_only], s.clone(), None);
     assert!(
@@ -276,7 +276,7 @@ async fn the_transport_flag_overrides_the_clients() {
 async fn round_robin_and_random_spread_the_first_server() {
     let servers: Vec<_> = (0..3).map(|_| echo_udp(Duration::ZERO)).collect();
     let addrs: Vec<_> = servers.iter().map(|s| s.0).collect();
-    let mut s = settings(300, 2, AN_HOUR);
+    let mut s = settings(1_000, 2, AN_HOUR);
     s.policy = NsPolicy::RoundRobin;
     let upstreams = Upstreams::with(addrs.clone(), s.clone(), None);
     for id in 0..6 {

@@ -5,12 +5,14 @@
 //! the background: prefetch). Otherwise it is relayed to the upstreams and
 //! the reply cached. When an expired entry is still within the stale window
 //! (RFC 8767), the relay runs as its own task and the client gets the stale
-//! entry if every upstream fails, says SERVFAIL, or has not answered within
-//! `-rcache-stale-timeout`; the task goes on and refreshes the cache. Stub
+//! entry if the upstreams fail, the one that answers says SERVFAIL, or none
+//! has answered within `-rcache-stale-timeout`; the task goes on and
+//! refreshes the cache. One such refresh per name per 30 s: meanwhile the
+//! stale entry is served at once (RFC 8767's failure recheck timer). Stub
 //! zones are relayed to their own servers, without the cache.
 
 use super::{base_reply, Inner, Request};
-use crate::cache::{Asker, CacheKey, CachedReply};
+use crate::cache::{name_key, Asker, CacheKey, CachedReply, Stale};
 use crate::forward::Upstreams;
 use crate::response::MAX_UDP_PAYLOAD;
 use crate::stub;
@@ -41,7 +43,7 @@ impl Inner {
         if hit.prefetch {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 self.metrics.prefetch();
-                runtime.spawn(Arc::clone(self).fetch(r.packet.clone(), r.tcp, key));
+                runtime.spawn(Arc::clone(self).fetch(r.packet.clone(), (r.tcp, r.limit), key));
             }
         }
         match hit.reply {
@@ -63,28 +65,48 @@ impl Inner {
             self.metrics.cache_miss();
             stale = cache.get_stale(&key, Instant::now());
         }
-        let fetch = Arc::clone(self).fetch(r.packet.clone(), r.tcp, key);
-        let Some(stale) = stale else {
-            return match fetch.await {
-                Some(bytes) => self.relayed(r, bytes),
-                None => self.upstream_failure(r),
-            };
+        let fetch = Arc::clone(self).fetch(r.packet.clone(), (r.tcp, r.limit), key);
+        let reason = match stale {
+            None => {
+                return match fetch.await {
+                    Some(bytes) => self.relayed(r, bytes),
+                    None => self.upstream_failure(r),
+                };
+            }
+            // A refresh of it is under way or failed within the recheck
+            // time: the stale answer at once (RFC 8767 §5).
+            Some(Stale {
+                refresh: false,
+                reply,
+            }) => ("recheck", reply),
+            Some(Stale {
+                refresh: true,
+                reply,
+            }) => {
+                // The fetch goes on without the client: it refreshes the cache.
+                let task = tokio::spawn(fetch);
+                match tokio::time::timeout(self.options.rcache_stale_timeout, task).await {
+                    Ok(Ok(Some(bytes))) if !says_server_failure(&bytes) => {
+                        return self.relayed(r, bytes)
+                    }
+                    Ok(_) => ("failed", reply),
+                    Err(_) => ("timeout", reply),
+                }
+            }
         };
-        // The fetch goes on without the client: it refreshes the cache.
-        let task = tokio::spawn(fetch);
-        let reason = match tokio::time::timeout(self.options.rcache_stale_timeout, task).await {
-            Ok(Ok(Some(bytes))) if !says_server_failure(&bytes) => return self.relayed(r, bytes),
-            Ok(_) => "failed",
-            Err(_) => "timeout",
-        };
-        self.metrics.stale_reply(reason);
-        self.send(r, for_request(stale, &r.message))
+        self.metrics.stale_reply(reason.0);
+        self.send(r, for_request(reason.1, &r.message))
     }
 
-    /// Relays `packet` and caches the reply.
-    async fn fetch(self: Arc<Self>, packet: Vec<u8>, tcp: bool, key: CacheKey) -> Option<Vec<u8>> {
+    /// Relays `packet` for a client taking `room` bytes, and caches the reply.
+    async fn fetch(
+        self: Arc<Self>,
+        packet: Vec<u8>,
+        (tcp, room): (bool, usize),
+        key: CacheKey,
+    ) -> Option<Vec<u8>> {
         self.metrics.external("recursive");
-        let bytes = self.upstreams.relay(&packet, tcp).await?;
+        let bytes = self.upstreams.relay_within(&packet, tcp, room).await?;
         if let Some(cache) = &self.cache {
             if let Ok(reply) = Message::from_vec(&bytes) {
                 cache.insert(key, reply, Instant::now());
@@ -114,7 +136,7 @@ impl Inner {
         self.metrics.external("stub");
         let packet = stub::mark(&r.message)?;
         let upstreams = Upstreams::new(servers, self.options.read_timeout);
-        match upstreams.relay(&packet, r.tcp).await {
+        match upstreams.relay_within(&packet, r.tcp, r.limit).await {
             Some(bytes) => self.relayed(r, bytes),
             None => self.upstream_failure(r),
         }
@@ -132,7 +154,7 @@ impl Inner {
 /// What a forwarded reply to `r` is cached under.
 fn cache_key(r: &Request) -> CacheKey {
     CacheKey {
-        name: r.q.name.clone(),
+        name: (r.message.queries.first()).map_or_else(String::new, |q| name_key(q.name())),
         qtype: r.q.qtype,
         qclass: u16::from(r.q.qclass),
         dnssec_ok: r.dnssec_ok,

@@ -5,8 +5,10 @@
 //! upstreams and their health, the response cache, the encoded replies).
 //! Each request runs on the configuration current when it arrived, to the end.
 //! [`Handler::reconfigure`] builds a new one when the etcd config key
-//! changes and swaps it in; the response cache is kept when its settings
-//! did not change, so a new nameserver list does not forget what is known.
+//! changes and swaps it in. The upstreams (their health) and the response
+//! cache are kept when neither the nameservers nor their own settings
+//! changed, so a new TTL does not forget what is known; new nameservers
+//! start with an empty cache, since the old ones may be why they changed.
 
 use super::{Inner, Options, Outcome, Pending, SharedSnapshot, Transport};
 use crate::answer::Zone;
@@ -136,13 +138,20 @@ impl Inner {
             fail_threshold: options.ns_fail_threshold,
             probe_interval: options.ns_probe_interval.max(Duration::from_millis(10)),
         };
-        let upstreams = Upstreams::with(
-            options.nameservers.clone(),
-            settings,
-            Some(shared.metrics.clone()),
-        );
+        // Same servers, same settings: their health and coalescing go on.
+        let same_servers = previous.filter(|p| p.options.nameservers == options.nameservers);
+        let upstreams = match same_servers {
+            Some(p) if p.upstreams.settings() == &settings => p.upstreams.clone(),
+            _ => Upstreams::with(
+                options.nameservers.clone(),
+                settings,
+                Some(shared.metrics.clone()),
+            ),
+        };
+        // New servers may answer otherwise (the old ones may be why they
+        // changed): their answers start from an empty cache.
         let cache_settings = cache_settings(&options);
-        let cache = match previous.and_then(|p| p.cache.as_ref()) {
+        let cache = match same_servers.and_then(|p| p.cache.as_ref()) {
             Some(cache) if cache_settings.as_ref() == Some(cache.settings()) => Some(cache.clone()),
             _ => cache_settings.map(|s| Arc::new(ResponseCache::with(s))),
         };

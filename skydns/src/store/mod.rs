@@ -312,8 +312,16 @@ async fn sync_once<S: Store>(
     let mut loaded = store.load_snapshot(prefix).await?;
     *backoff = BACKOFF_START;
     if let Some(feed) = &reports.config {
-        // Read after the records: a change in between is in the watch too.
-        feed.publish(store.get(&feed.key).await?);
+        // Read after the records: a change in between is in the watch too
+        // (replayed from the load's revision, so the value may step back
+        // and forward again before the watch catches up). A failed read
+        // leaves the value in force; the watch reports later changes.
+        match store.get(&feed.key).await {
+            Ok(value) => feed.publish(value),
+            Err(error) => {
+                tracing::warn!(key = %feed.key, %error, "cannot read the config key; keeping the configuration in force")
+            }
+        }
     }
     let revision = loaded.revision();
     let mut read_paths = ReadPaths::default();
