@@ -145,16 +145,20 @@ fn get_as_root(etcd: &Etcd, key: &str) -> Result<String> {
 }
 
 /// Waits until kube2sky logs why it cannot write to `etcd`, naming the
-/// endpoint and `why`, and checks it is not ready.
+/// endpoint and `why`, and checks it is not ready. Every attempt logs its
+/// reason; an attempt may also fail before TLS can say why (hyper's
+/// "connection was not ready" when the server closes mid-handshake), so
+/// the reason is awaited among the attempts, not read from the first.
 async fn refused_with(k2s: &Kube2sky, etcd: &Etcd, why: &str) -> Result<()> {
     let prefix = format!("cannot write to etcd at {}: ", etcd.endpoint());
     k2s.wait_for_log(&prefix).await?;
-    let log = k2s.log();
-    let line = log
-        .lines()
-        .find(|l| l.contains(&prefix))
-        .unwrap_or_default();
-    anyhow::ensure!(line.contains(why), "the reason must be {why:?}: {line}");
+    eventually("the reason among the attempts", DEADLINE, async || {
+        let log = k2s.log();
+        let said = log.lines().any(|l| l.contains(&prefix) && l.contains(why));
+        anyhow::ensure!(said, "the reason must be {why:?}:\n{log}");
+        Ok(())
+    })
+    .await?;
     anyhow::ensure!(
         k2s.http("/readiness").await.map(|r| r.0) != Some(200),
         "ready without etcd"
