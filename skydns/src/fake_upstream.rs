@@ -187,15 +187,44 @@ fn answer_a(query: &[u8]) -> Option<Vec<u8>> {
     reply.to_vec().ok()
 }
 
+/// A UDP socket and a TCP listener on one free port of 127.0.0.1 (another
+/// port when the UDP one is taken over TCP).
+fn udp_and_tcp_port() -> (UdpSocket, TcpListener) {
+    loop {
+        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
+        if let Ok(listener) = TcpListener::bind(udp.local_addr().unwrap()) {
+            return (udp, listener);
+        }
+    }
+}
+
+/// Answers every length-prefixed query on `listener` with `A 1.2.3.4`,
+/// counting connections in `counter`.
+fn answer_a_over_tcp(listener: TcpListener, counter: Arc<AtomicUsize>) {
+    std::thread::spawn(move || {
+        for mut stream in listener.incoming().map_while(Result::ok) {
+            counter.fetch_add(1, Ordering::SeqCst);
+            let mut len = [0u8; 2];
+            if stream.read_exact(&mut len).is_err() {
+                continue;
+            }
+            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
+            if stream.read_exact(&mut query).is_err() {
+                continue;
+            }
+            if let Some(reply) = answer_a(&query) {
+                let mut framed = u16::try_from(reply.len()).unwrap().to_be_bytes().to_vec();
+                framed.extend_from_slice(&reply);
+                let _ = stream.write_all(&framed);
+            }
+        }
+    });
+}
+
 /// An upstream on one port of 127.0.0.1, UDP and TCP, that answers every
 /// query with `A 1.2.3.4` (TTL 60, cacheable) and counts the queries.
 pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
-    let (udp, listener) = loop {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        if let Ok(listener) = TcpListener::bind(udp.local_addr().unwrap()) {
-            break (udp, listener);
-        }
-    };
+    let (udp, listener) = udp_and_tcp_port();
     let addr = udp.local_addr().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
@@ -210,24 +239,7 @@ pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
         }
     });
     let counter = seen.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().map_while(Result::ok) {
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut len = [0u8; 2];
-            if stream.read_exact(&mut len).is_err() {
-                continue;
-            }
-            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
-            if stream.read_exact(&mut query).is_err() {
-                continue;
-            }
-            if let Some(reply) = answer_a(&query) {
-                let mut framed = u16::try_from(reply.len()).unwrap().to_be_bytes().to_vec();
-                framed.extend_from_slice(&reply);
-                let _ = stream.write_all(&framed);
-            }
-        }
-    });
+    answer_a_over_tcp(listener, counter);
     (addr, seen)
 }
 
@@ -235,12 +247,7 @@ pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
 /// truncated (TC set, no answer, as a server with a small buffer), over
 /// TCP it answers `A 1.2.3.4`. Counts the TCP queries.
 pub(crate) fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
-    let (udp, listener) = loop {
-        let udp = UdpSocket::bind("127.0.0.1:0").unwrap();
-        if let Ok(listener) = TcpListener::bind(udp.local_addr().unwrap()) {
-            break (udp, listener);
-        }
-    };
+    let (udp, listener) = udp_and_tcp_port();
     let addr = udp.local_addr().unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     std::thread::spawn(move || {
@@ -253,24 +260,7 @@ pub(crate) fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
     });
     let tcp_seen = Arc::new(AtomicUsize::new(0));
     let counter = tcp_seen.clone();
-    std::thread::spawn(move || {
-        for mut stream in listener.incoming().map_while(Result::ok) {
-            counter.fetch_add(1, Ordering::SeqCst);
-            let mut len = [0u8; 2];
-            if stream.read_exact(&mut len).is_err() {
-                continue;
-            }
-            let mut query = vec![0u8; usize::from(u16::from_be_bytes(len))];
-            if stream.read_exact(&mut query).is_err() {
-                continue;
-            }
-            if let Some(reply) = answer_a(&query) {
-                let mut framed = u16::try_from(reply.len()).unwrap().to_be_bytes().to_vec();
-                framed.extend_from_slice(&reply);
-                let _ = stream.write_all(&framed);
-            }
-        }
-    });
+    answer_a_over_tcp(listener, counter);
     (addr, tcp_seen)
 }
 
