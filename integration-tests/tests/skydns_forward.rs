@@ -5,33 +5,12 @@
 mod skydns_support;
 
 use anyhow::ensure;
-use skydns_support::SkyDns;
+use skydns_support::{etcd_with_kubernetes as etcd, resolver, SkyDns};
 use test_support::dead::silent_upstream;
 use test_support::dnsmasq::Dnsmasq;
 use test_support::etcd::Etcd;
 use test_support::http::metric;
 use test_support::wait::{eventually, DEADLINE};
-
-const KUBE: (&str, &str) = (
-    "/skydns/local/cluster/svc/default/kubernetes/c88f1059",
-    r#"{"host":"10.0.0.1","priority":10,"weight":10,"ttl":30,"targetstrip":0}"#,
-);
-
-fn etcd() -> Etcd {
-    let etcd = Etcd::start().unwrap();
-    etcd.put(KUBE.0, KUBE.1).unwrap();
-    etcd
-}
-
-async fn resolver(etcd: &Etcd, extra: &[&str]) -> SkyDns {
-    SkyDns::start_with(
-        etcd,
-        &["-domain=cluster.local.", "-ns-rotate=false"],
-        extra,
-        "kubernetes.default.svc.cluster.local",
-    )
-    .await
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn forwards_over_udp_and_tcp_and_relays_nxdomain() {

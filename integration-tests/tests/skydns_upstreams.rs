@@ -6,28 +6,11 @@
 
 mod skydns_support;
 
-use skydns_support::SkyDns;
+use skydns_support::{etcd_with_kubernetes as etcd, resolver};
 use test_support::dead::silent_upstream;
 use test_support::dnsmasq::Dnsmasq;
-use test_support::etcd::{Etcd, KUBERNETES_RECORD};
 use test_support::http::metric;
 use test_support::wait::{eventually, DEADLINE};
-
-fn etcd() -> Etcd {
-    let etcd = Etcd::start().unwrap();
-    etcd.put(KUBERNETES_RECORD.0, KUBERNETES_RECORD.1).unwrap();
-    etcd
-}
-
-async fn resolver(etcd: &Etcd, extra: &[&str]) -> SkyDns {
-    SkyDns::start_with(
-        etcd,
-        &["-domain=cluster.local.", "-ns-rotate=false"],
-        extra,
-        "kubernetes.default.svc.cluster.local",
-    )
-    .await
-}
 
 async fn upstream(ip: &str) -> Dnsmasq {
     Dnsmasq::start(&[&format!("--address=/www.example.org/{ip}")])

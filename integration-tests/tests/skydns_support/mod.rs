@@ -12,6 +12,27 @@ use test_support::ports::{free_port, on_free_port};
 use test_support::wait::{eventually, DEADLINE};
 use tokio_util::sync::CancellationToken;
 
+/// A real etcd holding the demo `kubernetes` record.
+pub fn etcd_with_kubernetes() -> Etcd {
+    let etcd = Etcd::start().unwrap();
+    let (key, value) = test_support::etcd::KUBERNETES_RECORD;
+    etcd.put(key, value).unwrap();
+    etcd
+}
+
+/// skydns as a pod's resolver for `cluster.local.` (forwarding on, the
+/// first upstream tried first), with `extra` flags; ready once the demo
+/// `kubernetes` name resolves.
+pub async fn resolver(etcd: &Etcd, extra: &[&str]) -> SkyDns {
+    SkyDns::start_with(
+        etcd,
+        &["-domain=cluster.local.", "-ns-rotate=false"],
+        extra,
+        "kubernetes.default.svc.cluster.local",
+    )
+    .await
+}
+
 /// The answer line for the `kubernetes` service of the demo records (docs/architecture.md, "What it writes").
 pub const KUBERNETES_A: &str = "kubernetes.default.svc.cluster.local. 30 IN A 10.0.0.1";
 
