@@ -55,10 +55,9 @@ impl Inner {
         }
     }
 
+    /// A forward the cache had no fresh answer for ([`Inner::cached_forward`]
+    /// was asked before the request became pending).
     pub(super) async fn forward(self: &Arc<Self>, r: &Request) -> Option<Vec<u8>> {
-        if let Some(bytes) = self.cached_forward(r) {
-            return Some(bytes);
-        }
         let key = cache_key(r);
         let mut stale = None;
         if let Some(cache) = &self.cache {
