@@ -203,3 +203,86 @@ async fn a_full_sync_of_pods_in_slices_leaves_exactly_the_pods() -> Result<()> {
     );
     Ok(())
 }
+
+/// A change made while a full sync runs is written between two of its
+/// slices, not after the whole sync, and the slices after it keep it: a
+/// pod in a namespace that did not exist when the sync was planned (and
+/// whose keys fall in the range of a slice still to come) is not deleted as
+/// stale. In the end etcd holds what a full sync of the final state would
+/// write: a restart writes nothing. v3 only: v2 reads a subtree whole, in
+/// one slice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_during_a_full_sync_is_written_between_slices_and_kept() -> Result<()> {
+    const NAMESPACES: usize = 400;
+    const PODS_EACH: usize = 10;
+    let total = (NAMESPACES * PODS_EACH) as i64;
+    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let namespace = |name: &str| -> Result<()> {
+        let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                                      "metadata": {"name": name}});
+        api.store().create(
+            kube_api_test_server::ResourceKind::Namespace,
+            None,
+            body,
+            true,
+        )?;
+        Ok(())
+    };
+    for n in 0..NAMESPACES {
+        namespace(&format!("ns{n:03}"))?;
+        for p in 0..PODS_EACH {
+            let ip = format!("10.{}.{}.{}", 100 + n / 250, n % 250, p + 1);
+            create_pod(&api, &format!("ns{n:03}"), &format!("p{p}"), &ip)?;
+        }
+    }
+    // A slice a namespace: 400 slices of pods.
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--full-sync-chunk=10"])?;
+    eventually("the full sync of pods to start", DEADLINE, async || {
+        let n = count(&mut client, POD_ROOT).await?;
+        ensure!(n > 0, "no pod key yet");
+        Ok(())
+    })
+    .await?;
+    // `zz-new/` sorts after every seeded namespace: in the last slice's range.
+    namespace("zz-new")?;
+    create_pod(&api, "zz-new", "late", "10.245.0.1")?;
+    let late = format!("{POD_ROOT}zz-new/10-245-0-1/");
+    let seeded_then = eventually("the late pod's key", DEADLINE, async || {
+        let keys = keys_under(&etcd, &late)?;
+        ensure!(keys.len() == 1, "{keys:?}");
+        count(&mut client, POD_ROOT).await
+    })
+    .await?;
+    ensure!(
+        seeded_then - 1 < total,
+        "the late pod was written only after all {total} seeded pods, by the end \
+         of the full sync; log:\n{}",
+        k2s.log()
+    );
+    k2s.wait_for_log("full sync of pods done").await?;
+    ensure!(
+        count(&mut client, POD_ROOT).await? == total + 1,
+        "after the sync: {} pod keys, not {}; the late pod: {:?}",
+        count(&mut client, POD_ROOT).await?,
+        total + 1,
+        keys_under(&etcd, &late)?
+    );
+    println!(
+        "the late pod was written when {} of {total} seeded pods were",
+        seeded_then - 1
+    );
+
+    let before = etcd.revision()?;
+    k2s.kill();
+    let k2s = Kube2sky::start(&etcd, &api, &["--full-sync-chunk=10"])?;
+    k2s.wait_for_log("full sync of services done").await?;
+    k2s.wait_for_log("full sync of pods done").await?;
+    ensure!(
+        etcd.revision()? == before,
+        "a full sync of the same state wrote to etcd; log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}

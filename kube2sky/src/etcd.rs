@@ -186,11 +186,11 @@ impl Writer {
         Ok(())
     }
 
-    /// Reconciles `scopes` (deduplicated; full scopes absorb their parts).
-    /// A full sync on etcd v3 goes `sync_chunk` objects at a time
-    /// ([`DesiredState::pod_chunks`], [`DesiredState::service_chunks`]: services by
-    /// namespace, then the PTRs): at 150,000 pods the desired and actual
-    /// records of the whole subtree at once were 50 MB.
+    /// Reconciles `scopes` (deduplicated) in one round: diffed together,
+    /// so a service and its PTR land in one transaction (see
+    /// `reconcile::pack`). A whole subtree ([`Scope::AllServices`],
+    /// [`Scope::AllPods`]) is written a slice at a time instead, by
+    /// `crate::full_sync` with [`Writer::full_sync_slices`].
     /// Returns `Ok` early, after the request in flight, once shutdown is
     /// requested.
     pub(crate) async fn sync(
@@ -198,65 +198,56 @@ impl Writer {
         state: &impl DesiredState,
         scopes: impl IntoIterator<Item = Scope>,
     ) -> Result<(), WriteError> {
-        let mut scopes: BTreeSet<Scope> = scopes.into_iter().collect();
-        if scopes.contains(&Scope::AllServices) {
-            scopes.retain(|s| !matches!(s, Scope::Service(_) | Scope::Ptr(_)));
+        let scopes: BTreeSet<Scope> = scopes.into_iter().collect();
+        if scopes.is_empty() || self.shutdown.is_cancelled() {
+            return Ok(());
         }
-        if scopes.contains(&Scope::AllPods) {
-            scopes.retain(|s| !matches!(s, Scope::PodDir { .. }));
+        let scopes: Vec<Scope> = scopes.into_iter().collect();
+        self.sync_with_retry(state, &scopes).await
+    }
+
+    /// The slices a full sync of `whole` ([`Scope::AllServices`] or
+    /// [`Scope::AllPods`]) is written in. On etcd v3, about `sync_chunk`
+    /// objects each ([`DesiredState::pod_chunks`],
+    /// [`DesiredState::service_chunks`]: services by namespace, then the
+    /// PTRs): at 150,000 pods the desired and actual records of the whole
+    /// subtree at once were 50 MB, and a slice is as long as a change made
+    /// during the sync waits. v2 reads a subtree in one request: one slice.
+    pub(crate) fn full_sync_slices(&self, state: &impl DesiredState, whole: &Scope) -> Vec<Scope> {
+        let chunk = self.options.sync_chunk;
+        match whole {
+            _ if !self.backend.has_transactions() => vec![whole.clone()],
+            Scope::AllPods => state.pod_chunks(chunk),
+            Scope::AllServices => state.service_chunks(chunk),
+            _ => vec![whole.clone()],
         }
-        // The small scopes of a round are diffed together, so a service and
-        // its PTR land in one transaction (see `reconcile::pack`); the
-        // whole-subtree scopes are each a diff of their own.
-        let (whole, parts): (Vec<Scope>, Vec<Scope>) = scopes
-            .into_iter()
-            .partition(|s| matches!(s, Scope::AllServices | Scope::AllPods));
-        let rounds = std::iter::once(parts).chain(whole.into_iter().map(|s| vec![s]));
-        for round in rounds.filter(|r| !r.is_empty()) {
-            if self.shutdown.is_cancelled() {
-                return Ok(());
-            }
-            let (written, deleted, start) = (
-                self.metrics.records_written.get(),
-                self.metrics.records_deleted.get(),
-                Instant::now(),
-            );
-            let chunks = match round.as_slice() {
-                // One slice of a subtree in memory at a time (v3 ranges).
-                _ if !self.backend.has_transactions() => None,
-                [Scope::AllPods] => Some(state.pod_chunks(self.options.sync_chunk)),
-                [Scope::AllServices] => Some(state.service_chunks(self.options.sync_chunk)),
-                _ => None,
-            };
-            if let Some(chunks) = chunks {
-                for chunk in chunks {
-                    self.sync_with_retry(state, &[chunk]).await?;
-                    if self.shutdown.is_cancelled() {
-                        return Ok(());
-                    }
-                }
-            } else {
-                self.sync_with_retry(state, &round).await?;
-            }
-            if self.shutdown.is_cancelled() {
-                return Ok(());
-            }
-            let what = match round.as_slice() {
-                [Scope::AllServices] => {
-                    self.metrics.full_sync_done();
-                    "services"
-                }
-                [Scope::AllPods] => "pods",
-                _ => continue,
-            };
-            tracing::info!(
-                "full sync of {what} done in {:.3} s: {} keys written, {} deleted",
-                start.elapsed().as_secs_f64(),
-                self.metrics.records_written.get() - written,
-                self.metrics.records_deleted.get() - deleted,
-            );
+    }
+
+    /// Writes one slice of a full sync as the state stands now
+    /// ([`DesiredState::current_slice`]); returns the keys it wrote and
+    /// deleted.
+    pub(crate) async fn sync_slice(
+        &mut self,
+        state: &impl DesiredState,
+        slice: &Scope,
+    ) -> Result<(u64, u64), WriteError> {
+        let (written, deleted) = (
+            self.metrics.records_written.get(),
+            self.metrics.records_deleted.get(),
+        );
+        if !self.shutdown.is_cancelled() {
+            self.sync_with_retry(state, &[state.current_slice(slice)])
+                .await?;
         }
-        Ok(())
+        Ok((
+            self.metrics.records_written.get() - written,
+            self.metrics.records_deleted.get() - deleted,
+        ))
+    }
+
+    /// Whether shutdown was requested: nothing new is written.
+    pub(crate) fn is_shutting_down(&self) -> bool {
+        self.shutdown.is_cancelled()
     }
 
     /// Retries `scopes` every 50 ms until they are written, shutdown is

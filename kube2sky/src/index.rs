@@ -476,9 +476,7 @@ impl Index {
                         .flat_map(|((n, ip), _)| pod_records(&self.names, n, ip))
                 })
                 .collect(),
-            Scope::ServiceChunk {
-                namespaces, ptrs, ..
-            } => namespaces
+            Scope::ServiceChunk { namespaces, .. } => namespaces
                 .iter()
                 .flat_map(|ns| {
                     let from = ObjectKey {
@@ -490,9 +488,12 @@ impl Index {
                         .take_while(move |(k, _)| &k.namespace == ns)
                         .flat_map(|(k, _)| self.service(k))
                 })
-                .chain(ptrs.iter().flat_map(|ip| self.ptr(*ip)))
                 .collect(),
-            Scope::PtrSweep { .. } => Records::new(),
+            Scope::PtrChunk { from, to } => self
+                .ptrs_in(from, to)
+                .into_iter()
+                .flat_map(|ip| self.ptr(ip))
+                .collect(),
             Scope::AllPods => self
                 .pod_ips
                 .keys()
@@ -562,6 +563,10 @@ impl DesiredState for Index {
 
     fn service_chunks(&self, services: usize) -> Vec<Scope> {
         Index::service_chunks(self, services)
+    }
+
+    fn current_slice(&self, slice: &Scope) -> Scope {
+        Index::current_slice(self, slice)
     }
 }
 

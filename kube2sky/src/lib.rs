@@ -4,12 +4,14 @@
 //!
 //! Data flow: three [`watch`] tasks reduce API objects to the slim
 //! [`objects`] and send [`index::Change`]s down one channel to the single
-//! writer task ([`run`]), which updates the pure [`index::Index`], asks it
-//! which [`scope::Scope`]s changed, and hands them to the [`etcd`] writer:
-//! read the scope's actual keys, [`reconcile::diff`] against the desired
-//! records (built by the pure [`records`] functions; the writer sees the
-//! index only as a [`scope::DesiredState`]), apply the result in one
-//! transaction. One writer means no races between handlers. [`validate`]
+//! writer task ([`write_loop`]), which updates the pure [`index::Index`],
+//! asks it which [`scope::Scope`]s changed, and hands them to the [`etcd`]
+//! writer: read the scope's actual keys, [`reconcile::diff`] against the
+//! desired records (built by the pure [`records`] functions; the writer
+//! sees the index only as a [`scope::DesiredState`]), apply the result in
+//! one transaction. A relist's whole-subtree reconcile is written a slice
+//! at a time ([`full_sync`]), with changes written between slices. One
+//! writer means no races between handlers. [`validate`]
 //! keeps objects whose names cannot be keys out of the index, with the
 //! checks of [`name_rules`]. [`health`] serves `/readiness` (open once the
 //! first lists of services and endpoints are written, or after
@@ -18,6 +20,7 @@
 mod client;
 pub mod config;
 mod etcd;
+mod full_sync;
 mod health;
 mod index;
 mod leader;
@@ -29,6 +32,7 @@ mod records;
 mod scope;
 mod validate;
 mod watch;
+mod write_loop;
 
 #[cfg(test)]
 mod fixtures;
@@ -39,6 +43,7 @@ use crate::index::{Change, Index, Update};
 use crate::metrics::Metrics;
 use crate::reconcile::Mode;
 use crate::records::Names;
+use crate::write_loop::WriteLoop;
 use k8s_openapi::api::core::v1::Service;
 use std::sync::Arc;
 use std::time::Duration;
@@ -47,8 +52,6 @@ use tokio_util::sync::CancellationToken;
 
 /// 1.2 tried etcd 12 times, 5 s apart, before giving up.
 const ETCD_CONNECT_ATTEMPTS: (u32, Duration) = (12, Duration::from_secs(5));
-/// How many queued events are folded into one round of writes.
-const MAX_EVENTS_PER_ROUND: usize = 256;
 
 /// Why kube2sky stopped.
 #[derive(Debug, thiserror::Error)]
@@ -237,44 +240,6 @@ async fn wait_for_kubernetes(
     }
 }
 
-/// What the writer does next.
-#[derive(Debug)]
-enum Work {
-    /// Shutdown, or every watch has ended.
-    Stop,
-    /// Queued changes, folded into one round.
-    Changes(Vec<Change>),
-    /// Time to check etcd for data loss.
-    CheckLoss,
-}
-
-/// Waits for the next piece of work. The loss-check tick goes before the
-/// events, so steady churn cannot starve it; it is ready at most once per
-/// interval, so it cannot starve the events either.
-async fn next_work(
-    rx: &mut mpsc::Receiver<Change>,
-    ticker: &mut tokio::time::Interval,
-    check_loss: bool,
-    shutdown: &CancellationToken,
-) -> Work {
-    tokio::select! {
-        biased;
-        _ = shutdown.cancelled() => Work::Stop,
-        _ = ticker.tick(), if check_loss => Work::CheckLoss,
-        change = rx.recv() => {
-            let Some(change) = change else { return Work::Stop };
-            let mut changes = vec![change];
-            while changes.len() < MAX_EVENTS_PER_ROUND {
-                match rx.try_recv() {
-                    Ok(change) => changes.push(change),
-                    Err(_) => break,
-                }
-            }
-            Work::Changes(changes)
-        }
-    }
-}
-
 /// Opens `/readiness` after `timeout` if the first sync has not (0: at once, as 1.2).
 async fn open_readiness_after(timeout: Duration, metrics: Arc<Metrics>) {
     tokio::time::sleep(timeout).await;
@@ -283,88 +248,5 @@ async fn open_readiness_after(timeout: Duration, metrics: Arc<Metrics>) {
             "ready after --initial-sync-timeout={timeout:?} although services and endpoints \
              are not all written yet"
         );
-    }
-}
-
-/// The single writer: applies queued changes to the index, reconciles the
-/// touched scopes, and periodically checks etcd for data loss.
-struct WriteLoop<'a> {
-    writer: &'a mut Writer,
-    index: &'a mut Index,
-    metrics: &'a Metrics,
-    loss_check: Option<Duration>,
-    shutdown: &'a CancellationToken,
-}
-
-impl WriteLoop<'_> {
-    async fn run(self, mut rx: mpsc::Receiver<Change>) -> Result<(), WriteError> {
-        let WriteLoop {
-            writer,
-            index,
-            metrics,
-            loss_check,
-            shutdown,
-        } = self;
-        let mut ticker = tokio::time::interval(loss_check.unwrap_or(Duration::from_secs(3600)));
-        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        loop {
-            match next_work(&mut rx, &mut ticker, loss_check.is_some(), shutdown).await {
-                Work::Stop => return Ok(()),
-                Work::Changes(changes) => {
-                    tracing::trace!(changes = changes.len(), "round of changes received");
-                    let scopes: Vec<_> = changes.into_iter().flat_map(|c| index.apply(c)).collect();
-                    writer.sync(index, scopes).await?;
-                    if index.lists_done() && !shutdown.is_cancelled() && metrics.set_ready() {
-                        tracing::info!(
-                            "ready: the first lists of services and endpoints are written"
-                        );
-                    }
-                }
-                Work::CheckLoss => {
-                    if writer.data_lost().await {
-                        writer.sync(index, index.all_scopes()).await?;
-                    }
-                }
-            }
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::objects::{ObjectKey, PodInfo};
-
-    fn pod_change(i: usize) -> Change {
-        Change::Pod(Update::Apply(PodInfo {
-            key: ObjectKey {
-                namespace: "d".into(),
-                name: format!("p{i}"),
-            },
-            ips: vec![format!("10.1.0.{i}")],
-        }))
-    }
-
-    #[tokio::test]
-    async fn loss_check_is_not_starved_by_steady_events() {
-        let (tx, mut rx) = mpsc::channel(16);
-        let shutdown = CancellationToken::new();
-        // A tick that fell due while the writer was busy writing.
-        let due = tokio::time::Instant::now() - Duration::from_secs(5);
-        let mut ticker = tokio::time::interval_at(due, Duration::from_secs(3600));
-        for i in 0..8 {
-            tx.send(pod_change(i)).await.expect("send");
-        }
-        let first = next_work(&mut rx, &mut ticker, true, &shutdown).await;
-        assert!(matches!(first, Work::CheckLoss), "{first:?}");
-        let second = next_work(&mut rx, &mut ticker, true, &shutdown).await;
-        assert!(
-            matches!(&second, Work::Changes(c) if c.len() == 8),
-            "{second:?}"
-        );
-        shutdown.cancel();
-        tx.send(pod_change(9)).await.expect("send");
-        let third = next_work(&mut rx, &mut ticker, true, &shutdown).await;
-        assert!(matches!(third, Work::Stop), "{third:?}");
     }
 }

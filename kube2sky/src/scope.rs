@@ -21,9 +21,14 @@ pub(crate) trait DesiredState {
     fn pod_chunks(&self, pods: usize) -> Vec<Scope>;
 
     /// [`Scope::AllServices`] as [`Scope::ServiceChunk`]s of about
-    /// `services` services each (and a [`Scope::PtrSweep`]), covering every
-    /// key under `svc/` and every owned PTR.
+    /// `services` services each, then [`Scope::PtrChunk`]s of about as many
+    /// IPs, covering every key under `svc/` and every owned PTR.
     fn service_chunks(&self, services: usize) -> Vec<Scope>;
+
+    /// A slice planned by one of the above, as the state stands now (the
+    /// same keys; the namespaces and held PTRs of today): slices are
+    /// written one at a time with changes applied in between.
+    fn current_slice(&self, slice: &Scope) -> Scope;
 }
 
 /// A part of the owned key space that is reconciled as a unit.
@@ -59,9 +64,7 @@ pub(crate) enum Scope {
         /// First namespace directory not read.
         to: Option<String>,
     },
-    /// [`Scope::PodChunk`] for `svc/`: the services of `namespaces`, and the
-    /// PTRs of `ptrs` (the cluster IPs these services own), so a service and
-    /// its PTR stay in one transaction.
+    /// [`Scope::PodChunk`] for `svc/`: the services of `namespaces`.
     ServiceChunk {
         /// The namespaces with services in this slice, in key order.
         namespaces: Vec<String>,
@@ -69,14 +72,18 @@ pub(crate) enum Scope {
         from: Option<String>,
         /// First namespace directory not read.
         to: Option<String>,
-        /// The IPs whose first PTR name is one of these services'.
-        ptrs: Vec<IpAddr>,
     },
-    /// The owned PTRs of no service: every owned PTR key not of an IP in
-    /// `held` (the sorted PTR keys of every IP with a name) is deleted.
-    PtrSweep {
-        /// PTR keys of the IPs services hold, sorted.
-        held: Vec<String>,
+    /// A slice of the PTR subtree in key order: the PTRs of the IPs whose
+    /// key is from `from` (the start of the subtree when `None`) up to `to`
+    /// (the end when `None`) are desired, and every owned PTR key in that
+    /// range is read, so the PTRs of IPs no service holds are deleted.
+    /// The bounds are IP keys, so an IP's key and the leaves below it (an
+    /// IP with several names) are in one slice.
+    PtrChunk {
+        /// First key read.
+        from: Option<String>,
+        /// First key not read.
+        to: Option<String>,
     },
 }
 
@@ -99,17 +106,13 @@ pub(crate) enum Read {
         /// End key, not included.
         to: String,
     },
-    /// The PTR keys under `root` that point into our domain and belong to
-    /// an IP of `keys` (sorted; see [`Names::ptr_base`]) when `listed`, or
-    /// not otherwise: one read of the PTR subtree keeping only those. etcd
-    /// v3 only.
-    Ptrs {
-        /// The PTR root.
-        root: String,
-        /// Sorted keys.
-        keys: Vec<String>,
-        /// Keep the keys listed (or the others).
-        listed: bool,
+    /// The keys from `from` (inclusive) to `to` (exclusive) that point
+    /// into our domain (PTRs): etcd v3 only.
+    OwnedRange {
+        /// First key.
+        from: String,
+        /// End key, not included.
+        to: String,
     },
 }
 
@@ -130,24 +133,16 @@ impl Scope {
             Scope::PodChunk { from, to, .. } => {
                 vec![namespace_range(&names.pod_root(), from, to)]
             }
-            Scope::ServiceChunk { from, to, ptrs, .. } => {
-                let mut reads = vec![namespace_range(&names.svc_root(), from, to)];
-                if reverse && !ptrs.is_empty() {
-                    let mut keys: Vec<String> = ptrs.iter().map(|ip| names.ptr_key(*ip)).collect();
-                    keys.sort();
-                    reads.push(Read::Ptrs {
-                        root: names.ptr_root(),
-                        keys,
-                        listed: true,
-                    });
-                }
-                reads
+            Scope::ServiceChunk { from, to, .. } => {
+                vec![namespace_range(&names.svc_root(), from, to)]
             }
-            Scope::PtrSweep { held } => vec![Read::Ptrs {
-                root: names.ptr_root(),
-                keys: held.clone(),
-                listed: false,
-            }],
+            Scope::PtrChunk { from, to } => {
+                let root = names.ptr_root();
+                vec![Read::OwnedRange {
+                    to: to.clone().unwrap_or_else(|| end_of(&root)),
+                    from: from.clone().unwrap_or(root),
+                }]
+            }
         }
     }
 
@@ -157,8 +152,9 @@ impl Scope {
             Some(Read::Prefix(p) | Read::OwnedPtrs(p) | Read::OwnedPtr(p) | Read::Key(p)) => {
                 p.clone()
             }
-            Some(Read::Range { from, to }) => format!("{from}..{to}"),
-            Some(Read::Ptrs { root, .. }) => root.clone(),
+            Some(Read::Range { from, to } | Read::OwnedRange { from, to }) => {
+                format!("{from}..{to}")
+            }
             None => format!("{self:?}"),
         }
     }

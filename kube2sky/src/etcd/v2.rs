@@ -152,8 +152,8 @@ impl V2 {
                     let why = format!("a range read ({from}..{to}) needs etcd v3");
                     return Err(EtcdError::Unsupported(why));
                 }
-                Read::Ptrs { root, .. } => {
-                    let why = format!("a filtered read of {root} needs etcd v3");
+                Read::OwnedRange { from, to } => {
+                    let why = format!("a range read ({from}..{to}) needs etcd v3");
                     return Err(EtcdError::Unsupported(why));
                 }
             };

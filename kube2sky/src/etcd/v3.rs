@@ -139,16 +139,9 @@ impl V3 {
                     self.read_range(from.as_bytes(), end, false, &mut out, |_| true)
                         .await?
                 }
-                Read::Ptrs { root, keys, listed } => {
-                    let end = prefix_end(root.as_bytes());
-                    let names = self.names.clone();
-                    let keep = |key: &[u8]| {
-                        let base =
-                            std::str::from_utf8(key).map_or(key, |k| names.ptr_base(k).as_bytes());
-                        let found = keys.binary_search_by(|k| k.as_bytes().cmp(base)).is_ok();
-                        found == *listed
-                    };
-                    self.read_range(root.as_bytes(), end, true, &mut out, keep)
+                Read::OwnedRange { from, to } => {
+                    let end = to.as_bytes().to_vec();
+                    self.read_range(from.as_bytes(), end, true, &mut out, |_| true)
                         .await?
                 }
                 Read::OwnedPtr(key) => {

@@ -1,11 +1,19 @@
 //! A full sync in slices: [`Index::pod_chunks`] and
 //! [`Index::service_chunks`] cut the pod and service subtrees into
 //! [`Scope::PodChunk`]s and [`Scope::ServiceChunk`]s of whole namespaces in
-//! etcd's key order, so the writer holds one slice's desired and actual
-//! records at a time; each service's PTRs go in its slice, and one
-//! [`Scope::PtrSweep`] removes the owned PTRs no service holds.
+//! etcd's key order, and the PTR subtree into [`Scope::PtrChunk`]s of IPs
+//! in key order, so the writer holds one slice's desired and actual records
+//! at a time and reads each key once.
+//!
+//! Slices are planned when the full sync starts but written later, with
+//! watch events applied in between (see `crate::full_sync`): a slice keeps
+//! its key range, and what it desires is what the index holds in that range
+//! when the slice is written ([`Index::current_slice`], and
+//! [`Index::desired`] of a [`Scope::PtrChunk`]), so a namespace or PTR
+//! created since is desired, not deleted as stale.
 
 use super::Index;
+use crate::objects::ObjectKey;
 use crate::scope::Scope;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -30,46 +38,135 @@ impl Index {
     }
 
     /// [`Scope::AllServices`] as [`Scope::ServiceChunk`]s of about
-    /// `services` services each (whole namespaces, each service with the
-    /// PTRs it owns), then, with reverse records, a [`Scope::PtrSweep`] for
-    /// the owned PTRs of no service: every key under `svc/` and every owned
-    /// PTR is covered.
+    /// `services` services each (whole namespaces), then, with reverse
+    /// records, [`Scope::PtrChunk`]s of about as many IPs: every key under
+    /// `svc/` and every owned PTR is covered.
     pub(crate) fn service_chunks(&self, services: usize) -> Vec<Scope> {
         let mut counts: BTreeMap<String, usize> = BTreeMap::new();
         for key in self.services.keys() {
             *counts.entry(format!("{}/", key.namespace)).or_default() += 1;
         }
-        // Each IP's PTRs go with the namespace of its first name.
-        let mut owned: BTreeMap<&str, Vec<IpAddr>> = BTreeMap::new();
-        for (ip, holders) in &self.reverse {
-            if let Some(owner) = holders.first() {
-                owned.entry(&*owner.namespace).or_default().push(*ip);
-            }
-        }
         let mut from = None;
         let mut out: Vec<Scope> = chunked(in_key_order(counts), services)
             .into_iter()
             .map(|(namespaces, to)| Scope::ServiceChunk {
-                ptrs: namespaces
-                    .iter()
-                    .flat_map(|ns| owned.get(ns.as_str()).into_iter().flatten().copied())
-                    .collect(),
                 namespaces,
                 from: std::mem::replace(&mut from, to.clone()),
                 to,
             })
             .collect();
         if self.features.reverse {
-            let mut held: Vec<String> = self
-                .reverse
-                .keys()
-                .map(|ip| self.names.ptr_key(*ip))
-                .collect();
-            held.sort();
-            out.push(Scope::PtrSweep { held });
+            let keys: Vec<(String, usize)> = self.ptr_keys().into_iter().map(|k| (k, 1)).collect();
+            let mut from = None;
+            out.extend(
+                chunked(keys, services)
+                    .into_iter()
+                    .map(|(_, to)| Scope::PtrChunk {
+                        from: std::mem::replace(&mut from, to.clone()),
+                        to,
+                    }),
+            );
         }
         out
     }
+
+    /// The PTR key of every IP with a name, sorted.
+    fn ptr_keys(&self) -> Vec<String> {
+        let mut keys: Vec<String> = self
+            .reverse
+            .keys()
+            .map(|ip| self.names.ptr_key(*ip))
+            .collect();
+        keys.sort_unstable();
+        keys
+    }
+
+    /// The IPs with a name whose PTR key is in `[from, to)` (an open end
+    /// when `None`). O(IPs): the index keeps IPs in address order, not in
+    /// key order.
+    pub(super) fn ptrs_in(&self, from: &Option<String>, to: &Option<String>) -> Vec<IpAddr> {
+        self.reverse
+            .keys()
+            .filter(|ip| {
+                let key = self.names.ptr_key(**ip);
+                from.as_ref().is_none_or(|f| *f <= key) && to.as_ref().is_none_or(|t| key < *t)
+            })
+            .copied()
+            .collect()
+    }
+
+    /// `slice`, planned earlier, as the index stands now: the same key
+    /// range, with the namespaces in it today (O(namespaces)). A
+    /// [`Scope::PtrChunk`] needs nothing: its desired records are found
+    /// by key range when it is written.
+    pub(crate) fn current_slice(&self, slice: &Scope) -> Scope {
+        match slice {
+            Scope::PodChunk { from, to, .. } => Scope::PodChunk {
+                namespaces: in_range(
+                    distinct(
+                        &self.pod_ips,
+                        |(ns, _)| ns,
+                        |ns| (format!("{ns}\0"), String::new()),
+                    ),
+                    from,
+                    to,
+                ),
+                from: from.clone(),
+                to: to.clone(),
+            },
+            Scope::ServiceChunk { from, to, .. } => Scope::ServiceChunk {
+                namespaces: in_range(
+                    distinct(
+                        &self.services,
+                        |k| &k.namespace,
+                        |ns| ObjectKey {
+                            namespace: format!("{ns}\0"),
+                            name: String::new(),
+                        },
+                    ),
+                    from,
+                    to,
+                ),
+                from: from.clone(),
+                to: to.clone(),
+            },
+            other => other.clone(),
+        }
+    }
+}
+
+/// The distinct namespaces of `map`'s keys (ordered by namespace first;
+/// `past(ns)` is a key after every key of `ns` and before the next
+/// namespace's): one B-tree seek per namespace, not a walk over every key.
+fn distinct<K: Ord, V>(
+    map: &BTreeMap<K, V>,
+    namespace: impl Fn(&K) -> &String,
+    past: impl Fn(&str) -> K,
+) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut next = map.keys().next();
+    while let Some(key) = next {
+        let ns = namespace(key).clone();
+        next = map.range(past(&ns)..).next().map(|(k, _)| k);
+        out.push(ns);
+    }
+    out
+}
+
+/// The namespaces whose directory (`<ns>/`) is in `[from/, to/)`, in
+/// etcd's key order (a `None` end is open).
+fn in_range(namespaces: Vec<String>, from: &Option<String>, to: &Option<String>) -> Vec<String> {
+    let dir = |ns: &str| format!("{ns}/");
+    let mut dirs: Vec<String> = namespaces
+        .iter()
+        .map(|ns| dir(ns))
+        .filter(|d| from.as_deref().is_none_or(|f| dir(f) <= *d))
+        .filter(|d| to.as_deref().is_none_or(|t| *d < dir(t)))
+        .collect();
+    dirs.sort();
+    dirs.into_iter()
+        .map(|d| d.trim_end_matches('/').to_string())
+        .collect()
 }
 
 /// Cuts `items` (in key order, each with its weight) into runs of about

@@ -36,10 +36,6 @@ impl PtrName {
     }
 }
 
-/// Labels from the root of a family's PTR subtree down to an IP's key.
-const IPV4_LABELS: usize = 4;
-const IPV6_LABELS: usize = 32;
-
 impl Names {
     /// `/skydns/arpa/`: every PTR subtree (`in-addr`, `ip6`; shared with
     /// other writers) lives below it.
@@ -70,24 +66,6 @@ impl Names {
                 }
                 self.key(&format!("{name}ip6.arpa."))
             }
-        }
-    }
-
-    /// The key of the IP a PTR key belongs to: the key itself, or the
-    /// directory above a leaf of an IP with several names; `key` unchanged
-    /// when it is no PTR key.
-    pub(crate) fn ptr_base<'k>(&self, key: &'k str) -> &'k str {
-        let [v4, v6] = self.ptr_family_roots();
-        let (root, depth) = if key.starts_with(&v4) {
-            (v4.len(), IPV4_LABELS)
-        } else if key.starts_with(&v6) {
-            (v6.len(), IPV6_LABELS)
-        } else {
-            return key;
-        };
-        match key[root..].match_indices('/').nth(depth - 1) {
-            Some((at, _)) => &key[..root + at],
-            None => key,
         }
     }
 }

@@ -1,0 +1,209 @@
+//! The single writer: takes the watches' changes off one channel, applies
+//! them to the [`Index`], and writes the scopes they touched; writes the
+//! full syncs a relist asks for a slice at a time ([`FullSyncs`]), with
+//! the changes that arrive meanwhile written between two slices; and
+//! periodically checks etcd for data loss. One writer means no races
+//! between handlers. `/readiness` opens once the first lists of services
+//! and endpoints are written.
+
+use crate::etcd::{WriteError, Writer};
+use crate::full_sync::{split_whole, FullSyncs};
+use crate::index::{Change, Index};
+use crate::metrics::Metrics;
+use crate::scope::Scope;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How many queued events are folded into one round of writes.
+const MAX_EVENTS_PER_ROUND: usize = 256;
+
+/// What the writer does next.
+#[derive(Debug)]
+enum Work {
+    /// Shutdown, or every watch has ended.
+    Stop,
+    /// Queued changes, folded into one round.
+    Changes(Vec<Change>),
+    /// Time to check etcd for data loss.
+    CheckLoss,
+    /// Nothing queued: the next slice of a full sync.
+    Slice,
+}
+
+/// Where the next slice of a full sync stands against queued events.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SliceTurn {
+    /// No full sync is running.
+    None,
+    /// A slice was just written: queued events go first.
+    AfterEvents,
+    /// A round of events was just written: the slice goes first.
+    BeforeEvents,
+}
+
+/// Waits for the next piece of work. The loss-check tick goes before the
+/// events, so steady churn cannot starve it; it is ready at most once per
+/// interval, so it cannot starve the events either. A full sync's slices
+/// and rounds of queued events take turns ([`SliceTurn`]): a change waits
+/// for at most one slice, and a full sync moves on under any churn.
+async fn next_work(
+    rx: &mut mpsc::Receiver<Change>,
+    ticker: &mut tokio::time::Interval,
+    (check_loss, turn): (bool, SliceTurn),
+    shutdown: &CancellationToken,
+) -> Work {
+    tokio::select! {
+        biased;
+        _ = shutdown.cancelled() => Work::Stop,
+        _ = ticker.tick(), if check_loss => Work::CheckLoss,
+        _ = std::future::ready(()), if turn == SliceTurn::BeforeEvents => Work::Slice,
+        change = rx.recv() => {
+            let Some(change) = change else { return Work::Stop };
+            let mut changes = vec![change];
+            while changes.len() < MAX_EVENTS_PER_ROUND {
+                match rx.try_recv() {
+                    Ok(change) => changes.push(change),
+                    Err(_) => break,
+                }
+            }
+            Work::Changes(changes)
+        }
+        _ = std::future::ready(()), if turn == SliceTurn::AfterEvents => Work::Slice,
+    }
+}
+
+/// The single writer; see the module docs.
+pub(crate) struct WriteLoop<'a> {
+    pub writer: &'a mut Writer,
+    pub index: &'a mut Index,
+    pub metrics: &'a Metrics,
+    pub loss_check: Option<Duration>,
+    pub shutdown: &'a CancellationToken,
+}
+
+impl WriteLoop<'_> {
+    /// Runs until shutdown or until every watch has ended.
+    pub(crate) async fn run(self, mut rx: mpsc::Receiver<Change>) -> Result<(), WriteError> {
+        let WriteLoop {
+            writer,
+            index,
+            metrics,
+            loss_check,
+            shutdown,
+        } = self;
+        let mut full = FullSyncs::default();
+        let mut ticker = tokio::time::interval(loss_check.unwrap_or(Duration::from_secs(3600)));
+        ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        // Whether the last thing written was a round of changes.
+        let mut after_changes = false;
+        loop {
+            let turn = match (full.is_running(), after_changes) {
+                (false, _) => SliceTurn::None,
+                (true, true) => SliceTurn::BeforeEvents,
+                (true, false) => SliceTurn::AfterEvents,
+            };
+            let due = (loss_check.is_some(), turn);
+            let scopes: Vec<Scope> = match next_work(&mut rx, &mut ticker, due, shutdown).await {
+                Work::Stop => return Ok(()),
+                Work::Changes(changes) => {
+                    tracing::trace!(changes = changes.len(), "round of changes received");
+                    after_changes = true;
+                    changes.into_iter().flat_map(|c| index.apply(c)).collect()
+                }
+                Work::CheckLoss if writer.data_lost().await => index.all_scopes(),
+                Work::CheckLoss => continue,
+                Work::Slice => {
+                    full.write_next(writer, index, metrics).await?;
+                    after_changes = false;
+                    Vec::new()
+                }
+            };
+            let (now, whole) = split_whole(scopes);
+            for subtree in whole {
+                let slices = writer.full_sync_slices(index, &subtree);
+                full.start(subtree, slices);
+            }
+            writer.sync(index, now).await?;
+            let written = index.lists_done() && !full.services_running();
+            if written && !shutdown.is_cancelled() && metrics.set_ready() {
+                tracing::info!("ready: the first lists of services and endpoints are written");
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::index::Update;
+    use crate::objects::{ObjectKey, PodInfo};
+
+    fn pod_change(i: usize) -> Change {
+        Change::Pod(Update::Apply(PodInfo {
+            key: ObjectKey {
+                namespace: "d".into(),
+                name: format!("p{i}"),
+            },
+            ips: vec![format!("10.1.0.{i}")],
+        }))
+    }
+
+    #[tokio::test]
+    async fn loss_check_is_not_starved_by_steady_events() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let shutdown = CancellationToken::new();
+        // A tick that fell due while the writer was busy writing.
+        let due = tokio::time::Instant::now() - Duration::from_secs(5);
+        let mut ticker = tokio::time::interval_at(due, Duration::from_secs(3600));
+        for i in 0..8 {
+            tx.send(pod_change(i)).await.expect("send");
+        }
+        let first = next_work(&mut rx, &mut ticker, (true, SliceTurn::None), &shutdown).await;
+        assert!(matches!(first, Work::CheckLoss), "{first:?}");
+        let second = next_work(&mut rx, &mut ticker, (true, SliceTurn::None), &shutdown).await;
+        assert!(
+            matches!(&second, Work::Changes(c) if c.len() == 8),
+            "{second:?}"
+        );
+        shutdown.cancel();
+        tx.send(pod_change(9)).await.expect("send");
+        let third = next_work(&mut rx, &mut ticker, (true, SliceTurn::None), &shutdown).await;
+        assert!(matches!(third, Work::Stop), "{third:?}");
+    }
+
+    #[tokio::test]
+    async fn slices_and_rounds_of_queued_changes_take_turns() {
+        let (tx, mut rx) = mpsc::channel(1024);
+        let shutdown = CancellationToken::new();
+        let mut ticker = tokio::time::interval(Duration::from_secs(3600));
+        ticker.tick().await;
+        let idle = tokio::time::timeout(
+            Duration::from_millis(20),
+            next_work(&mut rx, &mut ticker, (false, SliceTurn::None), &shutdown),
+        )
+        .await;
+        assert!(idle.is_err(), "no work without changes or slices");
+        let after = (false, SliceTurn::AfterEvents);
+        let before = (false, SliceTurn::BeforeEvents);
+        let slice = next_work(&mut rx, &mut ticker, after, &shutdown).await;
+        assert!(matches!(slice, Work::Slice), "nothing queued: {slice:?}");
+        for i in 0..MAX_EVENTS_PER_ROUND + 3 {
+            tx.send(pod_change(i)).await.expect("send");
+        }
+        // After a slice, queued changes go first, a round at a time...
+        let round = next_work(&mut rx, &mut ticker, after, &shutdown).await;
+        assert!(
+            matches!(&round, Work::Changes(c) if c.len() == MAX_EVENTS_PER_ROUND),
+            "{round:?}"
+        );
+        // ...and after a round, the next slice, though changes are queued.
+        let slice = next_work(&mut rx, &mut ticker, before, &shutdown).await;
+        assert!(matches!(slice, Work::Slice), "{slice:?}");
+        let rest = next_work(&mut rx, &mut ticker, after, &shutdown).await;
+        assert!(
+            matches!(&rest, Work::Changes(c) if c.len() == 3),
+            "{rest:?}"
+        );
+    }
+}
