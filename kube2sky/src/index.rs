@@ -490,7 +490,7 @@ impl Index {
                 })
                 .collect(),
             Scope::PtrChunk { from, to } => self
-                .ptrs_in(from, to)
+                .ptrs_in(*from, *to)
                 .into_iter()
                 .flat_map(|ip| self.ptr(ip))
                 .collect(),

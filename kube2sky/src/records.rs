@@ -23,7 +23,7 @@ use std::collections::BTreeMap;
 mod headless;
 mod reverse;
 pub(crate) use headless::{endpoint_labels, headless_records, HOSTNAMES_ANNOTATION};
-pub(crate) use reverse::{endpoint_ptr_names, ptr_records, PtrName};
+pub(crate) use reverse::{endpoint_ptr_names, ptr_records, PtrName, PtrOrder};
 
 /// etcd key → JSON value.
 pub(crate) type Records = BTreeMap<String, String>;

@@ -74,16 +74,16 @@ pub(crate) enum Scope {
         to: Option<String>,
     },
     /// A slice of the PTR subtree in key order: the PTRs of the IPs whose
-    /// key is from `from` (the start of the subtree when `None`) up to `to`
-    /// (the end when `None`) are desired, and every owned PTR key in that
-    /// range is read, so the PTRs of IPs no service holds are deleted.
-    /// The bounds are IP keys, so an IP's key and the leaves below it (an
-    /// IP with several names) are in one slice.
+    /// key is from that of `from` (the start of the subtree when `None`)
+    /// up to that of `to` (the end when `None`) are desired, and every
+    /// owned PTR key in that range is read, so the PTRs of IPs no service
+    /// holds are deleted. The bounds are IPs' keys, so an IP's key and the
+    /// leaves below it (an IP with several names) are in one slice.
     PtrChunk {
-        /// First key read.
-        from: Option<String>,
-        /// First key not read.
-        to: Option<String>,
+        /// The IP whose key is the first read.
+        from: Option<IpAddr>,
+        /// The IP whose key is the first not read.
+        to: Option<IpAddr>,
     },
 }
 
@@ -139,8 +139,8 @@ impl Scope {
             Scope::PtrChunk { from, to } => {
                 let root = names.ptr_root();
                 vec![Read::OwnedRange {
-                    to: to.clone().unwrap_or_else(|| end_of(&root)),
-                    from: from.clone().unwrap_or(root),
+                    to: to.map_or_else(|| end_of(&root), |ip| names.ptr_key(ip)),
+                    from: from.map_or(root, |ip| names.ptr_key(ip)),
                 }]
             }
         }

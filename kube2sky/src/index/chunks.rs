@@ -14,6 +14,7 @@
 
 use super::Index;
 use crate::objects::ObjectKey;
+use crate::records::PtrOrder;
 use crate::scope::Scope;
 use std::collections::BTreeMap;
 use std::net::IpAddr;
@@ -56,13 +57,15 @@ impl Index {
             })
             .collect();
         if self.features.reverse {
-            let keys: Vec<(String, usize)> = self.ptr_keys().into_iter().map(|k| (k, 1)).collect();
+            let mut ips: Vec<IpAddr> = self.reverse.keys().copied().collect();
+            ips.sort_unstable_by_key(|ip| PtrOrder::of(*ip));
             let mut from = None;
+            let weighted = ips.into_iter().map(|ip| (ip, 1)).collect();
             out.extend(
-                chunked(keys, services)
+                chunked(weighted, services)
                     .into_iter()
                     .map(|(_, to)| Scope::PtrChunk {
-                        from: std::mem::replace(&mut from, to.clone()),
+                        from: std::mem::replace(&mut from, to),
                         to,
                     }),
             );
@@ -70,26 +73,16 @@ impl Index {
         out
     }
 
-    /// The PTR key of every IP with a name, sorted.
-    fn ptr_keys(&self) -> Vec<String> {
-        let mut keys: Vec<String> = self
-            .reverse
-            .keys()
-            .map(|ip| self.names.ptr_key(*ip))
-            .collect();
-        keys.sort_unstable();
-        keys
-    }
-
-    /// The IPs with a name whose PTR key is in `[from, to)` (an open end
-    /// when `None`). O(IPs): the index keeps IPs in address order, not in
-    /// key order.
-    pub(super) fn ptrs_in(&self, from: &Option<String>, to: &Option<String>) -> Vec<IpAddr> {
+    /// The IPs with a name whose PTR key is from that of `from` up to that
+    /// of `to` (an open end when `None`). O(IPs), with no key built: the
+    /// index keeps IPs in address order, not in key order.
+    pub(super) fn ptrs_in(&self, from: Option<IpAddr>, to: Option<IpAddr>) -> Vec<IpAddr> {
+        let (from, to) = (from.map(PtrOrder::of), to.map(PtrOrder::of));
         self.reverse
             .keys()
             .filter(|ip| {
-                let key = self.names.ptr_key(**ip);
-                from.as_ref().is_none_or(|f| *f <= key) && to.as_ref().is_none_or(|t| key < *t)
+                let at = PtrOrder::of(**ip);
+                from.is_none_or(|f| f <= at) && to.is_none_or(|t| at < t)
             })
             .copied()
             .collect()

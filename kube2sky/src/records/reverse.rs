@@ -70,6 +70,51 @@ impl Names {
     }
 }
 
+/// Where an IP's PTR key sorts among the others in etcd's byte order,
+/// without building the key: `in-addr/a/b/c/d` before `ip6/…`; an IPv4
+/// octet as its decimal digits padded with zeros (a shorter number is a
+/// prefix and sorts first, as `5` before `50` and `1/` before `10/`); an
+/// IPv6 key as its 32 nibbles (hex digits sort as their values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub(crate) enum PtrOrder {
+    /// An `in-addr.arpa` key.
+    V4([u8; 12]),
+    /// An `ip6.arpa` key.
+    V6([u8; 32]),
+}
+
+impl PtrOrder {
+    /// The order of `ip`'s PTR key.
+    pub(crate) fn of(ip: IpAddr) -> Self {
+        match ip {
+            IpAddr::V4(v4) => {
+                let mut out = [0u8; 12];
+                for (i, octet) in v4.octets().into_iter().enumerate() {
+                    let digits = match octet {
+                        100.. => 3,
+                        10.. => 2,
+                        _ => 1,
+                    };
+                    let mut rest = octet;
+                    for at in (i * 3..i * 3 + digits).rev() {
+                        out[at] = b'0' + rest % 10;
+                        rest /= 10;
+                    }
+                }
+                PtrOrder::V4(out)
+            }
+            IpAddr::V6(v6) => {
+                let mut out = [0u8; 32];
+                for (i, byte) in v6.octets().iter().enumerate() {
+                    out[i * 2] = byte >> 4;
+                    out[i * 2 + 1] = byte & 0xf;
+                }
+                PtrOrder::V6(out)
+            }
+        }
+    }
+}
+
 /// The PTR records of `ip` pointing at `targets` (sorted): nothing for
 /// none, the leaf for one, a leaf per name below the IP's key for several.
 /// `every`: all names; otherwise the first alone.

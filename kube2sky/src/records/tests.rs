@@ -468,3 +468,34 @@ fn only_our_own_dns_version_value_is_ours() {
     assert!(!n.owns_version_value(r#"{"host":"10.0.0.1","ttl":30,"targetstrip":0}"#));
     assert!(!n.owns_version_value("garbage"));
 }
+
+#[test]
+fn ptr_order_is_the_order_of_the_ptr_keys() {
+    let n = names();
+    let ips: Vec<std::net::IpAddr> = [
+        "10.0.0.5",
+        "10.0.0.50",
+        "10.0.0.6",
+        "10.0.0.255",
+        "1.0.0.1",
+        "10.1.0.1",
+        "100.0.0.1",
+        "9.9.9.9",
+        "10.0.10.0",
+        "10.0.1.0",
+        "192.168.0.9",
+        "2001:db8::1",
+        "2001:db8::a",
+        "2001:db8::10",
+        "::1",
+        "fd00::",
+    ]
+    .iter()
+    .map(|s| s.parse().expect("ip"))
+    .collect();
+    let mut by_key = ips.clone();
+    by_key.sort_by_key(|ip| n.ptr_key(*ip));
+    let mut by_order = ips;
+    by_order.sort_by_key(|ip| PtrOrder::of(*ip));
+    assert_eq!(by_order, by_key);
+}
