@@ -115,10 +115,11 @@ pub struct Flags {
     /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
     #[arg(long, default_value_t = MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
-    /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods,
-    /// or of services with the PTRs they own): the desired and actual
-    /// records of one slice are held at a time, not a whole subtree's.
-    #[arg(long, default_value_t = 10_000, value_parser = parse_full_sync_chunk)]
+    /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods
+    /// or services, then PTRs by IP): the desired and actual records of one
+    /// slice are held at a time, not a whole subtree's, and a change made
+    /// during the sync waits for one slice at most.
+    #[arg(long, default_value_t = 1_000, value_parser = parse_full_sync_chunk)]
     pub full_sync_chunk: usize,
     /// How long /readiness waits for the first complete write of services and
     /// endpoints before it opens anyway (0s: open when the watches start, as 1.2).
