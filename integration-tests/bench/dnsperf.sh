@@ -7,6 +7,10 @@
 # same query mix for DURATION seconds (default 10) with CLIENTS dnsperf
 # clients (default 4); the order alternates over ROUNDS rounds (default 2)
 # and the best round of each counts. skydns is the release build.
+# The ceiling (ceiling.c, built here with cc) answers the same queries
+# without any lookup, in the same rounds: skydns/ceiling is how far skydns
+# is from what the machine and dnsperf allow (CEILING_THREADS threads,
+# default 1).
 # BASELINE=<path of another skydns binary> (e.g. a release build of an
 # earlier commit) runs that binary too, in the same rounds, so a change is
 # compared before and after in one run.
@@ -19,6 +23,7 @@ root=$(pwd)
 DURATION=${DURATION:-10}
 CLIENTS=${CLIENTS:-4}
 ROUNDS=${ROUNDS:-2}
+CEILING_THREADS=${CEILING_THREADS:-1}
 
 need=()
 command -v dnsperf >/dev/null || need+=(dnsperf)
@@ -33,7 +38,10 @@ cargo build --release -p skydns
 # shellcheck source=integration-tests/bench/lib.sh
 source integration-tests/bench/lib.sh
 bench_start bench
-sky_port=$(free_port); knot_port=$(free_port); base_port=$(free_port)
+sky_port=$(free_port); knot_port=$(free_port); base_port=$(free_port); ceil_port=$(free_port)
+cc -O2 -pthread -o "$work/ceiling" integration-tests/bench/ceiling.c
+"$work/ceiling" "$ceil_port" "$CEILING_THREADS" &
+pids+=($!)
 
 start_skydns() { # binary port
   RUST_LOG=warn "$1" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:$2" \
@@ -41,10 +49,10 @@ start_skydns() { # binary port
   pids+=($!)
 }
 start_skydns "$root/target/release/skydns" "$sky_port"
-servers="sky knot"
+servers="sky knot ceil"
 if [ -n "${BASELINE:-}" ]; then
   start_skydns "$BASELINE" "$base_port"
-  servers="sky knot base"
+  servers="sky knot ceil base"
 fi
 
 cat > "$work/cluster.local.zone" <<ZONE
@@ -77,8 +85,10 @@ CONF
 /usr/sbin/knotd -c "$work/knot.conf" >"$work/knot.log" 2>&1 &
 pids+=($!)
 
-declare -A port_of=([sky]=$sky_port [knot]=$knot_port [base]=$base_port)
-for who in $servers; do
+declare -A port_of=([sky]=$sky_port [knot]=$knot_port [base]=$base_port [ceil]=$ceil_port)
+dig @127.0.0.1 -p "$ceil_port" +time=2 +tries=5 kubernetes.default.svc.cluster.local | grep -q "status: NOERROR" \
+  || { echo "the ceiling responder on $ceil_port is not answering" >&2; exit 1; }
+for who in ${servers/ceil/}; do
   port=${port_of[$who]}
   for _ in $(seq 1 100); do
     dig @127.0.0.1 -p "$port" +time=1 +tries=1 +short kubernetes.default.svc.cluster.local | grep -q 10.0.0.1 && break
@@ -101,7 +111,7 @@ run() { # port → QPS
   dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q 500 2>/dev/null \
     | awk '/Queries per second/ {print $4}'
 }
-declare -A best=([sky]=0 [knot]=0 [base]=0)
+declare -A best=([sky]=0 [knot]=0 [base]=0 [ceil]=0)
 for round in $(seq 1 "$ROUNDS"); do
   # The order alternates: odd rounds as listed, even rounds reversed.
   order=$servers
@@ -112,10 +122,11 @@ for round in $(seq 1 "$ROUNDS"); do
     best[$who]=$(python3 -c "print(max(${best[$who]}, $q))")
   done
 done
-python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" <<'PY'
+python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" "${best[ceil]}" <<'PY'
 import sys
-sky, knot, base = map(float, sys.argv[1:])
+sky, knot, base, ceil = map(float, sys.argv[1:])
 print(f"skydns {sky:.0f} qps, knot {knot:.0f} qps, ratio skydns/knot = {sky/knot:.2f}")
+print(f"ceiling (no lookup) {ceil:.0f} qps: skydns/ceiling = {sky/ceil:.2f} (goal >= 0.95), knot/ceiling = {knot/ceil:.2f}")
 if base:
     print(f"baseline {base:.0f} qps, ratio baseline/knot = {base/knot:.2f}; skydns/baseline = {sky/base:.2f}")
 PY

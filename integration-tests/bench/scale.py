@@ -6,6 +6,10 @@ Per size (see scale_cluster.SIZES):
   sync         kube2sky start -> both whole-subtree reconciles logged
                ("full sync of services/pods done") and skydns answering the
                last service, pod and headless name; kube2sky's CPU seconds;
+  during sync  a Service POSTed as soon as skydns answers the first seeded
+               service (the first slice of the full sync is written) ->
+               skydns answers it, and whether the full syncs were still
+               running then (if not, the figure says nothing);
   restart      kube2sky stopped and started over the same etcd: seconds until
                both reconciles are logged, and etcd revisions it used (0: it
                wrote nothing);
@@ -20,6 +24,7 @@ Per size (see scale_cluster.SIZES):
                zone, against the same writes outside the zone.
 
 Usage: scale.py BIN_DIR SIZES SAMPLES SECONDS OUT_DIR
+KUBE2SKY_ARGS (environment): extra kube2sky flags, e.g. --full-sync-chunk=2000.
 Prints a markdown table; writes OUT_DIR/scale.json.
 """
 
@@ -95,7 +100,8 @@ class Pipeline:
     def start_kube2sky(self):
         self.kube2sky = spawn("kube2sky", [
             os.path.join(BIN, "kube2sky"), "--etcd-server", self.etcd_url, "--etcd-api", "v3",
-            "--kube-master-url", self.api_url, "--healthz-port", str(b.free_port())])
+            "--kube-master-url", self.api_url, "--healthz-port", str(b.free_port())]
+            + os.environ.get("KUBE2SKY_ARGS", "").split())
         return self.kube2sky
 
     def wait_full_syncs(self, timeout):
@@ -115,9 +121,37 @@ class Pipeline:
         with urllib.request.urlopen(req, timeout=10) as resp:
             return int(json.load(resp)["header"]["revision"])
 
+def post_service(p, name, k):
+    """POSTs Service `name` in ns0 with the k-th spare cluster IP; returns its DNS name."""
+    body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
+            "spec": {"clusterIP": service_ip(900000 + k),
+                     "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
+    req = urllib.request.Request(p.api_url + "/api/v1/namespaces/ns0/services",
+                                 json.dumps(body).encode(), {"Content-Type": "application/json"})
+    urllib.request.urlopen(req, timeout=10).read()
+    return "%s.ns0.svc.cluster.local" % name
+
+
+def answered_after(p, name, k):
+    """Milliseconds from the POST of Service `name` until skydns answers it."""
+    with b.udp_socket(p.dns_port) as sock:
+        start = time.perf_counter()
+        qname = post_service(p, name, k)
+        deadline = time.time() + 60
+        while b.query(sock, qname, k % 60000 + 1)[1] == 0:
+            if time.time() > deadline:
+                raise RuntimeError(qname + " never answered")
+            time.sleep(0.0005)
+        return (time.perf_counter() - start) * 1000
+
+
 def measure_sync(p, r):
     start = time.time()
     k2s = p.start_kube2sky()
+    first = p.cluster.service_name(0)
+    b.wait_until(lambda: b.answers(p.dns_port, first), "skydns to answer " + first, 1800, 0.001)
+    r["during_sync_ms"] = answered_after(p, "during", 99999)
+    r["during_sync_running"] = not logged(k2s, "full sync of pods done")
     p.wait_full_syncs(1800)
     p.wait_answers(300)
     r["sync_s"] = time.time() - start
@@ -152,25 +186,7 @@ def measure_skydns_restart(p, r):
 
 
 def measure_propagation(p, r):
-    delays = []
-    with b.udp_socket(p.dns_port) as sock:
-        for k in range(SAMPLES):
-            name = "prop%d" % k
-            body = {"apiVersion": "v1", "kind": "Service", "metadata": {"name": name},
-                    "spec": {"clusterIP": service_ip(900000 + k),
-                             "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
-            req = urllib.request.Request(p.api_url + "/api/v1/namespaces/ns0/services",
-                                         json.dumps(body).encode(),
-                                         {"Content-Type": "application/json"})
-            qname = "%s.ns0.svc.cluster.local" % name
-            start = time.perf_counter()
-            urllib.request.urlopen(req, timeout=10).read()
-            deadline = time.time() + 30
-            while b.query(sock, qname, k % 60000 + 1)[1] == 0:
-                if time.time() > deadline:
-                    raise RuntimeError(qname + " never answered")
-                time.sleep(0.0005)
-            delays.append((time.perf_counter() - start) * 1000)
+    delays = [answered_after(p, "prop%d" % k, k) for k in range(SAMPLES)]
     r["propagation_p50_ms"] = b.percentile(delays, 50)
     r["propagation_p99_ms"] = b.percentile(delays, 99)
 
@@ -239,19 +255,21 @@ def run(size):
 
 
 ROW = ("| {size} | {services:,} × {ports} | {pods:,} | {headless:,} | {keys:,} | {sync_s:.1f} s "
+       "| {during_sync_ms:.0f} ms{during_mark} "
        "| {kube2sky_sync_cpu_s:.1f} s | {restart_s:.1f} s | {restart_revisions} | {skydns_restart_s:.1f} s "
        "| {propagation_p50_ms:.1f} / {propagation_p99_ms:.1f} ms | {kube2sky_peak_mb:.0f} MB "
        "| {skydns_rss_mb:.0f} MB | {direct_ratio:.2f} | {search_ratio:.2f} | {churn_ratio:.2f} |")
 
 
 def table(results):
-    print("| size | services × ports | pods | headless | etcd keys | initial sync | kube2sky CPU "
+    print("| size | services × ports | pods | headless | etcd keys | initial sync "
+          "| a change during it | kube2sky CPU "
           "| kube2sky restart | revisions written on restart | skydns restart | propagation p50 / p99 "
           "| kube2sky peak RSS | skydns RSS | direct QPS / Knot | search-path QPS / Knot "
           "| QPS under churn / elsewhere |")
-    print("|" + "---|" * 16)
+    print("|" + "---|" * 17)
     for r in results:
-        print(ROW.format(direct_ratio=r["qps_direct_skydns"] / r["qps_direct_knot"],
+        print(ROW.format(during_mark="" if r["during_sync_running"] else " (after the sync)",direct_ratio=r["qps_direct_skydns"] / r["qps_direct_knot"],
                          search_ratio=r["qps_search_skydns"] / r["qps_search_knot"],
                          churn_ratio=r["qps_direct_churn"] / r["qps_direct_elsewhere"], **r))
     print()
