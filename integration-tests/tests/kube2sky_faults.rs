@@ -162,8 +162,8 @@ async fn a_killed_sync_leaves_every_service_complete_or_absent() -> Result<()> {
         .collect();
     ensure!(partial.is_empty(), "services not complete: {partial:?}");
     // PTRs are written in slices of their own after the services' (key
-    // order of the PTR subtree): a PTR may lag its service, but never
-    // names a service that is absent.
+    // order of the PTR subtree): from an empty store a PTR may lag its
+    // service, but never names one that is not written.
     let ptrs: Vec<&(String, String)> = records
         .iter()
         .filter(|(k, _)| k.starts_with("/skydns/arpa/"))

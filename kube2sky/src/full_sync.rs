@@ -11,8 +11,11 @@
 //! the slice in flight. Each slice is diffed against the index as it stands
 //! when the slice is written ([`DesiredState::current_slice`]), so what an
 //! event wrote between two slices is neither undone nor lost, and a
-//! service is still written whole or not at all. A new relist of a subtree
-//! whose sync is running starts that sync over. Services go before pods.
+//! service is still written whole or not at all. A relist of a subtree
+//! whose sync is running asks for one more pass after it (the slices
+//! already written saw the index before the relist); the running pass
+//! goes on, so relists faster than a pass cannot keep a sync from ending.
+//! Services go before pods.
 
 use crate::etcd::{WriteError, Writer};
 use crate::metrics::Metrics;
@@ -30,25 +33,50 @@ struct FullSync {
     started: Instant,
     written: u64,
     deleted: u64,
+    /// A relist came during this pass: one more pass after it.
+    again: bool,
 }
 
 /// The full syncs still running, services first.
 #[derive(Debug, Default)]
 pub(crate) struct FullSyncs {
     running: Vec<FullSync>,
+    /// Passes of the services' sync completed.
+    services_passes: u64,
 }
 
-/// Splits `scopes` into the ones written at once and the whole subtrees.
+/// Splits `scopes` into the ones written at once and the whole subtrees;
+/// a whole subtree absorbs the scopes of its parts (a relist's
+/// per-service scopes would otherwise be one unsliced round beside it).
 pub(crate) fn split_whole(scopes: Vec<Scope>) -> (Vec<Scope>, Vec<Scope>) {
-    scopes
+    let (whole, mut now): (Vec<Scope>, Vec<Scope>) = scopes
         .into_iter()
-        .partition(|s| !matches!(s, Scope::AllServices | Scope::AllPods))
+        .partition(|s| matches!(s, Scope::AllServices | Scope::AllPods));
+    if whole.contains(&Scope::AllServices) {
+        now.retain(|s| !matches!(s, Scope::Service(_) | Scope::Ptr(_)));
+    }
+    if whole.contains(&Scope::AllPods) {
+        now.retain(|s| !matches!(s, Scope::PodDir { .. }));
+    }
+    (now, whole)
 }
 
 impl FullSyncs {
-    /// Starts a full sync of `whole` in `slices`, or starts the running one
-    /// over.
-    pub(crate) fn start(&mut self, whole: Scope, slices: Vec<Scope>) {
+    /// Asks for a full sync of `whole`: `true` when one must be planned
+    /// and [`FullSyncs::begin`] now; `false` when one is running, which
+    /// then takes one more pass after the current one.
+    pub(crate) fn request(&mut self, whole: &Scope) -> bool {
+        match self.running.iter_mut().find(|s| s.whole == *whole) {
+            Some(running) => {
+                running.again = true;
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// Starts a pass of the full sync of `whole` in `slices`.
+    pub(crate) fn begin(&mut self, whole: Scope, slices: Vec<Scope>) {
         self.running.retain(|s| s.whole != whole);
         self.running.push(FullSync {
             whole,
@@ -56,6 +84,7 @@ impl FullSyncs {
             started: Instant::now(),
             written: 0,
             deleted: 0,
+            again: false,
         });
         self.running
             .sort_by_key(|s| !matches!(s.whole, Scope::AllServices));
@@ -66,24 +95,28 @@ impl FullSyncs {
         !self.running.is_empty()
     }
 
-    /// Whether the services' full sync is still running.
-    pub(crate) fn services_running(&self) -> bool {
-        self.running
-            .iter()
-            .any(|s| matches!(s.whole, Scope::AllServices))
+    /// Whether every service has been written by a full sync once, or
+    /// none is running (readiness, with the lists done).
+    pub(crate) fn services_written(&self) -> bool {
+        self.services_passes > 0
+            || !self
+                .running
+                .iter()
+                .any(|s| matches!(s.whole, Scope::AllServices))
     }
 
     /// Writes the next slice; logs (and for services, notes in `metrics`)
-    /// a subtree whose last slice this was. After shutdown nothing is
-    /// written and nothing is logged as done.
+    /// a pass whose last slice this was. Returns the subtree to plan and
+    /// [`FullSyncs::begin`] again when a relist came during that pass.
+    /// After shutdown nothing is written and nothing is logged as done.
     pub(crate) async fn write_next(
         &mut self,
         writer: &mut Writer,
         state: &impl DesiredState,
         metrics: &Metrics,
-    ) -> Result<(), WriteError> {
+    ) -> Result<Option<Scope>, WriteError> {
         let Some(sync) = self.running.first_mut() else {
-            return Ok(());
+            return Ok(None);
         };
         if let Some(slice) = sync.slices.pop_front() {
             let (written, deleted) = writer.sync_slice(state, &slice).await?;
@@ -91,29 +124,36 @@ impl FullSyncs {
             sync.deleted += deleted;
         }
         if !sync.slices.is_empty() || writer.is_shutting_down() {
-            return Ok(());
+            return Ok(None);
         }
         let done = self.running.remove(0);
         let what = match done.whole {
             Scope::AllServices => {
                 metrics.full_sync_done();
+                self.services_passes += 1;
                 "services"
             }
             _ => "pods",
         };
         tracing::info!(
-            "full sync of {what} done in {:.3} s: {} keys written, {} deleted",
+            "full sync of {what} done in {:.3} s: {} keys written, {} deleted{}",
             done.started.elapsed().as_secs_f64(),
             done.written,
             done.deleted,
+            if done.again {
+                "; a relist came meanwhile: once more"
+            } else {
+                ""
+            },
         );
-        Ok(())
+        Ok(done.again.then_some(done.whole))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::objects::ObjectKey;
 
     fn chunk(from: Option<&str>) -> Scope {
         Scope::PodChunk {
@@ -124,30 +164,59 @@ mod tests {
     }
 
     #[test]
-    fn services_go_first_and_a_new_relist_starts_a_sync_over() {
+    fn services_go_first_and_a_relist_during_a_pass_asks_for_one_more() {
         let mut syncs = FullSyncs::default();
-        assert!(!syncs.is_running());
-        syncs.start(Scope::AllPods, vec![chunk(None), chunk(Some("b"))]);
-        syncs.start(
-            Scope::AllServices,
-            vec![Scope::PtrChunk {
-                from: None,
-                to: None,
-            }],
-        );
-        assert!(syncs.services_running());
+        assert!(!syncs.is_running() && syncs.services_written());
+        assert!(syncs.request(&Scope::AllPods));
+        syncs.begin(Scope::AllPods, vec![chunk(None), chunk(Some("b"))]);
+        assert!(syncs.request(&Scope::AllServices));
+        let ptrs = Scope::PtrChunk {
+            from: None,
+            to: None,
+        };
+        syncs.begin(Scope::AllServices, vec![ptrs]);
+        assert!(!syncs.services_written());
         assert_eq!(syncs.running[0].whole, Scope::AllServices);
         syncs.running[1].slices.pop_front();
-        syncs.start(Scope::AllPods, vec![chunk(None), chunk(Some("b"))]);
+        // A relist of pods while their pass runs: it goes on, once more after.
+        assert!(!syncs.request(&Scope::AllPods));
+        assert!(!syncs.request(&Scope::AllPods));
         assert_eq!(syncs.running.len(), 2);
         assert_eq!(syncs.running[0].whole, Scope::AllServices);
-        assert_eq!(syncs.running[1].slices.len(), 2, "started over");
+        assert_eq!(syncs.running[1].slices.len(), 1, "not started over");
+        assert!(syncs.running[1].again && !syncs.running[0].again);
     }
 
     #[test]
-    fn whole_subtrees_are_split_from_the_scopes_written_at_once() {
-        let (now, whole) = split_whole(vec![Scope::DnsVersion, Scope::AllPods, Scope::AllServices]);
+    fn whole_subtrees_are_split_from_the_scopes_written_at_once_and_absorb_their_parts() {
+        let service = Scope::Service(ObjectKey {
+            namespace: "d".into(),
+            name: "s".into(),
+        });
+        let ptr = Scope::Ptr("10.0.0.1".parse().expect("ip"));
+        let pod = Scope::PodDir {
+            namespace: "d".into(),
+            ip: "10.1.0.1".into(),
+        };
+        let (now, whole) = split_whole(vec![
+            Scope::DnsVersion,
+            service.clone(),
+            ptr.clone(),
+            pod.clone(),
+            Scope::AllPods,
+            Scope::AllServices,
+        ]);
         assert_eq!(now, [Scope::DnsVersion]);
         assert_eq!(whole, [Scope::AllPods, Scope::AllServices]);
+        let (now, whole) = split_whole(vec![
+            service.clone(),
+            ptr.clone(),
+            pod.clone(),
+            Scope::AllPods,
+        ]);
+        assert_eq!(now, [service, ptr]);
+        assert_eq!(whole, [Scope::AllPods]);
+        let (now, _) = split_whole(vec![pod.clone()]);
+        assert_eq!(now, [pod]);
     }
 }

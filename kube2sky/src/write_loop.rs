@@ -114,18 +114,20 @@ impl WriteLoop<'_> {
                 Work::CheckLoss if writer.data_lost().await => index.all_scopes(),
                 Work::CheckLoss => continue,
                 Work::Slice => {
-                    full.write_next(writer, index, metrics).await?;
                     after_changes = false;
-                    Vec::new()
+                    let again = full.write_next(writer, index, metrics).await?;
+                    again.into_iter().collect()
                 }
             };
             let (now, whole) = split_whole(scopes);
             for subtree in whole {
-                let slices = writer.full_sync_slices(index, &subtree);
-                full.start(subtree, slices);
+                if full.request(&subtree) {
+                    let slices = writer.full_sync_slices(index, &subtree);
+                    full.begin(subtree, slices);
+                }
             }
             writer.sync(index, now).await?;
-            let written = index.lists_done() && !full.services_running();
+            let written = index.lists_done() && full.services_written();
             if written && !shutdown.is_cancelled() && metrics.set_ready() {
                 tracing::info!("ready: the first lists of services and endpoints are written");
             }
