@@ -92,7 +92,13 @@ pub struct Etcd {
     client_port: u16,
     peer_port: u16,
     generation: u32,
+    /// `--name`, unique to this server: the readiness probe checks that the
+    /// etcd answering on `client_port` is this one.
+    name: String,
 }
+
+/// Numbers the servers this process starts, for unique member names.
+static STARTED: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
 
 impl Etcd {
     /// Starts etcd on free loopback ports and waits until it serves reads;
@@ -147,6 +153,11 @@ impl Etcd {
             client_port: 0,
             peer_port: 0,
             generation: 0,
+            name: format!(
+                "test-{}-{}",
+                std::process::id(),
+                STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+            ),
         };
         retry_on_conflict(|| {
             etcd.client_port = free_port()?;
@@ -445,11 +456,11 @@ impl Etcd {
         }
         extra.extend(self.flags.iter().cloned());
         let member = MemberSpec {
-            name: "test",
+            name: &self.name,
             data: &self.data,
             client: &client,
             peer: &peer,
-            cluster: &format!("test={peer}"),
+            cluster: &format!("{}={peer}", self.name),
         };
         self.process = Some(member.spawn(&extra, &self.log_path())?);
         self.wait_ready()
@@ -457,9 +468,18 @@ impl Etcd {
 
     fn wait_ready(&mut self) -> Result<()> {
         let mut process = self.process.take().context("etcd not started")?;
+        // A port found free may be taken before etcd binds it: another
+        // test's etcd could answer the probe while this one is failing
+        // with "address already in use". Only this member's name counts.
         let ready = process.until_ready_blocking(READY_TIMEOUT, || {
-            let probe = self.etcdctl(&["get", "/", "--command-timeout=1s"])?;
+            let probe = self.etcdctl(&["member", "list", "--command-timeout=1s"])?;
             ensure!(probe.status.success(), "{probe:?}");
+            let members = String::from_utf8_lossy(&probe.stdout);
+            ensure!(
+                members.contains(&format!(", {}, ", self.name)),
+                "another etcd answers on port {}: {members}",
+                self.client_port
+            );
             Ok(())
         });
         if ready.is_ok() {
