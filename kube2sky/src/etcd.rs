@@ -216,9 +216,8 @@ impl Writer {
     pub(crate) fn full_sync_slices(&self, state: &impl DesiredState, whole: &Scope) -> Vec<Scope> {
         let chunk = self.options.sync_chunk;
         match whole {
-            _ if !self.backend.has_transactions() => vec![whole.clone()],
-            Scope::AllPods => state.pod_chunks(chunk),
-            Scope::AllServices => state.service_chunks(chunk),
+            Scope::AllPods if self.backend.has_transactions() => state.pod_chunks(chunk),
+            Scope::AllServices if self.backend.has_transactions() => state.service_chunks(chunk),
             _ => vec![whole.clone()],
         }
     }

@@ -95,36 +95,38 @@ impl Index {
     pub(crate) fn current_slice(&self, slice: &Scope) -> Scope {
         match slice {
             Scope::PodChunk { from, to, .. } => Scope::PodChunk {
-                namespaces: in_range(
-                    distinct(
-                        &self.pod_ips,
-                        |(ns, _)| ns,
-                        |ns| (format!("{ns}\0"), String::new()),
-                    ),
-                    from,
-                    to,
-                ),
+                namespaces: in_range(self.pod_namespaces(), from, to),
                 from: from.clone(),
                 to: to.clone(),
             },
             Scope::ServiceChunk { from, to, .. } => Scope::ServiceChunk {
-                namespaces: in_range(
-                    distinct(
-                        &self.services,
-                        |k| &k.namespace,
-                        |ns| ObjectKey {
-                            namespace: format!("{ns}\0"),
-                            name: String::new(),
-                        },
-                    ),
-                    from,
-                    to,
-                ),
+                namespaces: in_range(self.service_namespaces(), from, to),
                 from: from.clone(),
                 to: to.clone(),
             },
             other => other.clone(),
         }
+    }
+
+    /// The namespaces with pods, in name order.
+    fn pod_namespaces(&self) -> Vec<String> {
+        distinct(
+            &self.pod_ips,
+            |(ns, _)| ns,
+            |ns| (format!("{ns}\0"), String::new()),
+        )
+    }
+
+    /// The namespaces with services, in name order.
+    fn service_namespaces(&self) -> Vec<String> {
+        distinct(
+            &self.services,
+            |k| &k.namespace,
+            |ns| ObjectKey {
+                namespace: format!("{ns}\0"),
+                name: String::new(),
+            },
+        )
     }
 }
 
