@@ -1,4 +1,5 @@
-//! TCP clients that hold connections: the connection limit (idle
+//! UDP queries queued together, answered each to its own sender; TCP
+//! clients that hold connections: the connection limit (idle
 //! connections make room, busy ones do not), the read and write timeouts
 //! that free a place held by a stalled client, and the drain on stop.
 
@@ -205,5 +206,70 @@ async fn the_big_reply_is_what_the_tests_above_assume() {
     s.read_exact(&mut reply).await.unwrap();
     assert_eq!(Message::from_vec(&reply).unwrap().answers.len(), 3_500);
     assert!(len > 40_000, "{len}");
+    stop.cancel();
+}
+
+/// A query for `name` with `id`, padded (EDNS option 12) to `padding` more
+/// bytes when `padding` is set.
+fn udp_query(id: u16, name: &str, padding: Option<u16>) -> Vec<u8> {
+    let mut m = Message::query();
+    m.metadata.id = id;
+    m.queries
+        .push(Query::query(Name::from_ascii(name).unwrap(), RecordType::A));
+    let mut bytes = m.to_vec().unwrap();
+    if let Some(len) = padding {
+        bytes[11] = 1; // ARCOUNT: the OPT record below.
+        bytes.extend_from_slice(&[0, 0, 41, 0x04, 0xd0, 0, 0, 0, 0]);
+        bytes.extend_from_slice(&(len + 4).to_be_bytes());
+        bytes.extend_from_slice(&[0, 12]);
+        bytes.extend_from_slice(&len.to_be_bytes());
+        bytes.resize(bytes.len() + usize::from(len), 0);
+    }
+    bytes
+}
+
+/// Queries from several clients queued together, more than one batch
+/// (`recvmmsg`) of them, one larger than any reply: each client gets one
+/// reply per query, under its ID and to its question.
+#[tokio::test]
+async fn udp_queries_queued_together_each_get_their_own_reply() {
+    let (addr, _, stop) = start(TcpLimits::default()).await;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        clients.push(tokio::net::UdpSocket::bind("127.0.0.1:0").await.unwrap());
+    }
+    let name = |id: u16| match id % 2 {
+        0 => "many.default.svc.cluster.local.".to_string(),
+        _ => format!("n{id}.default.svc.cluster.local."),
+    };
+    let per_client = 2 * u16::try_from(udp::BATCH).unwrap();
+    for (c, client) in (0u16..).zip(&clients) {
+        for id in c * 1000..c * 1000 + per_client {
+            let padding = (id % 25 == 0).then_some(3_000);
+            let query = udp_query(id, &name(id), padding);
+            client.send_to(&query, addr).await.unwrap();
+        }
+    }
+    for (c, client) in (0u16..).zip(&clients) {
+        let mut seen = std::collections::BTreeSet::new();
+        let mut buf = vec![0u8; 65_535];
+        while seen.len() < usize::from(per_client) {
+            let len = tokio::time::timeout(DEADLINE, client.recv(&mut buf))
+                .await
+                .expect("a reply for every query")
+                .unwrap();
+            let reply = Message::from_vec(&buf[..len]).unwrap();
+            let id = reply.metadata.id;
+            assert_eq!(id / 1000, c, "reply {id} went to client {c}");
+            assert_eq!(reply.queries[0].name().to_ascii(), name(id), "reply {id}");
+            let rcode = reply.metadata.response_code;
+            let want = match id % 2 {
+                0 => hickory_proto::op::ResponseCode::NoError,
+                _ => hickory_proto::op::ResponseCode::NXDomain,
+            };
+            assert_eq!(rcode, want, "reply {id}");
+            assert!(seen.insert(id), "reply {id} twice");
+        }
+    }
     stop.cancel();
 }

@@ -1,19 +1,31 @@
 //! DNS over UDP: reader threads, each with its own single-threaded runtime.
 //!
-//! A reader answers what memory can inline and spawns a task for each
-//! request that waits on upstream servers, so a forward never holds up the
-//! receive loop. On stop it reads no more and lets its forwards in flight
+//! A reader takes the queries queued on the socket in batches ([`batch`]:
+//! one system call reads them, one writes their replies), answers what
+//! memory can inline and spawns a task for each request that waits on
+//! upstream servers, so a forward never holds up the receive loop. On stop it reads no more and lets its forwards in flight
 //! finish (within [`DRAIN_LIMIT`], or until abort) so that their replies
 //! are still sent.
 
 use crate::handler::{Handler, Outcome, Transport};
 use crate::lifecycle::DRAIN_LIMIT;
+#[cfg(test)]
+pub(super) use batch::BATCH;
+use batch::{Outgoing, Received};
 use std::io;
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::Interest;
 use tokio::net::UdpSocket;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
+
+mod batch;
+
+/// How long a reply may wait for the rest of its batch to be answered.
+const HOLD_LIMIT: Duration = Duration::from_micros(200);
 
 /// Starts UDP reader `i`: a thread with its own runtime reading a clone of
 /// `socket` until `stop`.
@@ -48,32 +60,45 @@ async fn serve(
     abort: CancellationToken,
 ) {
     let forwards = TaskTracker::new();
-    let mut buf = vec![0u8; 65535];
+    let fd = socket.as_raw_fd();
+    let mut received = Received::new();
+    let mut replies = Outgoing::new();
     loop {
-        let (len, peer) = tokio::select! {
+        let read = tokio::select! {
             _ = stop.cancelled() => break,
-            received = socket.recv_from(&mut buf) => match received {
-                Ok(r) => r,
-                Err(error) => {
-                    // e.g. ICMP port unreachable reported on a later recv.
-                    tracing::debug!(%error, "udp receive failed");
-                    continue;
-                }
-            },
+            read = socket.async_io(Interest::READABLE, || received.read(fd)) => read,
         };
-        match handler.handle(&buf[..len], Transport::Udp) {
-            Outcome::Done(Some(reply)) => send(&socket, &reply, peer).await,
-            Outcome::Done(None) => {}
-            Outcome::Pending(pending) => {
-                // Upstream work must not hold up the receive loop.
-                let (socket, handler) = (socket.clone(), handler.clone());
-                forwards.spawn(async move {
-                    if let Some(reply) = handler.resolve(*pending).await {
-                        send(&socket, &reply, peer).await;
-                    }
-                });
+        if let Err(error) = read {
+            // e.g. ICMP port unreachable reported on a later receive.
+            tracing::debug!(%error, "udp receive failed");
+            continue;
+        }
+        let mut first_reply: Option<Instant> = None;
+        for (packet, peer) in received.iter() {
+            match handler.handle(packet, Transport::Udp) {
+                Outcome::Done(Some(reply)) => {
+                    first_reply.get_or_insert_with(Instant::now);
+                    replies.push(reply, peer);
+                }
+                Outcome::Done(None) => {}
+                Outcome::Pending(pending) => {
+                    // Upstream work must not hold up the receive loop.
+                    let (socket, handler) = (socket.clone(), handler.clone());
+                    forwards.spawn(async move {
+                        if let Some(reply) = handler.resolve(*pending).await {
+                            send(&socket, &reply, peer).await;
+                        }
+                    });
+                }
+            }
+            if first_reply.is_some_and(|t| t.elapsed() >= HOLD_LIMIT) {
+                // A slow answer (a signature to compute, say) in the batch
+                // must not hold up the replies before it.
+                send_all(&socket, &mut replies).await;
+                first_reply = None;
             }
         }
+        send_all(&socket, &mut replies).await;
     }
     forwards.close();
     tokio::select! {
@@ -81,6 +106,26 @@ async fn serve(
         _ = abort.cancelled() => {}
         _ = tokio::time::sleep(DRAIN_LIMIT) => {}
     }
+}
+
+/// Writes `replies` in as few calls as the socket allows, then empties it.
+/// A reply the kernel refuses (its error is logged) does not hold up the rest.
+async fn send_all(socket: &UdpSocket, replies: &mut Outgoing) {
+    let fd = socket.as_raw_fd();
+    let mut from = 0;
+    while from < replies.len() {
+        match socket
+            .async_io(Interest::WRITABLE, || replies.write(fd, from))
+            .await
+        {
+            Ok(sent) => from += sent.max(1),
+            Err(error) => {
+                tracing::debug!(%error, peer = %replies.peer(from), "udp send failed");
+                from += 1;
+            }
+        }
+    }
+    replies.clear();
 }
 
 async fn send(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
