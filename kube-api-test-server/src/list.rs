@@ -283,4 +283,68 @@ mod tests {
         );
         assert!(decode_continue("zz").is_err());
     }
+
+    /// Every page of a paged list (whole, one namespace, and after a write
+    /// between pages) says how many objects follow it: the count a page
+    /// further on is derived from the last one, and must equal a recount.
+    #[test]
+    fn remaining_item_count_is_right_on_every_page() {
+        let store = Store::new("10.0.0.0/16".parse().unwrap(), 1_000);
+        for ns in ["a", "b"] {
+            let body = json!({"metadata": {"name": ns}});
+            store
+                .create(ResourceKind::Namespace, None, body, false)
+                .unwrap();
+            for i in 0..7 {
+                let body = json!({"metadata": {"name": format!("p{i}")}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+                store
+                    .create(ResourceKind::Pod, Some(ns), body, false)
+                    .unwrap();
+            }
+        }
+        let pages = |namespace: Option<&str>, write_after_first: bool| {
+            let mut counts = Vec::new();
+            let mut q = Params::from([("limit".to_string(), "3".to_string())]);
+            loop {
+                let page = read_page(&store, ResourceKind::Pod, namespace, &q).unwrap();
+                counts.push((
+                    page.items.len(),
+                    page.metadata["remainingItemCount"].as_u64(),
+                ));
+                let Some(token) = page.metadata["continue"].as_str() else {
+                    return counts;
+                };
+                q.insert("continue".into(), token.into());
+                if write_after_first && counts.len() == 1 {
+                    let body = json!({"metadata": {"name": "late"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+                    store
+                        .create(ResourceKind::Pod, Some("b"), body, false)
+                        .unwrap();
+                }
+            }
+        };
+        let all = vec![
+            (3, Some(11)),
+            (3, Some(8)),
+            (3, Some(5)),
+            (3, Some(2)),
+            (2, None),
+        ];
+        assert_eq!(pages(None, false), all);
+        assert_eq!(pages(None, false), all, "the same list again");
+        assert_eq!(
+            pages(Some("b"), false),
+            vec![(3, Some(4)), (3, Some(1)), (1, None)]
+        );
+        // Later pages of a list begun before the write keep its version.
+        assert_eq!(pages(None, true), all);
+        let after_write = vec![
+            (3, Some(12)),
+            (3, Some(9)),
+            (3, Some(6)),
+            (3, Some(3)),
+            (3, None),
+        ];
+        assert_eq!(pages(None, false), after_write);
+    }
 }

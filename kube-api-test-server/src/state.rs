@@ -24,4 +24,19 @@ pub(crate) struct State {
     pub(crate) ips: IpAllocator,
     /// Which slices mirror which Endpoints.
     pub(crate) mirrored: MirrorIndex,
+    /// The last `remainingItemCount` counted (see [`RemainingCount`]).
+    pub(crate) remaining: Option<RemainingCount>,
+}
+
+/// How many objects of `kind` (in `namespace`, or all) follow the key
+/// `after` at version `rv`. The next page of the same list counts from a
+/// key one page further on: it subtracts the objects between the two keys
+/// instead of counting the rest of the list again, so paging through N
+/// objects costs O(N) in all, not O(N) per page.
+pub(crate) struct RemainingCount {
+    pub(crate) kind: super::resource::ResourceKind,
+    pub(crate) namespace: Option<String>,
+    pub(crate) rv: u64,
+    pub(crate) after: Key,
+    pub(crate) count: usize,
 }

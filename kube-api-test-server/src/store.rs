@@ -21,7 +21,7 @@ use super::ipalloc::{IpAllocator, Ipv4Cidr};
 use super::mirror;
 use super::mirrored::MirrorIndex;
 use super::resource::{set_status, status_of, ResourceKind};
-use super::state::State;
+use super::state::{RemainingCount, State};
 use super::status::ApiError;
 use super::writes;
 
@@ -71,6 +71,7 @@ impl Store {
                 history: History::new(history),
                 ips: IpAllocator::new(cidr),
                 mirrored: MirrorIndex::default(),
+                remaining: None,
             }),
             events,
             mirror: false,
@@ -369,15 +370,42 @@ impl Store {
             name: after.1.to_string(),
         };
         {
-            let inner = self.lock();
+            let mut inner = self.lock();
             if inner.rv == at {
-                return Ok(inner
-                    .objects
-                    .range((Bound::Excluded(start), Bound::Unbounded))
-                    .map(|(k, _)| k)
-                    .take_while(|k| k.kind == kind)
-                    .filter(|k| namespace.is_none_or(|ns| k.namespace == ns))
-                    .count());
+                let counted =
+                    |k: &Key| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns);
+                let earlier = inner.remaining.take().filter(|r| {
+                    r.kind == kind
+                        && r.namespace.as_deref() == namespace
+                        && r.rv == at
+                        && r.after <= start
+                });
+                let count = match earlier {
+                    // The same list a page further on, nothing written since.
+                    Some(r) => {
+                        let between = (Bound::Excluded(&r.after), Bound::Included(&start));
+                        let passed = inner
+                            .objects
+                            .range::<Key, _>(between)
+                            .filter(|(k, _)| counted(k));
+                        r.count - passed.count()
+                    }
+                    None => inner
+                        .objects
+                        .range((Bound::Excluded(&start), Bound::Unbounded))
+                        .map(|(k, _)| k)
+                        .take_while(|k| k.kind == kind)
+                        .filter(|k| counted(k))
+                        .count(),
+                };
+                inner.remaining = Some(RemainingCount {
+                    kind,
+                    namespace: namespace.map(str::to_string),
+                    rv: at,
+                    after: start,
+                    count,
+                });
+                return Ok(count);
             }
         }
         let mut n = 0;
