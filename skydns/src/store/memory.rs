@@ -8,12 +8,20 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::broadcast;
 
+/// The revision of the marker that ends every watch stream.
+const ENDED: i64 = -1;
+/// The revision of the marker that ends every watch stream as behind.
+const BEHIND: i64 = -2;
+
 #[derive(Debug)]
 struct State {
     revision: i64,
     data: BTreeMap<String, Vec<u8>>,
     down: bool,
     loads: usize,
+    /// How long a load takes, and when each load started.
+    load_time: std::time::Duration,
+    load_starts: Vec<tokio::time::Instant>,
     /// Every change so far, so a watch can start at any past revision.
     history: Vec<Batch>,
 }
@@ -33,6 +41,8 @@ impl Default for MemoryStore {
                 data: BTreeMap::new(),
                 down: false,
                 loads: 0,
+                load_time: std::time::Duration::ZERO,
+                load_starts: Vec::new(),
                 history: Vec::new(),
             })),
             events: broadcast::channel(1024).0,
@@ -78,7 +88,7 @@ impl MemoryStore {
         if down {
             // Closing the channel ends every open watch stream.
             let _ = self.events.send(Batch {
-                revision: -1,
+                revision: ENDED,
                 changes: Vec::new(),
             });
         }
@@ -88,9 +98,28 @@ impl MemoryStore {
     /// while the store stays up.
     pub(crate) fn break_watches(&self) {
         let _ = self.events.send(Batch {
-            revision: -1,
+            revision: ENDED,
             changes: Vec::new(),
         });
+    }
+
+    /// Ends every open watch stream with [`StoreError::Behind`], as a v2
+    /// watch that finds itself too many events behind etcd.
+    pub(crate) fn fall_behind(&self) {
+        let _ = self.events.send(Batch {
+            revision: BEHIND,
+            changes: Vec::new(),
+        });
+    }
+
+    /// Makes every load take `time` from now on.
+    pub(crate) fn set_load_time(&self, time: std::time::Duration) {
+        self.lock().load_time = time;
+    }
+
+    /// When each load started.
+    pub(crate) fn load_starts(&self) -> Vec<tokio::time::Instant> {
+        self.lock().load_starts.clone()
     }
 
     /// How many loads succeeded so far.
@@ -110,6 +139,12 @@ impl MemoryStore {
 impl Store for MemoryStore {
     async fn load(&mut self, prefix: &str) -> Result<Loaded, StoreError> {
         self.check_up()?;
+        let time = {
+            let mut s = self.lock();
+            s.load_starts.push(tokio::time::Instant::now());
+            s.load_time
+        };
+        tokio::time::sleep(time).await;
         let mut s = self.lock();
         s.loads += 1;
         let kvs = s
@@ -141,8 +176,11 @@ impl Store for MemoryStore {
             futures::stream::iter(past).chain(tokio_stream_from(self.events.subscribe()))
         };
         Ok(rx
-            .take_while(|b| futures::future::ready(b.revision >= 0))
+            .take_while(|b| futures::future::ready(b.revision != ENDED))
             .map(move |mut b| {
+                if b.revision == BEHIND {
+                    return Err(StoreError::Behind { by: 300 });
+                }
                 b.changes.retain(|c| match c {
                     RawChange::Put(kv) => kv.key.starts_with(&prefix),
                     RawChange::Delete(k) | RawChange::Dir(k) | RawChange::DeleteDir(k) => {

@@ -201,6 +201,8 @@ pub(crate) trait Store: Send + 'static {
 /// Backoff between reload attempts: 100 ms doubling up to 5 s.
 const BACKOFF_START: Duration = Duration::from_millis(100);
 const BACKOFF_MAX: Duration = Duration::from_secs(5);
+/// The longest pause before a reload after the watch fell behind.
+const RELOAD_PAUSE_MAX: Duration = Duration::from_secs(1);
 
 /// Where the mirror reports how reading the store goes: failures are
 /// counted in `metrics`; loads and failures move `status` (readiness).
@@ -265,13 +267,14 @@ pub(crate) async fn mirror<S: Store>(
     shutdown: CancellationToken,
 ) {
     let mut backoff = BACKOFF_START;
+    let mut last_load = Duration::ZERO;
     loop {
         let sync = sync_once(
             &mut store,
             &prefix,
             &shared,
             &mut requests,
-            &mut backoff,
+            (&mut backoff, &mut last_load),
             &reports,
         );
         let result = tokio::select! {
@@ -281,7 +284,17 @@ pub(crate) async fn mirror<S: Store>(
         match result {
             Ok(never) => match never {},
             Err(StoreError::Behind { by }) => {
-                tracing::debug!(by, "the watch fell behind; reloading");
+                // During a burst of writes (kube2sky's initial sync on v2)
+                // reloads back to back would keep etcd answering them
+                // instead of taking the writes: pause as long as the last
+                // load took. The last write of the burst is still read
+                // within two loads, as without the pause.
+                let pause = last_load.min(RELOAD_PAUSE_MAX);
+                tracing::debug!(by, ?pause, "the watch fell behind; reloading");
+                tokio::select! {
+                    _ = shutdown.cancelled() => return,
+                    _ = tokio::time::sleep(pause) => {}
+                }
                 backoff = BACKOFF_START;
             }
             Err(error) => {
@@ -299,17 +312,20 @@ pub(crate) async fn mirror<S: Store>(
 }
 
 /// One load followed by a watch (made again when it breaks) until it fails
-/// in a way that needs a new load; a load that succeeds resets `backoff`.
+/// in a way that needs a new load; a load that succeeds resets `backoff`
+/// and records how long it took in `last_load`.
 async fn sync_once<S: Store>(
     store: &mut S,
     prefix: &str,
     shared: &SharedSnapshot,
     requests: &mut PathRequests,
-    backoff: &mut Duration,
+    (backoff, last_load): (&mut Duration, &mut Duration),
     reports: &MirrorReports,
 ) -> Result<std::convert::Infallible, StoreError> {
     let status = &reports.status;
+    let started = tokio::time::Instant::now();
     let mut loaded = store.load_snapshot(prefix).await?;
+    *last_load = started.elapsed();
     *backoff = BACKOFF_START;
     if let Some(feed) = &reports.config {
         // Read after the records: a change in between is in the watch too

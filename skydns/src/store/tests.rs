@@ -177,3 +177,28 @@ async fn a_watch_that_breaks_again_at_once_means_a_reload() {
     assert_eq!(store.loads(), 2, "a second break within a second reloads");
     stop.cancel();
 }
+
+/// A watch that fell behind (a burst of writes, e.g. kube2sky's initial
+/// sync on v2) reloads only after pausing as long as the last load took:
+/// back-to-back reloads would take the store's time from the writes.
+#[tokio::test(start_paused = true)]
+async fn a_watch_that_fell_behind_reloads_after_a_pause_as_long_as_a_load() {
+    let load = Duration::from_millis(300);
+    let store = MemoryStore::default();
+    store.set_load_time(load);
+    store.put("/skydns/local/cluster/a/x", A);
+    let (shared, stop) = start_mirror(&store);
+    until(&shared, "first load", |s| s.len() == 1).await;
+    let behind_at = tokio::time::Instant::now();
+    store.fall_behind();
+    store.put("/skydns/local/cluster/b/x", A);
+    until(&shared, "the reload", |s| s.len() == 2).await;
+    let starts = store.load_starts();
+    assert_eq!(starts.len(), 2, "one reload");
+    let pause = starts[1] - behind_at;
+    assert!(
+        pause >= load && pause < load + Duration::from_millis(10),
+        "reloaded {pause:?} after falling behind, the load takes {load:?}"
+    );
+    stop.cancel();
+}
