@@ -10,6 +10,8 @@
 # alone taking the record keys' PUTs from curl, 64 in flight, against the
 # v3 sync.
 #
+# KUBE2SKY_ARGS: extra kube2sky flags, e.g. --full-sync-chunk=10000.
+#
 #   integration-tests/bench/pipeline.sh               # debug binaries (cargo build)
 #   PROFILE=release integration-tests/bench/pipeline.sh
 set -euo pipefail
@@ -84,7 +86,7 @@ run() { # api
 
   local start; start=$(now_ms)
   RUST_LOG=warn "$bin/kube2sky" --etcd-server="$etcd_url" --etcd-api="$api" \
-    --kube-master-url="$api_url" --healthz-port="$k2s_port" >"$work/kube2sky.log" 2>&1 &
+    --kube-master-url="$api_url" --healthz-port="$k2s_port" ${KUBE2SKY_ARGS:-} >"$work/kube2sky.log" 2>&1 &
   pids+=($!)
   wait_dig "$dns_port" "s$((SERVICES - 1)).default.svc.cluster.local"
   local sync_ms=$(( $(now_ms) - start ))
