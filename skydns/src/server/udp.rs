@@ -14,7 +14,7 @@ pub(super) use batch::BATCH;
 use batch::{Outgoing, Received};
 use std::io;
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
+use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::io::Interest;
@@ -24,7 +24,10 @@ use tokio_util::task::TaskTracker;
 
 mod batch;
 
-/// How long a reply may wait for the rest of its batch to be answered.
+/// How long a batch's replies may wait for the rest of it to be answered:
+/// once the first is this old, the replies so far are sent before the next
+/// query is answered (so a reply also waits for the query being answered
+/// when the limit passes).
 const HOLD_LIMIT: Duration = Duration::from_micros(200);
 
 /// Starts UDP reader `i`: a thread with its own runtime reading a clone of
@@ -99,6 +102,11 @@ async fn serve(
             }
         }
         send_all(&socket, &mut replies).await;
+        if !forwards.is_empty() {
+            // A batch spends tokio's cooperative budget once, not once per
+            // query: let the forwards waiting for their turn run.
+            tokio::task::yield_now().await;
+        }
     }
     forwards.close();
     tokio::select! {
@@ -111,7 +119,7 @@ async fn serve(
 /// Writes `replies` in as few calls as the socket allows, then empties it.
 /// A reply the kernel refuses (its error is logged) does not hold up the rest.
 async fn send_all(socket: &UdpSocket, replies: &mut Outgoing) {
-    let fd = socket.as_raw_fd();
+    let fd = socket.as_fd();
     let mut from = 0;
     while from < replies.len() {
         match socket

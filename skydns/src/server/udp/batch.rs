@@ -1,5 +1,7 @@
 //! Datagrams in batches: up to [`BATCH`] queries read with one `recvmmsg(2)`
-//! and their replies written with one `sendmmsg(2)`.
+//! (nix) and their replies written with one `sendmmsg(2)` (rustix, whose
+//! `sendmmsg` returns the count sent without reading unwritten address
+//! slots, as nix's result iterator would).
 //!
 //! On the hot path a lookup costs less than the system calls around it:
 //! profiled under dnsperf, nine tenths of skydns's time was the kernel's,
@@ -10,23 +12,27 @@
 //! a query is never cut short; the slots' pages are only touched as far as
 //! datagrams fill them.
 
-use nix::sys::socket::{
-    recvmmsg, sendmmsg, ControlMessage, MsgFlags, MultiHeaders, SockaddrStorage,
-};
+use nix::sys::socket::{recvmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
+use rustix::net::addr::SocketAddrArg;
+use rustix::net::{sendmmsg, MMsgHdr, SendAncillaryBuffer, SendFlags, SocketAddrAny};
 use std::io::{self, IoSlice, IoSliceMut};
 use std::net::{SocketAddr, SocketAddrV4, SocketAddrV6};
-use std::os::fd::RawFd;
+use std::os::fd::{BorrowedFd, RawFd};
 
 /// Datagrams read or written per system call.
 pub(in crate::server) const BATCH: usize = 32;
 /// The largest UDP payload.
 const SLOT: usize = 65_535;
 
-/// The datagrams of one `recvmmsg`, in slots reused from call to call.
+/// The datagrams of one `recvmmsg`, in slots reused from call to call
+/// (allocated once per reader thread: 2 MiB of address space, touched
+/// only as far as datagrams fill it).
 pub(super) struct Received {
     /// Kernel-facing headers. Each points at its own address slot for good
     /// (`recvmmsg` sets only the buffers), and the address length the
     /// kernel leaves in it is the socket family's, the same on every call.
+    /// Only the slots of received datagrams are read back, and the kernel
+    /// wrote each of those (family included).
     headers: MultiHeaders<SockaddrStorage>,
     slots: Vec<u8>,
     /// (slot, length, sender) of each datagram read by the last call.
@@ -78,14 +84,12 @@ impl Received {
 
 /// Replies waiting to be written with one `sendmmsg`.
 pub(super) struct Outgoing {
-    headers: MultiHeaders<SockaddrStorage>,
     replies: Vec<(Vec<u8>, SocketAddr)>,
 }
 
 impl Outgoing {
     pub(super) fn new() -> Self {
         Outgoing {
-            headers: MultiHeaders::preallocate(BATCH, None),
             replies: Vec::with_capacity(BATCH),
         }
     }
@@ -102,7 +106,7 @@ impl Outgoing {
         self.replies.clear();
     }
 
-    /// The reply at `i` (for logging a failed send).
+    /// The address of the reply at `i` (for logging a failed send).
     pub(super) fn peer(&self, i: usize) -> SocketAddr {
         self.replies[i].1
     }
@@ -110,28 +114,24 @@ impl Outgoing {
     /// Writes the replies from `from` on with one call: how many the kernel
     /// took (from `from`). An error means the one at `from` was not sent
     /// (`WouldBlock`: the socket buffer is full, try again when writable).
-    pub(super) fn write(&mut self, fd: RawFd, from: usize) -> io::Result<usize> {
+    pub(super) fn write(&self, fd: BorrowedFd<'_>, from: usize) -> io::Result<usize> {
         let rest = &self.replies[from..];
+        let peers: Vec<SocketAddrAny> = rest.iter().map(|(_, peer)| peer.as_any()).collect();
         let buffers: Vec<[IoSlice<'_>; 1]> = rest
             .iter()
             .map(|(reply, _)| [IoSlice::new(reply)])
             .collect();
-        let peers: Vec<Option<SockaddrStorage>> = rest
+        let mut no_control: Vec<SendAncillaryBuffer<'_, '_, '_>> = rest
             .iter()
-            .map(|&(_, peer)| Some(SockaddrStorage::from(peer)))
+            .map(|_| SendAncillaryBuffer::default())
             .collect();
-        let no_control: [ControlMessage<'_>; 0] = [];
-        // Counting the results reads each header's address slot, unused
-        // on send; `SockaddrStorage` is a union, so that read is sound.
-        let sent = sendmmsg(
-            fd,
-            &mut self.headers,
-            buffers.iter(),
-            &peers,
-            no_control,
-            MsgFlags::MSG_DONTWAIT,
-        )?;
-        Ok(sent.count())
+        let mut messages: Vec<MMsgHdr<'_>> = peers
+            .iter()
+            .zip(&buffers)
+            .zip(&mut no_control)
+            .map(|((peer, buffer), control)| MMsgHdr::new_with_addr(peer, buffer, control))
+            .collect();
+        Ok(sendmmsg(fd, &mut messages, SendFlags::DONTWAIT)?)
     }
 }
 
