@@ -267,14 +267,13 @@ pub(crate) async fn mirror<S: Store>(
     shutdown: CancellationToken,
 ) {
     let mut backoff = BACKOFF_START;
-    let mut last_load = Duration::ZERO;
     loop {
         let sync = sync_once(
             &mut store,
             &prefix,
             &shared,
             &mut requests,
-            (&mut backoff, &mut last_load),
+            &mut backoff,
             &reports,
         );
         let result = tokio::select! {
@@ -284,17 +283,7 @@ pub(crate) async fn mirror<S: Store>(
         match result {
             Ok(never) => match never {},
             Err(StoreError::Behind { by }) => {
-                // During a burst of writes (kube2sky's initial sync on v2)
-                // reloads back to back would keep etcd answering them
-                // instead of taking the writes: pause as long as the last
-                // load took. The last write of the burst is still read
-                // within two loads, as without the pause.
-                let pause = last_load.min(RELOAD_PAUSE_MAX);
-                tracing::debug!(by, ?pause, "the watch fell behind; reloading");
-                tokio::select! {
-                    _ = shutdown.cancelled() => return,
-                    _ = tokio::time::sleep(pause) => {}
-                }
+                tracing::debug!(by, "the watch fell behind; reloading");
                 backoff = BACKOFF_START;
             }
             Err(error) => {
@@ -312,20 +301,25 @@ pub(crate) async fn mirror<S: Store>(
 }
 
 /// One load followed by a watch (made again when it breaks) until it fails
-/// in a way that needs a new load; a load that succeeds resets `backoff`
-/// and records how long it took in `last_load`.
+/// in a way that needs a new load; a load that succeeds resets `backoff`.
+/// A watch that fell behind ends it only after a pause as long as the load
+/// took (at most [`RELOAD_PAUSE_MAX`]), during which hidden paths are
+/// still read: in a burst of writes (kube2sky's initial sync on v2)
+/// reloads back to back would keep etcd answering them instead of taking
+/// the writes. The burst's last write is then read within the pause and
+/// two loads.
 async fn sync_once<S: Store>(
     store: &mut S,
     prefix: &str,
     shared: &SharedSnapshot,
     requests: &mut PathRequests,
-    (backoff, last_load): (&mut Duration, &mut Duration),
+    backoff: &mut Duration,
     reports: &MirrorReports,
 ) -> Result<std::convert::Infallible, StoreError> {
     let status = &reports.status;
     let started = tokio::time::Instant::now();
     let mut loaded = store.load_snapshot(prefix).await?;
-    *last_load = started.elapsed();
+    let load_time = started.elapsed();
     *backoff = BACKOFF_START;
     if let Some(feed) = &reports.config {
         // Read after the records: a change in between is in the watch too
@@ -360,12 +354,25 @@ async fn sync_once<S: Store>(
     let mut ticker = tokio::time::interval(paths::REFRESH_PERIOD);
     ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let hides = store.hides_underscore();
+    // Set when the watch fell behind: by how much, and when to reload.
+    let mut behind: Option<(i64, tokio::time::Instant)> = None;
     loop {
+        let reload_at = behind.map_or_else(tokio::time::Instant::now, |(_, at)| at);
         tokio::select! {
             biased;
-            batch = changes.next() => {
+            _ = tokio::time::sleep_until(reload_at), if behind.is_some() => {
+                let by = behind.map_or(0, |(by, _)| by);
+                return Err(StoreError::Behind { by });
+            }
+            batch = changes.next(), if behind.is_none() => {
                 let batch = match batch {
                     Some(Ok(batch)) => batch,
+                    Some(Err(StoreError::Behind { by })) => {
+                        let pause = load_time.min(RELOAD_PAUSE_MAX);
+                        tracing::debug!(by, ?pause, "the watch fell behind; pausing before the reload");
+                        behind = Some((by, tokio::time::Instant::now() + pause));
+                        continue;
+                    }
                     Some(Err(StoreError::Unavailable(error))) => {
                         changes = resume(store, prefix, revision, &error, &mut resumed).await?;
                         continue;
