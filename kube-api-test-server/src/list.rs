@@ -346,5 +346,32 @@ mod tests {
             (3, None),
         ];
         assert_eq!(pages(None, false), after_write);
+        // Two lists paged in turn (as kube2sky lists several kinds at once)
+        // keep their own counts.
+        let mut lists = [
+            (None, Params::new(), Vec::new()),
+            (Some("b"), Params::new(), Vec::new()),
+        ];
+        for (_, q, _) in &mut lists {
+            q.insert("limit".into(), "3".into());
+        }
+        for _ in 0..5 {
+            for (namespace, q, counts) in &mut lists {
+                let ended = |c: &Vec<(usize, Option<u64>)>| c.last().is_some_and(|p| p.1.is_none());
+                if ended(counts) {
+                    continue;
+                }
+                let page = read_page(&store, ResourceKind::Pod, *namespace, q).unwrap();
+                counts.push((
+                    page.items.len(),
+                    page.metadata["remainingItemCount"].as_u64(),
+                ));
+                if let Some(token) = page.metadata["continue"].as_str() {
+                    q.insert("continue".into(), token.into());
+                }
+            }
+        }
+        assert_eq!(lists[0].2, after_write);
+        assert_eq!(lists[1].2, vec![(3, Some(5)), (3, Some(2)), (2, None)]);
     }
 }

@@ -24,8 +24,11 @@ pub(crate) struct State {
     pub(crate) ips: IpAllocator,
     /// Which slices mirror which Endpoints.
     pub(crate) mirrored: MirrorIndex,
-    /// The last `remainingItemCount` counted (see [`RemainingCount`]).
-    pub(crate) remaining: Option<RemainingCount>,
+    /// The last `remainingItemCount` counted per kind and namespace at the
+    /// current version (see [`RemainingCount`]): lists of several kinds
+    /// page at the same time (kube2sky lists Services, Endpoints and Pods
+    /// at once).
+    pub(crate) remaining: Vec<RemainingCount>,
 }
 
 /// How many objects of `kind` (in `namespace`, or all) follow the key

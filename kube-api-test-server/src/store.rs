@@ -71,7 +71,7 @@ impl Store {
                 history: History::new(history),
                 ips: IpAllocator::new(cidr),
                 mirrored: MirrorIndex::default(),
-                remaining: None,
+                remaining: Vec::new(),
             }),
             events,
             mirror: false,
@@ -374,12 +374,15 @@ impl Store {
             if inner.rv == at {
                 let counted =
                     |k: &Key| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns);
-                let earlier = inner.remaining.take().filter(|r| {
-                    r.kind == kind
-                        && r.namespace.as_deref() == namespace
-                        && r.rv == at
-                        && r.after <= start
-                });
+                // Counts of an older version are of no use any more.
+                inner.remaining.retain(|r| r.rv == at);
+                let same_list = inner
+                    .remaining
+                    .iter()
+                    .position(|r| r.kind == kind && r.namespace.as_deref() == namespace);
+                let earlier = same_list
+                    .map(|i| inner.remaining.swap_remove(i))
+                    .filter(|r| r.after <= start);
                 let count = match earlier {
                     // The same list a page further on, nothing written since.
                     Some(r) => {
@@ -398,7 +401,7 @@ impl Store {
                         .filter(|k| counted(k))
                         .count(),
                 };
-                inner.remaining = Some(RemainingCount {
+                inner.remaining.push(RemainingCount {
                     kind,
                     namespace: namespace.map(str::to_string),
                     rv: at,
