@@ -3,7 +3,8 @@
 //! password (`--etcd-username`, `--etcd-password`), and refuses kube2sky
 //! without them, which then says why at once; data loss
 //! told by the marker key alone (the revision only moves forward), and the
-//! v2 index of hidden directories written again after a wipe.
+//! v2 index of hidden directories written again after a wipe, and read
+//! in the layout of earlier versions.
 
 mod kube2sky_support;
 
@@ -70,7 +71,7 @@ async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Res
     )?;
     k2s.wait_ready().await?;
     let index = (
-        "/kube2sky/cluster.local/hidden/skydns/local/cluster/svc/default/kubernetes".to_string(),
+        KUBERNETES_INDEX_BUCKET.to_string(),
         r#"["/skydns/local/cluster/svc/default/kubernetes/_tcp/_https"]"#.to_string(),
     );
     wait_exact(
@@ -83,6 +84,43 @@ async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Res
     wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
     wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v2_index_entry_of_an_earlier_version_is_read_and_moved_into_its_bucket() -> Result<()> {
+    // Before the buckets, kube2sky kept one index entry per service. An
+    // upgrade over such a store must still find, through that entry, the
+    // SRV keys of a port removed meanwhile, and fold the entry into its
+    // bucket.
+    let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
+    let svc = "/skydns/local/cluster/svc/default/kubernetes";
+    etcd.put(KUBERNETES_A_KEY, KUBERNETES_A_VALUE)?;
+    let gone = format!("{svc}/_udp/_gone/c88f1059");
+    let srv = format!(r#"{{"host":"kubernetes.default.svc.cluster.local.","port":53,{REST}"#);
+    etcd.put(&gone, &srv)?;
+    let legacy = format!("/kube2sky/cluster.local/hidden{svc}");
+    etcd.put(
+        &legacy,
+        &format!(r#"["{svc}/_tcp/_https","{svc}/_udp/_gone"]"#),
+    )?;
+    let found = etcd.get_prefix(&format!("{svc}/_udp/_gone/"))?;
+    anyhow::ensure!(found == [(gone.clone(), srv)], "set-up: {found:?}");
+
+    let api = apiserver(&[KUBERNETES]).await?;
+    let flags = ["--reverse=false", "--spec-records=false"];
+    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
+    wait_exact(etcd, &format!("{svc}/_udp/_gone/"), &[]).await?;
+    let bucket = (
+        KUBERNETES_INDEX_BUCKET.to_string(),
+        format!(r#"["{svc}/_tcp/_https"]"#),
+    );
+    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[bucket]).await
+}
+
+/// The v2 index entry (bucket) of `default/kubernetes`'s hidden
+/// directories: FNV-1a 32 of the service directory is 0x597b1f29.
+const KUBERNETES_INDEX_BUCKET: &str = "/kube2sky/cluster.local/hidden/buckets/29";
 
 /// The demo `default/kubernetes` A record, as kube2sky writes it.
 const KUBERNETES_A_KEY: &str = "/skydns/local/cluster/svc/default/kubernetes/c88f1059";

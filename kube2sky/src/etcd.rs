@@ -124,7 +124,11 @@ impl Writer {
             EtcdApi::V2 => {
                 let client = etcd_access::v2::Client::new(&options.etcd)
                     .map_err(|e| WriteError::Config(e.to_string()))?;
-                Backend::V2(v2::V2::new(client, names.clone(), shutdown.clone()))
+                Backend::V2(Box::new(v2::V2::new(
+                    client,
+                    names.clone(),
+                    shutdown.clone(),
+                )))
             }
         };
         let txn_limit = options.max_txn_ops.max(1);

@@ -19,7 +19,7 @@ pub(super) enum Backend {
     /// The v3 API: transactions of up to 128 operations.
     V3(Box<V3>),
     /// The v2 keys API: one request per key, many in flight.
-    V2(V2),
+    V2(Box<V2>),
 }
 
 impl Backend {

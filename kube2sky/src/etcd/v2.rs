@@ -100,7 +100,7 @@ impl V2 {
     pub(in crate::etcd) fn new(client: Client, names: Names, shutdown: CancellationToken) -> Self {
         V2 {
             client,
-            hidden: HiddenDirs::new(names.domain()),
+            hidden: HiddenDirs::new(names.domain(), &names.svc_root()),
             names,
             shutdown,
         }

@@ -5,26 +5,46 @@
 //! under `<service>/_tcp/_<port>/` cannot be found by reading the service's
 //! directory. Without a record of them, a port removed (or a service
 //! deleted) while kube2sky was down would leave its SRV keys behind. So
-//! kube2sky keeps an index in etcd, outside `/skydns`: for each visible
-//! directory with hidden ones below it, the key
-//! `/kube2sky/<domain>/hidden<visible directory>` holds the JSON list of
-//! those hidden directories. An entry is written before keys go into a new
-//! hidden directory (so a crash cannot lose one) and rewritten, or deleted,
-//! once hidden directories are removed. Reads load the entries under the
-//! prefix they read; a hidden directory found absent is forgotten.
+//! kube2sky keeps an index in etcd, outside `/skydns`, in [`BUCKETS`]
+//! entries: the key `/kube2sky/<domain>/hidden/buckets/<xx>` holds the JSON
+//! list of the hidden directories of the services whose directory
+//! (`/skydns/local/cluster/svc/<ns>/<name>`) hashes to `xx` (FNV-1a 32 of
+//! the path, modulo 256, two hex digits). One entry per service made a
+//! first sync of 10,000 services on v2 write 10,000 index keys beside its
+//! 30,000 records, a quarter of its requests; buckets make it at most 256,
+//! while one change rewrites one bucket (a 256th of the services). An entry
+//! is written before keys go into a new hidden directory (so a crash cannot
+//! lose one) and rewritten, or deleted, once hidden directories are removed.
+//! Reads load the bucket of the service they read, or every bucket for a
+//! read above one service; a hidden directory found absent is forgotten.
+//!
+//! Versions before the buckets kept one entry per service directory,
+//! `/kube2sky/<domain>/hidden<service directory>`. Reads load those too,
+//! and the first read that finds one folds it into its bucket and deletes it.
 
 use super::{max_of, revision, tolerate, Outcome, ABSENT};
 use crate::etcd::attempt::{bounded, EtcdError};
 use etcd_access::v2::Client;
+use skydns_msg::record::fnv1a32;
 use std::collections::BTreeSet;
 use std::ops::Bound;
 use tokio_util::sync::CancellationToken;
 
-/// The hidden directories known to exist, by their visible parent.
+/// How many index entries the services' hidden directories are spread over.
+/// Part of the format in etcd: changing it orphans every entry.
+pub(super) const BUCKETS: u32 = 256;
+
+/// The hidden directories known to exist, by bucket.
 pub(super) struct HiddenDirs {
     /// `/kube2sky/<domain>/hidden`.
     root: String,
-    dirs: BTreeSet<String>,
+    /// `/skydns/local/cluster/svc/`.
+    svc_root: String,
+    /// `BUCKETS` sets: the known hidden directories of each bucket.
+    buckets: Vec<BTreeSet<String>>,
+    /// Entries in the per-service layout of earlier versions, loaded but
+    /// not yet folded into their buckets.
+    legacy: BTreeSet<String>,
 }
 
 /// The visible directory above a hidden one: its path before the first
@@ -36,111 +56,220 @@ pub(super) fn visible_part(dir: &str) -> &str {
     }
 }
 
+/// Which buckets a load or a save covers.
+enum Buckets {
+    One(usize),
+    All,
+}
+
 impl HiddenDirs {
-    /// An empty record for `domain` (with or without its trailing dot).
-    pub(super) fn new(domain: &str) -> Self {
+    /// An empty record for `domain` (with or without its trailing dot),
+    /// whose services live below `svc_root` (`/skydns/local/cluster/svc/`).
+    pub(super) fn new(domain: &str, svc_root: &str) -> Self {
         HiddenDirs {
             root: format!("/kube2sky/{}/hidden", domain.trim_end_matches('.')),
-            dirs: BTreeSet::new(),
+            svc_root: svc_root.to_string(),
+            buckets: vec![BTreeSet::new(); BUCKETS as usize],
+            legacy: BTreeSet::new(),
+        }
+    }
+
+    /// The service directory `path` is, or is below.
+    fn service_dir<'a>(&self, path: &'a str) -> Option<&'a str> {
+        let rest = path.strip_prefix(self.svc_root.as_str())?;
+        let mut segments = rest.splitn(3, '/');
+        let namespace = segments.next().filter(|s| !s.is_empty())?;
+        let name = segments.next().filter(|s| !s.is_empty())?;
+        Some(&path[..self.svc_root.len() + namespace.len() + 1 + name.len()])
+    }
+
+    /// The bucket of a hidden directory, or of any path at or below a
+    /// service directory: that of the service.
+    fn bucket_of(&self, path: &str) -> usize {
+        let owner = self.service_dir(path).unwrap_or_else(|| visible_part(path));
+        (fnv1a32(owner.as_bytes()) % BUCKETS) as usize
+    }
+
+    fn bucket_key(&self, bucket: usize) -> String {
+        format!("{}/buckets/{bucket:02x}", self.root)
+    }
+
+    /// The buckets that hold every hidden directory below `prefix`: one
+    /// for a prefix inside a service directory, all for one above.
+    fn covering(&self, prefix: &str) -> Buckets {
+        match self.service_dir(prefix) {
+            // `<svc>/<ns>/web` alone would also be the start of `webx`.
+            Some(dir) if prefix.len() > dir.len() => Buckets::One(self.bucket_of(dir)),
+            _ => Buckets::All,
         }
     }
 
     /// The known hidden directories below `prefix`.
     pub(super) fn below<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = &'a String> + 'a {
-        self.dirs
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(move |d| d.starts_with(prefix))
+        let sets = match self.covering(prefix) {
+            Buckets::One(b) => std::slice::from_ref(&self.buckets[b]),
+            Buckets::All => self.buckets.as_slice(),
+        };
+        sets.iter().flat_map(move |set| {
+            set.range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+                .take_while(move |d| d.starts_with(prefix))
+        })
     }
 
     /// Forgets a hidden directory found absent.
     pub(super) fn forget(&mut self, dir: &str) {
-        self.dirs.remove(dir);
+        let bucket = self.bucket_of(dir);
+        self.buckets[bucket].remove(dir);
     }
 
-    /// Loads the index entries of the visible directories under `prefix`.
+    /// Loads the entries that cover `prefix`: its bucket (or all), and the
+    /// entries of the earlier per-service layout below it, which are then
+    /// folded into their buckets.
     pub(super) async fn load(
         &mut self,
         client: &Client,
         shutdown: &CancellationToken,
         prefix: &str,
     ) -> Result<i64, EtcdError> {
-        let key = format!("{}{}", self.root, prefix.trim_end_matches('/'));
-        let outcome = bounded(shutdown, tolerate(client.get(&key, true), ABSENT)).await?;
-        if let Outcome::Found(resp) = &outcome {
+        let (current, recursive) = match self.covering(prefix) {
+            Buckets::One(b) => (self.bucket_key(b), false),
+            Buckets::All => (format!("{}/buckets", self.root), true),
+        };
+        let legacy = format!("{}{}", self.root, prefix.trim_end_matches('/'));
+        let (current, legacy) = futures::try_join!(
+            bounded(shutdown, tolerate(client.get(&current, recursive), ABSENT)),
+            bounded(shutdown, tolerate(client.get(&legacy, true), ABSENT)),
+        )?;
+        let seen = current.revision().max(legacy.revision());
+        if let Outcome::Found(resp) = &current {
             for leaf in resp.node.leaves() {
-                match serde_json::from_str::<Vec<String>>(&leaf.value) {
-                    Ok(dirs) => self.dirs.extend(dirs),
-                    Err(error) => {
-                        tracing::warn!(key = %leaf.key, %error, "ignoring a malformed hidden-directory index entry")
-                    }
+                self.file(&leaf.key, &leaf.value);
+            }
+        }
+        let mut folded = BTreeSet::new();
+        if let Outcome::Found(resp) = &legacy {
+            for leaf in resp.node.leaves() {
+                if self.file(&leaf.key, &leaf.value) {
+                    folded.insert(self.bucket_of(&leaf.key[self.root.len()..]));
+                    self.legacy.insert(leaf.key);
                 }
             }
         }
-        Ok(outcome.revision())
+        if folded.is_empty() {
+            return Ok(seen);
+        }
+        tracing::info!(
+            entries = self.legacy.len(),
+            "moving hidden-directory index entries of an earlier kube2sky into their buckets"
+        );
+        Ok(seen.max(self.save(client, shutdown, folded).await?))
     }
 
-    /// Records `dirs` as written; entries of those that are new are saved
-    /// first (before keys go into them).
+    /// Adds the directories an index entry lists; `false` (and a warning)
+    /// when its value is not a JSON list of strings.
+    fn file(&mut self, key: &str, value: &str) -> bool {
+        match serde_json::from_str::<Vec<String>>(value) {
+            Ok(dirs) => {
+                for dir in dirs {
+                    let bucket = self.bucket_of(&dir);
+                    self.buckets[bucket].insert(dir);
+                }
+                true
+            }
+            Err(error) => {
+                tracing::warn!(%key, %error, "ignoring a malformed hidden-directory index entry");
+                false
+            }
+        }
+    }
+
+    /// Records `dirs` as written; the buckets of those that are new are
+    /// saved first (before keys go into them).
     pub(super) async fn add(
         &mut self,
         client: &Client,
         shutdown: &CancellationToken,
         dirs: impl IntoIterator<Item = String>,
     ) -> Result<i64, EtcdError> {
-        let mut parents = BTreeSet::new();
+        let mut changed = BTreeSet::new();
         for dir in dirs {
-            if !self.dirs.contains(&dir) {
-                parents.insert(visible_part(&dir).to_string());
-                self.dirs.insert(dir);
+            let bucket = self.bucket_of(&dir);
+            if self.buckets[bucket].insert(dir) {
+                changed.insert(bucket);
             }
         }
-        self.save(client, shutdown, parents).await
+        self.save(client, shutdown, changed).await
     }
 
-    /// Forgets `removed` directories and saves their parents' entries.
+    /// Forgets `removed` directories and saves their buckets.
     pub(super) async fn remove(
         &mut self,
         client: &Client,
         shutdown: &CancellationToken,
         removed: &[String],
     ) -> Result<i64, EtcdError> {
-        let mut parents = BTreeSet::new();
+        let mut changed = BTreeSet::new();
         for dir in removed {
-            if self.dirs.remove(dir) {
-                parents.insert(visible_part(dir).to_string());
+            let bucket = self.bucket_of(dir);
+            if self.buckets[bucket].remove(dir) {
+                changed.insert(bucket);
             }
         }
-        self.save(client, shutdown, parents).await
+        self.save(client, shutdown, changed).await
     }
 
-    /// Writes the entries of `parents`: the list of their hidden
-    /// directories, or no entry when there are none.
+    /// Writes `buckets`: the list of their hidden directories, or no entry
+    /// when there are none; then deletes the per-service entries of the
+    /// earlier layout folded into them.
     async fn save(
-        &self,
+        &mut self,
         client: &Client,
         shutdown: &CancellationToken,
-        parents: BTreeSet<String>,
+        buckets: BTreeSet<usize>,
     ) -> Result<i64, EtcdError> {
-        let writes = parents.iter().map(|parent| async move {
-            let below = format!("{parent}/_");
-            let dirs: Vec<&String> = self.below(&below).collect();
-            let key = format!("{}{parent}", self.root);
-            if dirs.is_empty() {
+        let this = &*self;
+        let writes = buckets.iter().map(|&bucket| async move {
+            let key = this.bucket_key(bucket);
+            let dirs = &this.buckets[bucket];
+            let mut seen = if dirs.is_empty() {
                 let deleted = tolerate(client.delete(&key, false), ABSENT);
-                return Ok::<_, EtcdError>(bounded(shutdown, deleted).await?.revision());
+                bounded(shutdown, deleted).await?.revision()
+            } else {
+                let value =
+                    serde_json::to_string(dirs).map_err(|e| EtcdError::Failed(e.to_string()))?;
+                revision(bounded(shutdown, client.set(&key, &value)).await?.index)
+            };
+            for old in this.legacy_in(bucket) {
+                let deleted = tolerate(client.delete(old, false), ABSENT);
+                seen = seen.max(bounded(shutdown, deleted).await?.revision());
             }
-            let value =
-                serde_json::to_string(&dirs).map_err(|e| EtcdError::Failed(e.to_string()))?;
-            let resp = bounded(shutdown, client.set(&key, &value)).await?;
-            Ok(revision(resp.index))
+            Ok::<_, EtcdError>(seen)
         });
-        max_of(writes).await
+        let seen = max_of(writes).await?;
+        let root = self.root.len();
+        let legacy = std::mem::take(&mut self.legacy);
+        self.legacy = (legacy.into_iter())
+            .filter(|key| !buckets.contains(&self.bucket_of(&key[root..])))
+            .collect();
+        Ok(seen)
+    }
+
+    /// The entries of the earlier layout whose service is in `bucket`.
+    fn legacy_in(&self, bucket: usize) -> impl Iterator<Item = &String> + '_ {
+        let root = self.root.len();
+        (self.legacy.iter()).filter(move |key| self.bucket_of(&key[root..]) == bucket)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    const SVC: &str = "/skydns/local/cluster/svc/";
+
+    fn index() -> HiddenDirs {
+        HiddenDirs::new("cluster.local.", SVC)
+    }
 
     #[test]
     fn the_visible_part_ends_before_the_first_hidden_segment() {
@@ -150,14 +279,83 @@ mod tests {
     }
 
     #[test]
-    fn known_directories_are_listed_by_prefix() {
-        let mut hidden = HiddenDirs::new("cluster.local.");
+    fn a_service_and_everything_below_it_share_one_bucket() {
+        let hidden = index();
+        let web = "/skydns/local/cluster/svc/default/web";
+        assert_eq!(hidden.service_dir(&format!("{web}/_tcp/_http")), Some(web));
+        assert_eq!(hidden.service_dir(web), Some(web));
+        assert_eq!(
+            hidden.service_dir("/skydns/local/cluster/svc/default/"),
+            None
+        );
+        let bucket = hidden.bucket_of(web);
+        assert_eq!(hidden.bucket_of(&format!("{web}/_tcp/_http")), bucket);
+        assert_eq!(hidden.bucket_of(&format!("{web}/1a2b/_udp/_dns")), bucket);
+    }
+
+    #[test]
+    fn the_bucket_keys_are_part_of_the_format() {
+        // Entries written by one version are read by the next: a changed
+        // hash or bucket count would orphan every one of them. (29 is FNV-1a
+        // 32 of the service directory, 0x597b1f29, modulo 256.)
+        let hidden = index();
         assert_eq!(hidden.root, "/kube2sky/cluster.local/hidden");
-        hidden.dirs.insert("/s/svc/a/web/_tcp/_http".into());
-        hidden.dirs.insert("/s/svc/a/webx/_tcp/_http".into());
-        let below: Vec<&String> = hidden.below("/s/svc/a/web/_").collect();
-        assert_eq!(below, ["/s/svc/a/web/_tcp/_http"]);
-        hidden.forget("/s/svc/a/web/_tcp/_http");
-        assert_eq!(hidden.below("/s/").count(), 1);
+        let kubernetes = "/skydns/local/cluster/svc/default/kubernetes/_tcp/_https";
+        let key = hidden.bucket_key(hidden.bucket_of(kubernetes));
+        assert_eq!(key, "/kube2sky/cluster.local/hidden/buckets/29");
+        let used: BTreeSet<usize> = (0..5000)
+            .map(|i| hidden.bucket_of(&format!("{SVC}ns{}/s{i}/_tcp/_http", i % 7)))
+            .collect();
+        assert_eq!(
+            used.len(),
+            BUCKETS as usize,
+            "5,000 services fill every bucket"
+        );
+    }
+
+    #[test]
+    fn a_read_inside_a_service_covers_its_bucket_and_any_other_read_all() {
+        let hidden = index();
+        let web = "/skydns/local/cluster/svc/default/web";
+        assert!(matches!(
+            hidden.covering(&format!("{web}/")),
+            Buckets::One(b) if b == hidden.bucket_of(web)
+        ));
+        assert!(
+            matches!(hidden.covering(web), Buckets::All),
+            "also the start of webx"
+        );
+        assert!(matches!(
+            hidden.covering("/skydns/local/cluster/svc/default/"),
+            Buckets::All
+        ));
+        assert!(matches!(hidden.covering(SVC), Buckets::All));
+    }
+
+    #[test]
+    fn known_directories_are_listed_by_prefix_across_buckets() {
+        let mut hidden = index();
+        let dirs = [
+            format!("{SVC}a/web/_tcp/_http"),
+            format!("{SVC}a/webx/_tcp/_http"),
+            format!("{SVC}b/db/_tcp/_pg"),
+        ];
+        for dir in &dirs {
+            assert!(hidden.file("k", &serde_json::to_string(&[dir]).unwrap()));
+        }
+        let below = |h: &HiddenDirs, p: &str| {
+            let mut found: Vec<String> = h.below(p).cloned().collect();
+            found.sort();
+            found
+        };
+        assert_eq!(below(&hidden, &format!("{SVC}a/web/")), [dirs[0].clone()]);
+        assert_eq!(below(&hidden, &format!("{SVC}a/")), dirs[..2]);
+        assert_eq!(below(&hidden, SVC), dirs);
+        hidden.forget(&dirs[0]);
+        assert_eq!(below(&hidden, SVC).len(), 2);
+        assert!(
+            !hidden.file("k", "{not a list"),
+            "a malformed entry is refused"
+        );
     }
 }
