@@ -94,6 +94,41 @@ async fn a_port_removed_while_kube2sky_was_down_loses_its_srv_key() -> Result<()
     Ok(())
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_port_removed_while_down_is_seen_when_another_service_shares_its_index_bucket(
+) -> Result<()> {
+    // On etcd v2, `s15` and `s60` share one index entry (FNV-1a 32 of their
+    // directories: 0xc8af7830, 0xc39e2730): writing it for `s60` must keep
+    // `s15`'s hidden directory in it.
+    let (etcd, api, kubectl, mut k2s) = cluster(&[]).await?;
+    let dir = "/skydns/local/cluster/svc/default/s15/";
+    let http = format!("{dir}_tcp/_http/");
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("s15", "10.0.0.66", &[("http", "TCP", 80)]),
+    )?;
+    wait_for_keys(&etcd, &http, 1).await?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("s60", "10.0.0.67", &[("http", "TCP", 80)]),
+    )?;
+    wait_for_keys(
+        &etcd,
+        "/skydns/local/cluster/svc/default/s60/_tcp/_http/",
+        1,
+    )
+    .await?;
+    k2s.kill();
+    kubectl.with_manifest(
+        "replace",
+        &svc_manifest("s15", "10.0.0.66", &[("dns", "UDP", 53)]),
+    )?;
+    let mut new = Kube2sky::start(&etcd, &api, &[])?;
+    new.wait_ready().await?;
+    wait_for_keys(&etcd, &format!("{dir}_udp/_dns/"), 1).await?;
+    wait_exact(&etcd, &http, &[]).await
+}
+
 /// Deletes service `w` while kube2sky's watches cannot see it, then lets them
 /// recover until a later service (`probe`) has its records. Returns the
 /// cluster pieces (kept alive by the caller) and `w`'s record directory.

@@ -86,36 +86,73 @@ async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Res
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_v2_index_entry_of_an_earlier_version_is_read_and_moved_into_its_bucket() -> Result<()> {
+async fn v2_index_entries_of_an_earlier_version_are_read_and_moved_into_their_buckets() -> Result<()>
+{
     // Before the buckets, kube2sky kept one index entry per service. An
     // upgrade over such a store must still find, through that entry, the
-    // SRV keys of a port removed meanwhile, and fold the entry into its
-    // bucket.
+    // SRV keys of a port removed meanwhile, and move every entry into its
+    // bucket, that of a service with nothing to change too.
     let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
     let svc = "/skydns/local/cluster/svc/default/kubernetes";
     etcd.put(KUBERNETES_A_KEY, KUBERNETES_A_VALUE)?;
     let gone = format!("{svc}/_udp/_gone/c88f1059");
     let srv = format!(r#"{{"host":"kubernetes.default.svc.cluster.local.","port":53,{REST}"#);
     etcd.put(&gone, &srv)?;
-    let legacy = format!("/kube2sky/cluster.local/hidden{svc}");
-    etcd.put(
-        &legacy,
-        &format!(r#"["{svc}/_tcp/_https","{svc}/_udp/_gone"]"#),
-    )?;
+    let legacy = |dir: &str, ports: &[&str]| -> Result<()> {
+        let dirs: Vec<String> = ports.iter().map(|p| format!("{dir}/{p}")).collect();
+        let key = format!("/kube2sky/cluster.local/hidden{dir}");
+        etcd.put(&key, &serde_json::to_string(&dirs)?)
+    };
+    legacy(svc, &["_tcp/_https", "_udp/_gone"])?;
+    let dns = "/skydns/local/cluster/svc/kube-system/kube-dns";
+    legacy(dns, &["_tcp/_dns-tcp", "_udp/_dns"])?;
     let found = etcd.get_prefix(&format!("{svc}/_udp/_gone/"))?;
     anyhow::ensure!(found == [(gone.clone(), srv)], "set-up: {found:?}");
 
+    let api = apiserver(&[KUBERNETES, KUBE_DNS]).await?;
+    let flags = ["--reverse=false", "--spec-records=false"];
+    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    wait_exact(etcd, &format!("{svc}/_udp/_gone/"), &[]).await?;
+    let buckets = [
+        (
+            KUBERNETES_INDEX_BUCKET.to_string(),
+            format!(r#"["{svc}/_tcp/_https"]"#),
+        ),
+        (
+            // FNV-1a 32 of kube-dns's directory is 0x5f1bf82a.
+            "/kube2sky/cluster.local/hidden/buckets/2a".to_string(),
+            format!(r#"["{dns}/_tcp/_dns-tcp","{dns}/_udp/_dns"]"#),
+        ),
+    ];
+    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &buckets).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v2_index_entry_lost_while_kube2sky_was_down_is_written_again() -> Result<()> {
+    // The records are all there, so nothing is written: only reading the
+    // hidden directory and finding it unindexed brings the entry back.
+    let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
     let api = apiserver(&[KUBERNETES]).await?;
     let flags = ["--reverse=false", "--spec-records=false"];
     let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
     k2s.wait_ready().await?;
-    wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
-    wait_exact(etcd, &format!("{svc}/_udp/_gone/"), &[]).await?;
-    let bucket = (
+    let index = (
         KUBERNETES_INDEX_BUCKET.to_string(),
-        format!(r#"["{svc}/_tcp/_https"]"#),
+        r#"["/skydns/local/cluster/svc/default/kubernetes/_tcp/_https"]"#.to_string(),
     );
-    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[bucket]).await
+    wait_exact(
+        etcd,
+        "/kube2sky/cluster.local/hidden/",
+        std::slice::from_ref(&index),
+    )
+    .await?;
+    k2s.kill();
+    etcd.del(KUBERNETES_INDEX_BUCKET)?;
+    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await?;
+    wait_exact(etcd, "/skydns", &kubernetes_records()).await
 }
 
 /// The v2 index entry (bucket) of `default/kubernetes`'s hidden

@@ -237,6 +237,7 @@ impl V2 {
         .buffered(IN_FLIGHT)
         .try_collect::<Vec<_>>()
         .await?;
+        let mut unindexed = Vec::new();
         for (dir, read) in dirs.iter().zip(reads) {
             seen = seen.max(read.revision());
             match read {
@@ -244,9 +245,23 @@ impl V2 {
                     for leaf in resp.node.leaves() {
                         out.file(&self.names, &leaf.key, &leaf.value, false);
                     }
+                    if !self.hidden.knows(dir) {
+                        unindexed.push(dir.clone());
+                    }
                 }
                 Outcome::Expected(_) => self.hidden.forget(dir),
             }
+        }
+        if !unindexed.is_empty() {
+            // The index lost them (a hand edit, a bad value, a wipe of
+            // /kube2sky alone): put back, so that their removal is seen
+            // even after a restart.
+            tracing::info!(
+                dirs = unindexed.len(),
+                "indexing hidden directories found in etcd but missing from the index"
+            );
+            let added = (self.hidden).add(&self.client, &self.shutdown, unindexed);
+            seen = seen.max(added.await?);
         }
         Ok(seen)
     }

@@ -19,8 +19,12 @@
 //! read above one service; a hidden directory found absent is forgotten.
 //!
 //! Versions before the buckets kept one entry per service directory,
-//! `/kube2sky/<domain>/hidden<service directory>`. Reads load those too,
-//! and the first read that finds one folds it into its bucket and deletes it.
+//! `/kube2sky/<domain>/hidden<service directory>`. Reads load those too
+//! (reads of one service only until a read of the whole services subtree,
+//! which every leader starts with, has moved them all), write them into
+//! their buckets and then delete them: going back to such a version loses
+//! the index (it would not see a port removed while it runs). A hidden
+//! directory found in etcd but not in the index is put back in it.
 
 use super::{max_of, revision, tolerate, Outcome, ABSENT};
 use crate::etcd::attempt::{bounded, EtcdError};
@@ -42,9 +46,10 @@ pub(super) struct HiddenDirs {
     svc_root: String,
     /// `BUCKETS` sets: the known hidden directories of each bucket.
     buckets: Vec<BTreeSet<String>>,
-    /// Entries in the per-service layout of earlier versions, loaded but
-    /// not yet folded into their buckets.
-    legacy: BTreeSet<String>,
+    /// A read of every bucket moved whatever the whole services subtree
+    /// held in the per-service layout: reads of one service need not look
+    /// for an entry of it any more (a new leader starts with that read).
+    legacy_swept: bool,
 }
 
 /// The visible directory above a hidden one: its path before the first
@@ -70,7 +75,7 @@ impl HiddenDirs {
             root: format!("/kube2sky/{}/hidden", domain.trim_end_matches('.')),
             svc_root: svc_root.to_string(),
             buckets: vec![BTreeSet::new(); BUCKETS as usize],
-            legacy: BTreeSet::new(),
+            legacy_swept: false,
         }
     }
 
@@ -124,45 +129,90 @@ impl HiddenDirs {
 
     /// Loads the entries that cover `prefix`: its bucket (or all), and the
     /// entries of the earlier per-service layout below it, which are then
-    /// folded into their buckets.
+    /// moved into their buckets.
     pub(super) async fn load(
         &mut self,
         client: &Client,
         shutdown: &CancellationToken,
         prefix: &str,
     ) -> Result<i64, EtcdError> {
-        let (current, recursive) = match self.covering(prefix) {
-            Buckets::One(b) => (self.bucket_key(b), false),
-            Buckets::All => (format!("{}/buckets", self.root), true),
+        let (current, recursive, all) = match self.covering(prefix) {
+            Buckets::One(b) => (self.bucket_key(b), false, false),
+            Buckets::All => (format!("{}/buckets", self.root), true, true),
         };
-        let legacy = format!("{}{}", self.root, prefix.trim_end_matches('/'));
-        let (current, legacy) = futures::try_join!(
+        let legacy = (all || !self.legacy_swept)
+            .then(|| format!("{}{}", self.root, prefix.trim_end_matches('/')));
+        let read_legacy = async {
+            match &legacy {
+                Some(path) => bounded(shutdown, tolerate(client.get(path, true), ABSENT))
+                    .await
+                    .map(Some),
+                None => Ok(None),
+            }
+        };
+        let (current, old) = futures::try_join!(
             bounded(shutdown, tolerate(client.get(&current, recursive), ABSENT)),
-            bounded(shutdown, tolerate(client.get(&legacy, true), ABSENT)),
+            read_legacy,
         )?;
-        let seen = current.revision().max(legacy.revision());
+        let mut seen = current.revision();
         if let Outcome::Found(resp) = &current {
             for leaf in resp.node.leaves() {
                 self.file(&leaf.key, &leaf.value);
             }
         }
-        let mut folded = BTreeSet::new();
-        if let Outcome::Found(resp) = &legacy {
-            for leaf in resp.node.leaves() {
-                if self.file(&leaf.key, &leaf.value) {
-                    folded.insert(self.bucket_of(&leaf.key[self.root.len()..]));
-                    self.legacy.insert(leaf.key);
-                }
+        if let (Some(path), Some(old)) = (&legacy, old) {
+            seen = seen.max(old.revision());
+            if let Outcome::Found(resp) = &old {
+                let leaves = resp.node.leaves();
+                seen = seen.max(self.move_legacy(client, shutdown, path, leaves).await?);
             }
         }
-        if folded.is_empty() {
-            return Ok(seen);
+        if all && prefix.trim_end_matches('/') == self.svc_root.trim_end_matches('/') {
+            self.legacy_swept = true;
+        }
+        Ok(seen)
+    }
+
+    /// Moves the entries of the per-service layout found under `path` into
+    /// their buckets; deletes them once those are written (all of `path`
+    /// when every entry was read, else the entries read).
+    async fn move_legacy(
+        &mut self,
+        client: &Client,
+        shutdown: &CancellationToken,
+        path: &str,
+        leaves: Vec<etcd_access::v2::Leaf>,
+    ) -> Result<i64, EtcdError> {
+        let (mut buckets, mut moved, mut malformed) = (BTreeSet::new(), Vec::new(), false);
+        for leaf in leaves {
+            if self.file(&leaf.key, &leaf.value) {
+                let visible = leaf.key.strip_prefix(&self.root).unwrap_or(&leaf.key);
+                buckets.insert(self.bucket_of(visible));
+                moved.push(leaf.key);
+            } else {
+                malformed = true;
+            }
+        }
+        if moved.is_empty() {
+            return Ok(0);
         }
         tracing::info!(
-            entries = self.legacy.len(),
+            entries = moved.len(),
             "moving hidden-directory index entries of an earlier kube2sky into their buckets"
         );
-        Ok(seen.max(self.save(client, shutdown, folded).await?))
+        let written = self.save(client, shutdown, buckets).await?;
+        let deleted = if malformed {
+            let deletes = (moved.iter()).map(|key| async move {
+                bounded(shutdown, tolerate(client.delete(key, false), ABSENT))
+                    .await
+                    .map(|o| o.revision())
+            });
+            max_of(deletes).await?
+        } else {
+            let all = tolerate(client.delete(path, true), ABSENT);
+            bounded(shutdown, all).await?.revision()
+        };
+        Ok(written.max(deleted))
     }
 
     /// Adds the directories an index entry lists; `false` (and a warning)
@@ -219,45 +269,32 @@ impl HiddenDirs {
     }
 
     /// Writes `buckets`: the list of their hidden directories, or no entry
-    /// when there are none; then deletes the per-service entries of the
-    /// earlier layout folded into them.
+    /// when there are none.
     async fn save(
-        &mut self,
+        &self,
         client: &Client,
         shutdown: &CancellationToken,
         buckets: BTreeSet<usize>,
     ) -> Result<i64, EtcdError> {
-        let this = &*self;
         let writes = buckets.iter().map(|&bucket| async move {
-            let key = this.bucket_key(bucket);
-            let dirs = &this.buckets[bucket];
-            let mut seen = if dirs.is_empty() {
+            let key = self.bucket_key(bucket);
+            let dirs = &self.buckets[bucket];
+            if dirs.is_empty() {
                 let deleted = tolerate(client.delete(&key, false), ABSENT);
-                bounded(shutdown, deleted).await?.revision()
-            } else {
-                let value =
-                    serde_json::to_string(dirs).map_err(|e| EtcdError::Failed(e.to_string()))?;
-                revision(bounded(shutdown, client.set(&key, &value)).await?.index)
-            };
-            for old in this.legacy_in(bucket) {
-                let deleted = tolerate(client.delete(old, false), ABSENT);
-                seen = seen.max(bounded(shutdown, deleted).await?.revision());
+                return Ok::<_, EtcdError>(bounded(shutdown, deleted).await?.revision());
             }
-            Ok::<_, EtcdError>(seen)
+            let value =
+                serde_json::to_string(dirs).map_err(|e| EtcdError::Failed(e.to_string()))?;
+            Ok(revision(
+                bounded(shutdown, client.set(&key, &value)).await?.index,
+            ))
         });
-        let seen = max_of(writes).await?;
-        let root = self.root.len();
-        let legacy = std::mem::take(&mut self.legacy);
-        self.legacy = (legacy.into_iter())
-            .filter(|key| !buckets.contains(&self.bucket_of(&key[root..])))
-            .collect();
-        Ok(seen)
+        max_of(writes).await
     }
 
-    /// The entries of the earlier layout whose service is in `bucket`.
-    fn legacy_in(&self, bucket: usize) -> impl Iterator<Item = &String> + '_ {
-        let root = self.root.len();
-        (self.legacy.iter()).filter(move |key| self.bucket_of(&key[root..]) == bucket)
+    /// Whether `dir` is in the index.
+    pub(super) fn knows(&self, dir: &str) -> bool {
+        self.buckets[self.bucket_of(dir)].contains(dir)
     }
 }
 
