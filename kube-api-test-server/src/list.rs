@@ -14,12 +14,13 @@
 use std::collections::HashMap;
 
 use http::{HeaderMap, StatusCode};
+use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Value};
 
 use super::history::Key;
 use super::resource::ResourceKind;
 use super::selector::Selector;
-use super::status::{json_response, ApiError};
+use super::status::{json_bytes_response, json_response, ApiError};
 use super::store::Store;
 use super::table;
 
@@ -174,13 +175,35 @@ pub(crate) struct Page {
     pub items: Vec<Value>,
 }
 
-/// Reads one page of `kind` objects for a list request.
+/// Reads one page of `kind` objects for a list request, as values.
 pub(crate) fn read_page(
     store: &Store,
     kind: ResourceKind,
     namespace: Option<&str>,
     q: &Params,
 ) -> Result<Page, ApiError> {
+    let mut items = Vec::new();
+    let metadata = visit_page(store, kind, namespace, q, |value| {
+        let mut item = value.clone();
+        if let Some(m) = item.as_object_mut() {
+            m.remove("apiVersion");
+            m.remove("kind");
+        }
+        items.push(item);
+    })?;
+    Ok(Page { metadata, items })
+}
+
+/// Reads one page of `kind` objects for a list request: hands each to
+/// `take` (under the store's lock, nothing copied) and returns the list's
+/// metadata.
+fn visit_page(
+    store: &Store,
+    kind: ResourceKind,
+    namespace: Option<&str>,
+    q: &Params,
+    mut take: impl FnMut(&Value),
+) -> Result<Value, ApiError> {
     validate_options(q, false)?;
     let selector = Selector::parse(kind, param(q, "labelSelector"), param(q, "fieldSelector"))?;
     let limit: usize = match param(q, "limit") {
@@ -192,8 +215,8 @@ pub(crate) fn read_page(
     let (at, after) = read_point(store, q)?;
     let continuing = after.is_some();
     // One pass over the objects from the resume point: the page's objects
-    // are copied, the rest only counted.
-    let (mut items, mut last, mut more) = (Vec::new(), None, 0usize);
+    // are taken, the first one past it only noted.
+    let (mut taken, mut last, mut more) = (0usize, None, 0usize);
     let after = after
         .as_ref()
         .map(|(ns, name)| (ns.as_str(), name.as_str()));
@@ -202,8 +225,9 @@ pub(crate) fn read_page(
             if !selector.matches(value) {
                 return true;
             }
-            if limit == 0 || items.len() < limit {
-                items.push(value.clone());
+            if limit == 0 || taken < limit {
+                take(value);
+                taken += 1;
                 last = Some(key.clone());
                 return true;
             }
@@ -234,16 +258,32 @@ pub(crate) fn read_page(
             }
         }
     }
-    for v in &mut items {
-        if let Some(m) = v.as_object_mut() {
-            m.remove("apiVersion");
-            m.remove("kind");
-        }
-    }
-    Ok(Page { metadata, items })
+    Ok(metadata)
 }
 
-/// Handles a list GET (as a `<Kind>List`, or a Table when asked for).
+/// An object as a list item: without `apiVersion` and `kind`, which the
+/// list states once.
+struct ListItem<'a>(&'a Value);
+
+impl Serialize for ListItem<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Some(object) = self.0.as_object() else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in object {
+            if key != "apiVersion" && key != "kind" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// Handles a list GET (as a `<Kind>List`, or a Table when asked for). The
+/// `<Kind>List` is written as the objects are visited, with no copy of
+/// them: at 150,000 pods, copying each page's objects was half of the
+/// server's time.
 pub(crate) fn list(
     store: &Store,
     kind: ResourceKind,
@@ -251,18 +291,35 @@ pub(crate) fn list(
     q: &Params,
     headers: &HeaderMap,
 ) -> Result<axum::response::Response, ApiError> {
-    let page = read_page(store, kind, namespace, q)?;
-    let body = if table::wants_table(headers) {
-        table::table(kind, &page.items, page.metadata, param(q, "includeObject"))
-    } else {
-        json!({
-            "kind": format!("{}List", kind.kind()),
-            "apiVersion": kind.api_version(),
-            "metadata": page.metadata,
-            "items": page.items,
-        })
-    };
-    Ok(json_response(StatusCode::OK, &body))
+    if table::wants_table(headers) {
+        let page = read_page(store, kind, namespace, q)?;
+        let includes = param(q, "includeObject");
+        let body = table::table(kind, &page.items, page.metadata, includes);
+        return Ok(json_response(StatusCode::OK, &body));
+    }
+    let mut items = b"[".to_vec();
+    let mut failed = None;
+    let metadata = visit_page(store, kind, namespace, q, |value| {
+        if items.len() > 1 {
+            items.push(b',');
+        }
+        if let Err(e) = serde_json::to_writer(&mut items, &ListItem(value)) {
+            failed.get_or_insert(e);
+        }
+    })?;
+    if let Some(e) = failed {
+        return Err(ApiError::internal(format!("encoding the list: {e}")));
+    }
+    items.push(b']');
+    let head = json!({ "kind": format!("{}List", kind.kind()), "apiVersion": kind.api_version() });
+    let mut body = serde_json::to_vec(&head).map_err(|e| ApiError::internal(e.to_string()))?;
+    body.pop(); // the closing brace: metadata and items follow
+    body.extend_from_slice(b",\"metadata\":");
+    serde_json::to_writer(&mut body, &metadata).map_err(|e| ApiError::internal(e.to_string()))?;
+    body.extend_from_slice(b",\"items\":");
+    body.extend_from_slice(&items);
+    body.push(b'}');
+    Ok(json_bytes_response(StatusCode::OK, body))
 }
 
 #[cfg(test)]
@@ -373,5 +430,45 @@ mod tests {
         }
         assert_eq!(lists[0].2, after_write);
         assert_eq!(lists[1].2, vec![(3, Some(5)), (3, Some(2)), (2, None)]);
+    }
+
+    /// The `<Kind>List` written as objects are visited is the list of the
+    /// same page read as values: same objects (without `apiVersion` and
+    /// `kind`), same metadata.
+    #[test]
+    fn a_list_written_while_visiting_is_the_page_read_as_values() {
+        let store = Store::new("10.0.0.0/16".parse().unwrap(), 1_000);
+        let ns = json!({"metadata": {"name": "a"}});
+        store
+            .create(ResourceKind::Namespace, None, ns, false)
+            .unwrap();
+        for i in 0..5 {
+            let body = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": format!("p{i}"), "labels": {"app": "x\"<y>"}}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+            store
+                .create(ResourceKind::Pod, Some("a"), body, false)
+                .unwrap();
+        }
+        for limit in ["2", "0"] {
+            let q = Params::from([("limit".to_string(), limit.to_string())]);
+            let response =
+                list(&store, ResourceKind::Pod, Some("a"), &q, &HeaderMap::new()).unwrap();
+            let bytes =
+                futures::executor::block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+                    .unwrap();
+            let text = String::from_utf8(bytes.to_vec()).unwrap();
+            assert!(
+                text.starts_with(r#"{"apiVersion":"v1","kind":"PodList","metadata":{"#),
+                "{text}"
+            );
+            let listed: Value = serde_json::from_str(&text).unwrap();
+            let page = read_page(&store, ResourceKind::Pod, Some("a"), &q).unwrap();
+            assert_eq!(listed["metadata"], page.metadata);
+            assert_eq!(listed["items"], Value::Array(page.items.clone()));
+            assert_eq!(page.items.len(), if limit == "2" { 2 } else { 5 });
+            assert!(page
+                .items
+                .iter()
+                .all(|item| item.get("kind").is_none() && item.get("apiVersion").is_none()));
+        }
     }
 }

@@ -179,6 +179,11 @@ impl ApiError {
         err
     }
 
+    /// 500 InternalError (the apiserver's reason for a failure of its own).
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
     /// 503 ServiceUnavailable (used while the server is paused).
     pub fn unavailable() -> Self {
         Self::new(
@@ -266,7 +271,11 @@ impl IntoResponse for ApiError {
 
 /// A JSON response with `Content-Type: application/json`.
 pub(crate) fn json_response(code: StatusCode, body: &Value) -> Response {
-    let bytes = serde_json::to_vec(body).unwrap_or_default();
+    json_bytes_response(code, serde_json::to_vec(body).unwrap_or_default())
+}
+
+/// A response with `bytes`, already JSON, as its body.
+pub(crate) fn json_bytes_response(code: StatusCode, bytes: Vec<u8>) -> Response {
     (
         code,
         [(http::header::CONTENT_TYPE, "application/json")],
