@@ -7,8 +7,10 @@ mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};
 use kube2sky_support::*;
+use test_support::dns::dig;
 use test_support::etcd::Api;
 use test_support::http::metric;
+use test_support::skydns::SkydnsBinary;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_create_gives_exactly_the_section_9_records() -> Result<()> {
@@ -431,4 +433,39 @@ async fn health_port_answers_on_ipv4_and_ipv6() -> Result<()> {
         "[::1] must reach the health port like Go's :port: {v6:?}"
     );
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ttl_flag_reaches_dig_and_a_new_ttl_rewrites_the_values_in_place() -> Result<()> {
+    let flags = ["--reverse=false", "--spec-records=false"];
+    let (etcd, api, _kubectl, mut k2s) = cluster(&[flags[0], flags[1], "--ttl=7"]).await?;
+    // default/kubernetes's A and SRV records, with TTL `ttl`; the keys are
+    // 1.2's (labels of the TTL-30 record) whatever the TTL.
+    let kubernetes = |ttl: u32| -> Vec<(String, String)> {
+        (demo_records().into_iter())
+            .filter(|(k, _)| k.contains("/default/kubernetes/"))
+            .map(|(k, v)| (k, v.replace(r#""ttl":30,"#, &format!(r#""ttl":{ttl},"#))))
+            .collect()
+    };
+    let dir = "/skydns/local/cluster/svc/default/kubernetes/";
+    wait_exact(&etcd, dir, &kubernetes(7)).await?;
+    let name = "kubernetes.default.svc.cluster.local.";
+    let skydns = SkydnsBinary::start(&etcd.endpoint(), etcd.api(), &[], name).await?;
+    let answer_ttl = || -> Result<String> {
+        let out = dig(skydns.ports().dns, &["+noall", "+answer", name, "A"])?;
+        let ttl = out.split_whitespace().nth(1).context("an answer")?;
+        Ok(ttl.to_string())
+    };
+    ensure!(answer_ttl()? == "7", "{}", answer_ttl()?);
+
+    k2s.kill();
+    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    wait_exact(&etcd, dir, &kubernetes(30)).await?;
+    eventually("skydns to answer with TTL 30", DEADLINE, async || {
+        let ttl = answer_ttl()?;
+        ensure!(ttl == "30", "TTL {ttl}");
+        Ok(())
+    })
+    .await
 }

@@ -102,6 +102,12 @@ pub struct Flags {
     /// legacy manifest). Dual-stack and IPv6 records need no switch.
     #[arg(long, default_value = "true", action = clap::ArgAction::Set, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub spec_records: bool,
+    /// TTL in seconds of every record written (1.2: always 30), from 1 to
+    /// 2147483647 (RFC 2181). Record keys do not depend on it: a new TTL
+    /// rewrites the values in place. SkyDNS reads a TTL of 0 as "use my own
+    /// default" (its -ttl, 3600 s), so 0 is refused.
+    #[arg(long, default_value_t = 30, value_parser = parse_ttl)]
+    pub ttl: u32,
     /// Where headless services' endpoints come from: `endpoints` (v1
     /// Endpoints, as 1.2), `endpointslices` (discovery.k8s.io/v1: dual-stack,
     /// no 1000-address cap), or `auto`: EndpointSlices when the API server
@@ -261,6 +267,8 @@ pub struct Features {
     pub endpoints_deletions: bool,
     /// The specification's records that change 1.2's key set.
     pub spec_records: bool,
+    /// `--ttl`: the TTL written into every record.
+    pub ttl: u32,
 }
 
 impl Default for Features {
@@ -273,6 +281,7 @@ impl Default for Features {
             remove_stale: true,
             endpoints_deletions: true,
             spec_records: true,
+            ttl: 30,
         }
     }
 }
@@ -317,6 +326,7 @@ impl Flags {
             remove_stale,
             endpoints_deletions,
             spec_records,
+            ttl,
             endpoints_source,
             etcd_loss_check_interval,
             etcd_max_txn_ops,
@@ -381,6 +391,7 @@ impl Flags {
                 remove_stale,
                 endpoints_deletions,
                 spec_records,
+                ttl,
             },
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
             max_txn_ops: etcd_max_txn_ops,
@@ -540,6 +551,18 @@ fn parse_full_sync_chunk(s: &str) -> Result<usize, String> {
     match gocompat::int::parse(s) {
         Ok(n) if n >= 1 => usize::try_from(n).map_err(|e| e.to_string()),
         Ok(n) => Err(format!("{n} is not a number of objects (at least 1)")),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+fn parse_ttl(s: &str) -> Result<u32, String> {
+    match gocompat::int::parse(s) {
+        Ok(n) if (1..=i64::from(i32::MAX)).contains(&n) => {
+            u32::try_from(n).map_err(|e| e.to_string())
+        }
+        Ok(n) => Err(format!(
+            "{n} is not a TTL from 1 to 2147483647 seconds (SkyDNS reads 0 as its own default TTL)"
+        )),
         Err(e) => Err(e.to_string()),
     }
 }

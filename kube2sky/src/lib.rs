@@ -100,7 +100,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         endpoints_source,
     } = config;
     let metrics = Arc::new(Metrics::default());
-    let names = Names::new(&domain);
+    let names = Names::new(&domain).with_ttl(features.ttl);
     let mode = if features.atomic_updates {
         Mode::Reconcile
     } else {

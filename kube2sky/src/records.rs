@@ -53,20 +53,64 @@ impl Default for Options {
     }
 }
 
-/// Builds names and keys for one cluster domain.
+/// Builds names, keys and record values for one cluster domain.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct Names {
     domain: String,
     prefix: PathPrefix,
+    /// The TTL written into every record (`--ttl`).
+    ttl: u32,
 }
 
 impl Names {
-    /// `domain` with or without its trailing dot, e.g. `cluster.local`.
+    /// `domain` with or without its trailing dot, e.g. `cluster.local`;
+    /// records with 1.2's TTL of 30 s.
     pub(crate) fn new(domain: &str) -> Self {
         Names {
             domain: fqdn(domain),
             prefix: PathPrefix::default(),
+            ttl: KUBE2SKY_TTL,
         }
+    }
+
+    /// The same names, with records of TTL `ttl`.
+    pub(crate) fn with_ttl(self, ttl: u32) -> Self {
+        Names { ttl, ..self }
+    }
+
+    /// The A-type JSON for `host` and its key label. The label is 1.2's
+    /// (the hash of the record with TTL 30) whatever `--ttl` is, so a new
+    /// TTL rewrites values in place and never renames an endpoint.
+    pub(crate) fn address(&self, host: &str) -> (String, String) {
+        let record = Record::kube2sky_address(host);
+        let label = record.key_label();
+        (
+            label,
+            Record {
+                ttl: self.ttl,
+                ..record
+            }
+            .to_json(),
+        )
+    }
+
+    /// The SRV-type JSON for `target` and `port`.
+    pub(crate) fn service_value(&self, target: &str, port: u16) -> String {
+        let record = Record::kube2sky_service(target, port);
+        Record {
+            ttl: self.ttl,
+            ..record
+        }
+        .to_json()
+    }
+
+    /// The `dns-version` TXT JSON for `version`.
+    fn version_value(&self, version: &str) -> String {
+        Record {
+            ttl: self.ttl,
+            ..version_record(version)
+        }
+        .to_json()
     }
 
     /// The domain with its trailing dot.
@@ -117,8 +161,17 @@ impl Names {
     /// Whether a `dns-version` value was written by us (of any schema
     /// version): exactly the JSON [`dns_version_records`] writes.
     pub(crate) fn owns_version_value(&self, value: &str) -> bool {
-        Record::from_json(value.as_bytes())
-            .is_ok_and(|r| !r.text.is_empty() && version_record(&r.text).to_json() == value)
+        // Any TTL: one written before a change of `--ttl` is still ours.
+        Record::from_json(value.as_bytes()).is_ok_and(|r| {
+            !r.text.is_empty()
+                && r.ttl != 0
+                && (Record {
+                    ttl: r.ttl,
+                    ..version_record(&r.text)
+                })
+                .to_json()
+                    == value
+        })
     }
 
     /// `/skydns/local/cluster/pod/<ns>/1-2-3-4/`: the records of one pod IP.
@@ -188,11 +241,14 @@ impl Names {
     }
 }
 
-/// The A-type JSON and its key label for `host`.
-pub(crate) fn address(host: &str) -> (String, String) {
-    let record = Record::kube2sky_address(host);
-    (record.key_label(), record.to_json())
+/// The key label of `host`'s A-type record (1.2's: the hash of its JSON
+/// with TTL 30), which also names a headless endpoint without a hostname.
+pub(crate) fn address_label(host: &str) -> String {
+    Record::kube2sky_address(host).key_label()
 }
+
+/// 1.2's TTL for every record.
+const KUBE2SKY_TTL: u32 = 30;
 
 /// What kind of DNS a Service gets.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -308,7 +364,7 @@ pub(crate) fn service_records(
     match service_kind(svc) {
         ServiceKind::ClusterIp(_) => {
             for (i, ip) in cluster_ips(svc).into_iter().enumerate() {
-                let (label, json) = address(ip);
+                let (label, json) = names.address(ip);
                 out.insert(names.key(&format!("{label}.{service}")), json);
                 if i == 0 {
                     service_srvs(names, svc, &service, &label, &mut out);
@@ -324,7 +380,7 @@ pub(crate) fn service_records(
             if options.external_name
                 && name_rules::is_external_name(&target.to_ascii_lowercase()) =>
         {
-            let (label, json) = address(&fqdn(&target.to_ascii_lowercase()));
+            let (label, json) = names.address(&fqdn(&target.to_ascii_lowercase()));
             out.insert(names.key(&format!("{label}.{service}")), json);
         }
         ServiceKind::ExternalName(_) | ServiceKind::Unusable => {}
@@ -345,7 +401,7 @@ fn service_srvs(names: &Names, svc: &Service, service: &str, label: &str, out: &
         else {
             continue;
         };
-        let json = Record::kube2sky_service(service, number).to_json();
+        let json = names.service_value(service, number);
         out.insert(
             names.key(&format!("{label}.{pname}.{proto}.{service}")),
             json,
@@ -358,16 +414,13 @@ pub(crate) fn dns_version_records(names: &Names, options: Options) -> Records {
     if !options.spec {
         return Records::new();
     }
-    Records::from([(
-        names.dns_version_key(),
-        version_record(SCHEMA_VERSION).to_json(),
-    )])
+    Records::from([(names.dns_version_key(), names.version_value(SCHEMA_VERSION))])
 }
 
 fn version_record(version: &str) -> Record {
     Record {
         text: version.into(),
-        ttl: 30,
+        ttl: KUBE2SKY_TTL,
         ..Record::default()
     }
 }
@@ -375,7 +428,7 @@ fn version_record(version: &str) -> Record {
 /// The record of one pod IP (1.2's `handlePodCreate`): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
 /// (AAAA for an IPv6 pod IP: `.../pod/<ns>/2001-db8--1/<hash>`).
 pub(crate) fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
-    let (label, json) = address(ip);
+    let (label, json) = names.address(ip);
     Records::from([(
         names.key(&format!("{label}.{}", names.pod_fqdn(namespace, ip))),
         json,

@@ -227,3 +227,18 @@ fn leader_election_is_off_by_default_and_checks_its_timings() {
         .into_config()
         .is_ok());
 }
+
+#[test]
+fn ttl_is_30_by_default_and_names_a_bad_value() {
+    let features = |list: &[&str]| parse(list).into_config().expect("valid").features;
+    assert_eq!(features(&[]).ttl, 30);
+    assert_eq!(features(&["--ttl=5"]).ttl, 5);
+    assert_eq!(features(&["--ttl=2147483647"]).ttl, 2_147_483_647);
+    for bad in ["0", "-1", "2147483648", "ten"] {
+        let err = Flags::parse_from_go_style(args(&[&format!("--ttl={bad}")])).expect_err(bad);
+        assert!(
+            err.to_string().contains("--ttl") && err.to_string().contains(bad),
+            "{err}"
+        );
+    }
+}

@@ -11,10 +11,9 @@
 //! 1.2 wrote, `.../svc/<ns>/<svc>/<label>`. Without them, as 1.2's set, the
 //! first address keeps the label and the others get no record.
 
-use super::{address, port_labels, Names, Records};
+use super::{address_label, port_labels, Names, Records};
 use crate::name_rules;
 use k8s_openapi::api::core::v1::{EndpointSubset, Endpoints};
-use skydns_msg::record::Record;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 /// The Endpoints annotation that maps IPs to hostnames (`{"<ip>":{"HostName":"<name>"}}`).
@@ -62,7 +61,7 @@ pub(crate) fn endpoint_labels(endpoints: &Endpoints, spec: bool) -> EndpointLabe
                 .or_else(|| hostnames.get(ip).map(String::as_str));
             let address = Address {
                 ip: ip.to_string(),
-                label: hostname.map_or_else(|| address(ip).0, str::to_string),
+                label: hostname.map_or_else(|| address_label(ip), str::to_string),
                 hostname: hostname.is_some(),
             };
             match owner.get(&address.label) {
@@ -98,11 +97,11 @@ pub(crate) fn headless_records(
     for (label, ips) in &ips {
         let endpoint = format!("{label}.{service}");
         if let [ip] = ips.iter().collect::<Vec<_>>()[..] {
-            out.insert(names.key(&endpoint), address(ip).1);
+            out.insert(names.key(&endpoint), names.address(ip).1);
             continue;
         }
         for ip in ips {
-            let (hash, json) = address(ip);
+            let (hash, json) = names.address(ip);
             out.insert(names.key(&format!("{hash}.{endpoint}")), json);
         }
     }
@@ -134,7 +133,7 @@ fn subset_srvs(
             else {
                 continue;
             };
-            let json = Record::kube2sky_service(&endpoint, number).to_json();
+            let json = names.service_value(&endpoint, number);
             out.insert(
                 names.key(&format!("{label}.{pname}.{proto}.{service}")),
                 json,

@@ -11,7 +11,6 @@
 
 use super::{Names, Records};
 use k8s_openapi::api::core::v1::Endpoints;
-use skydns_msg::record::Record;
 use std::net::IpAddr;
 
 /// A name a PTR points at: a service, or a hostname of its endpoints.
@@ -125,15 +124,14 @@ pub(crate) fn ptr_records(names: &Names, ip: IpAddr, targets: &[PtrName], every:
         &targets[..targets.len().min(1)]
     };
     let key = names.ptr_key(ip);
-    let record = |t: &PtrName| Record::kube2sky_address(&t.fqdn(names));
     match targets {
         [] => Records::new(),
-        [one] => Records::from([(key, record(one).to_json())]),
+        [one] => Records::from([(key, names.address(&one.fqdn(names)).1)]),
         many => many
             .iter()
             .map(|t| {
-                let record = record(t);
-                (format!("{key}/{}", record.key_label()), record.to_json())
+                let (label, json) = names.address(&t.fqdn(names));
+                (format!("{key}/{label}"), json)
             })
             .collect(),
     }

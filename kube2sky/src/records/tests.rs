@@ -464,7 +464,10 @@ fn only_our_own_dns_version_value_is_ours() {
     let ours = dns_version_records(&n, Options::default());
     assert!(n.owns_version_value(&ours[&n.dns_version_key()]));
     assert!(n.owns_version_value(r#"{"text":"1.0.0","ttl":30,"targetstrip":0}"#));
-    assert!(!n.owns_version_value(r#"{"text":"1.1.0","ttl":60,"targetstrip":0}"#));
+    // Any TTL: one written under another `--ttl` is kube2sky's too.
+    assert!(n.owns_version_value(r#"{"text":"1.1.0","ttl":60,"targetstrip":0}"#));
+    assert!(!n.owns_version_value(r#"{"text":"1.1.0","targetstrip":0}"#));
+    assert!(!n.owns_version_value(r#"{"text":"1.1.0","ttl":60,"priority":10,"targetstrip":0}"#));
     assert!(!n.owns_version_value(r#"{"host":"10.0.0.1","ttl":30,"targetstrip":0}"#));
     assert!(!n.owns_version_value("garbage"));
 }
@@ -498,4 +501,59 @@ fn ptr_order_is_the_order_of_the_ptr_keys() {
     let mut by_order = ips;
     by_order.sort_by_key(|ip| PtrOrder::of(*ip));
     assert_eq!(by_order, by_key);
+}
+
+/// `--ttl` changes the `ttl` of every value kube2sky writes and nothing
+/// else: the keys, endpoint names among them, are 1.2's whatever the TTL.
+#[test]
+fn the_ttl_flag_changes_every_value_and_no_key() {
+    let records = |n: &Names| {
+        let web = svc("default", "web").ip("None").port("http", "TCP", 80);
+        let ep = endpoints(
+            "default",
+            "web",
+            vec![subset(
+                &["10.244.1.6", "10.244.1.7"],
+                &[("http", "TCP", 80)],
+            )],
+        );
+        let target = |ns: &str, name: &str| PtrName {
+            namespace: ns.into(),
+            name: name.into(),
+            hostname: None,
+        };
+        let mut all = Records::new();
+        let kubernetes = svc("default", "kubernetes")
+            .ip("10.0.0.1")
+            .port("https", "TCP", 443);
+        all.extend(service_records(n, &kubernetes, None, Options::default()));
+        all.extend(service_records(n, &web, Some(&ep), Options::default()));
+        let ext = svc("default", "ext").external("example.com");
+        all.extend(service_records(n, &ext, None, Options::default()));
+        all.extend(pod_records(n, "default", "1.2.3.4"));
+        all.extend(dns_version_records(n, Options::default()));
+        let ip = "10.0.0.9".parse().expect("ip");
+        let targets = [target("a", "db"), target("b", "web")];
+        all.extend(ptr_records(n, ip, &targets, true));
+        all
+    };
+    let at_30 = records(&names());
+    let at_5 = records(&names().with_ttl(5));
+    assert_eq!(at_30.len(), 11, "{at_30:#?}");
+    assert_eq!(
+        at_30.keys().collect::<Vec<_>>(),
+        at_5.keys().collect::<Vec<_>>()
+    );
+    for (key, value) in &at_30 {
+        assert!(value.contains(r#""ttl":30,"#), "{key}: {value}");
+        assert_eq!(
+            at_5[key],
+            value.replace(r#""ttl":30,"#, r#""ttl":5,"#),
+            "{key}"
+        );
+    }
+    // A version record written under another TTL is still kube2sky's.
+    let version = &at_5["/skydns/local/cluster/dns-version"];
+    assert!(names().owns_version_value(version), "{version}");
+    assert!(!names().owns_version_value(&version.replace(r#""ttl":5,"#, "")));
 }
