@@ -509,11 +509,12 @@ fn ptr_order_is_the_order_of_the_ptr_keys() {
 fn the_ttl_flag_changes_every_value_and_no_key() {
     let records = |n: &Names| {
         let web = svc("default", "web").ip("None").port("http", "TCP", 80);
+        // Two IPs without a hostname, two sharing one (a record each below it).
         let ep = endpoints(
             "default",
             "web",
             vec![subset(
-                &["10.244.1.6", "10.244.1.7"],
+                &["10.244.1.6", "10.244.1.7", "10.244.1.8=db", "10.244.1.9=db"],
                 &[("http", "TCP", 80)],
             )],
         );
@@ -535,11 +536,25 @@ fn the_ttl_flag_changes_every_value_and_no_key() {
         let ip = "10.0.0.9".parse().expect("ip");
         let targets = [target("a", "db"), target("b", "web")];
         all.extend(ptr_records(n, ip, &targets, true));
+        let one = "10.0.0.1".parse().expect("ip");
+        all.extend(ptr_records(
+            n,
+            one,
+            &[target("default", "kubernetes")],
+            true,
+        ));
         all
     };
     let at_30 = records(&names());
     let at_5 = records(&names().with_ttl(5));
-    assert_eq!(at_30.len(), 11, "{at_30:#?}");
+    assert_eq!(at_30.len(), 15, "{at_30:#?}");
+    let keys = at_30.keys().map(String::as_str);
+    let hostnamed = keys.clone().filter(|k| k.contains("/web/db/")).count();
+    assert_eq!(hostnamed, 2, "one record per IP below the shared hostname");
+    assert!(
+        keys.clone().any(|k| k == "/skydns/arpa/in-addr/10/0/0/1"),
+        "a PTR leaf"
+    );
     assert_eq!(
         at_30.keys().collect::<Vec<_>>(),
         at_5.keys().collect::<Vec<_>>()
