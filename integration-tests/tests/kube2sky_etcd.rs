@@ -10,6 +10,7 @@ mod kube2sky_support;
 
 use anyhow::Result;
 use kube2sky_support::*;
+use kube_api_test_server::ApiServerHandle;
 use test_support::tls::Certificates;
 
 /// `default/kubernetes`'s A and SRV records among the demo records.
@@ -59,30 +60,10 @@ async fn records_come_back_when_only_the_marker_key_is_lost() -> Result<()> {
 async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Result<()> {
     // The index of hidden (`_tcp`, `_udp`) directories exists on v2 only.
     let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    let mut k2s = Kube2sky::start(
-        etcd,
-        &api,
-        &[
-            "--reverse=false",
-            "--spec-records=false",
-            "--spec-records=false",
-        ],
-    )?;
-    k2s.wait_ready().await?;
-    let index = (
-        KUBERNETES_INDEX_BUCKET.to_string(),
-        r#"["/skydns/local/cluster/svc/default/kubernetes/_tcp/_https"]"#.to_string(),
-    );
-    wait_exact(
-        etcd,
-        "/kube2sky/cluster.local/hidden/",
-        std::slice::from_ref(&index),
-    )
-    .await?;
+    let (_api, _k2s, index) = kubernetes_indexed(etcd).await?;
     etcd.restart_empty()?;
     wait_exact(etcd, "/skydns", &kubernetes_records()).await?;
-    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await
+    wait_exact(etcd, HIDDEN_INDEX, &[index]).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,8 +91,7 @@ async fn v2_index_entries_of_an_earlier_version_are_read_and_moved_into_their_bu
     anyhow::ensure!(found == [(gone.clone(), srv)], "set-up: {found:?}");
 
     let api = apiserver(&[KUBERNETES, KUBE_DNS]).await?;
-    let flags = ["--reverse=false", "--spec-records=false"];
-    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
+    let mut k2s = Kube2sky::start(etcd, &api, &INDEX_FLAGS)?;
     k2s.wait_ready().await?;
     wait_exact(etcd, &format!("{svc}/_udp/_gone/"), &[]).await?;
     let buckets = [
@@ -125,7 +105,7 @@ async fn v2_index_entries_of_an_earlier_version_are_read_and_moved_into_their_bu
             format!(r#"["{dns}/_tcp/_dns-tcp","{dns}/_udp/_dns"]"#),
         ),
     ];
-    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &buckets).await
+    wait_exact(etcd, HIDDEN_INDEX, &buckets).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,27 +113,35 @@ async fn a_v2_index_entry_lost_while_kube2sky_was_down_is_written_again() -> Res
     // The records are all there, so nothing is written: only reading the
     // hidden directory and finding it unindexed brings the entry back.
     let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
+    let (api, mut k2s, index) = kubernetes_indexed(etcd).await?;
+    k2s.kill();
+    etcd.del(KUBERNETES_INDEX_BUCKET)?;
+    let mut k2s = Kube2sky::start(etcd, &api, &INDEX_FLAGS)?;
+    k2s.wait_ready().await?;
+    wait_exact(etcd, HIDDEN_INDEX, &[index]).await?;
+    wait_exact(etcd, "/skydns", &kubernetes_records()).await
+}
+
+/// kube2sky on the v2 `etcd` with `default/kubernetes` alone, once its
+/// hidden `_tcp/_https` directory is in the index: the API server, kube2sky
+/// and the index entry (key, value).
+async fn kubernetes_indexed(etcd: &Etcd) -> Result<(ApiServerHandle, Kube2sky, (String, String))> {
     let api = apiserver(&[KUBERNETES]).await?;
-    let flags = ["--reverse=false", "--spec-records=false"];
-    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
+    let mut k2s = Kube2sky::start(etcd, &api, &INDEX_FLAGS)?;
     k2s.wait_ready().await?;
     let index = (
         KUBERNETES_INDEX_BUCKET.to_string(),
         r#"["/skydns/local/cluster/svc/default/kubernetes/_tcp/_https"]"#.to_string(),
     );
-    wait_exact(
-        etcd,
-        "/kube2sky/cluster.local/hidden/",
-        std::slice::from_ref(&index),
-    )
-    .await?;
-    k2s.kill();
-    etcd.del(KUBERNETES_INDEX_BUCKET)?;
-    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
-    k2s.wait_ready().await?;
-    wait_exact(etcd, "/kube2sky/cluster.local/hidden/", &[index]).await?;
-    wait_exact(etcd, "/skydns", &kubernetes_records()).await
+    wait_exact(etcd, HIDDEN_INDEX, std::slice::from_ref(&index)).await?;
+    Ok((api, k2s, index))
 }
+
+/// The index tests' kube2sky: no PTRs, 1.2's key set.
+const INDEX_FLAGS: [&str; 2] = ["--reverse=false", "--spec-records=false"];
+
+/// Where kube2sky keeps its v2 index of hidden directories.
+const HIDDEN_INDEX: &str = "/kube2sky/cluster.local/hidden/";
 
 /// The v2 index entry (bucket) of `default/kubernetes`'s hidden
 /// directories: FNV-1a 32 of the service directory is 0x597b1f29.
