@@ -83,32 +83,24 @@ impl Names {
     /// TTL rewrites values in place and never renames an endpoint.
     pub(crate) fn address(&self, host: &str) -> (String, String) {
         let record = Record::kube2sky_address(host);
-        let label = record.key_label();
-        (
-            label,
-            Record {
-                ttl: self.ttl,
-                ..record
-            }
-            .to_json(),
-        )
+        (record.key_label(), self.value(record))
     }
 
     /// The SRV-type JSON for `target` and `port`.
     pub(crate) fn service_value(&self, target: &str, port: u16) -> String {
-        let record = Record::kube2sky_service(target, port);
-        Record {
-            ttl: self.ttl,
-            ..record
-        }
-        .to_json()
+        self.value(Record::kube2sky_service(target, port))
     }
 
     /// The `dns-version` TXT JSON for `version`.
     fn version_value(&self, version: &str) -> String {
+        self.value(version_record(version))
+    }
+
+    /// `record`'s JSON with the TTL of `--ttl`.
+    fn value(&self, record: Record) -> String {
         Record {
             ttl: self.ttl,
-            ..version_record(version)
+            ..record
         }
         .to_json()
     }
