@@ -128,8 +128,8 @@ pub(crate) fn api_resource_list(served: Served, api_version: &str) -> Value {
             "verbs": verbs,
             "shortNames": kind.short_names(),
         });
-        if kind.api_version() == "v1" && kind != ResourceKind::Namespace {
-            entry["categories"] = json!(["all"]);
+        if !kind.categories().is_empty() {
+            entry["categories"] = json!(kind.categories());
         }
         resources.push(entry);
         if kind.has_status() {

@@ -343,6 +343,15 @@ mod tests {
             (ResourceKind::Lease, Some("kube2sky"))
         );
         assert_eq!(Target::parse("v1", "leases").unwrap_err().code, 404);
+        let t = Target::parse("v1", "namespaces/kube-system/configmaps/kube-dns").unwrap();
+        assert_eq!(
+            (t.kind, t.name.as_deref()),
+            (ResourceKind::ConfigMap, Some("kube-dns"))
+        );
+        let t = Target::parse("events.k8s.io/v1", "namespaces/kube-system/events").unwrap();
+        assert_eq!((t.kind, t.name), (ResourceKind::Event, None));
+        // Only events.k8s.io's events are served, not core/v1's.
+        assert_eq!(Target::parse("v1", "events").unwrap_err().code, 404);
         assert_eq!(
             Target::parse("coordination.k8s.io/v1", "services")
                 .unwrap_err()

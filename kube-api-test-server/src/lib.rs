@@ -1,8 +1,8 @@
 //! An in-memory Kubernetes API server for tests and the local demo.
 //!
-//! Serves core/v1 `namespaces`, `services`, `endpoints` and `pods`,
-//! `coordination.k8s.io/v1` `leases` and `discovery.k8s.io/v1`
-//! `endpointslices` over plain HTTP with kube-apiserver's observable
+//! Serves core/v1 `namespaces`, `services`, `endpoints`, `pods` and
+//! `configmaps`, `coordination.k8s.io/v1` `leases`, `discovery.k8s.io/v1`
+//! `endpointslices` and `events.k8s.io/v1` `events` over plain HTTP with kube-apiserver's observable
 //! semantics: a global resourceVersion, optimistic concurrency, list paging,
 //! label and field selectors, watch with history replay, bookmarks and 410
 //! Expired, discovery and Table printing for kubectl, validation and
@@ -12,7 +12,8 @@
 //! IPv6 address when asked for; see `dualstack.rs`), Pods `status.podIPs`
 //! (`podips.rs`).
 //! [`Config::endpoint_slices`] off serves an API from before EndpointSlices
-//! (Kubernetes 1.2's): no `discovery.k8s.io` group at all. With them, the
+//! (Kubernetes 1.2's): no `discovery.k8s.io` group at all, and no
+//! `events.k8s.io` either (1.2 had neither). With them, the
 //! server mirrors every v1 Endpoints into EndpointSlices
 //! `<name>-mirror-ipv4-<n>` and `<name>-mirror-ipv6-<n>`, as a real
 //! cluster's EndpointSliceMirroring controller does
@@ -40,9 +41,11 @@
 //! ```
 
 mod clock;
+mod configmap;
 mod discovery;
 mod dualstack;
 mod endpointslice;
+mod event;
 mod faults;
 mod handlers;
 mod history;
@@ -107,7 +110,9 @@ pub struct Config {
     /// Whether `discovery.k8s.io/v1` EndpointSlices are served. Off, the
     /// API is one from before them (Kubernetes 1.2's): `/apis` does not
     /// list the group and its URLs are 404, as for any unknown group; seed
-    /// EndpointSlices are refused. Default true.
+    /// EndpointSlices are refused. The same goes for `events.k8s.io/v1`
+    /// Events, which 1.2 did not have either (a kube-rs event `Recorder`
+    /// gets 404s there, as on a 1.2 cluster). Default true.
     pub endpoint_slices: bool,
     /// Whether every v1 Endpoints is mirrored into EndpointSlices (named
     /// `<name>-mirror-ipv4-<n>` and `<name>-mirror-ipv6-<n>`) in the same

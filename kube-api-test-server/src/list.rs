@@ -432,6 +432,54 @@ mod tests {
         assert_eq!(lists[1].2, vec![(3, Some(5)), (3, Some(2)), (2, None)]);
     }
 
+    /// A `metadata.name` field selector (what a kube-rs watcher of one
+    /// ConfigMap sends) lists that ConfigMap only: not its namesakes in
+    /// other namespaces, not its neighbours.
+    #[test]
+    fn a_configmap_list_by_name_returns_that_configmap_only() {
+        let store = Store::new("10.0.0.0/16".parse().unwrap(), 1_000);
+        for (ns, name) in [
+            ("kube-system", "kube-dns"),
+            ("kube-system", "kube-proxy"),
+            ("default", "kube-dns"),
+        ] {
+            let body = json!({"metadata": {"name": name}, "data": {"ns": ns}});
+            store
+                .create(ResourceKind::ConfigMap, Some(ns), body, false)
+                .unwrap();
+        }
+        let q = Params::from([(
+            "fieldSelector".to_string(),
+            "metadata.name=kube-dns".to_string(),
+        )]);
+        let page = read_page(&store, ResourceKind::ConfigMap, Some("kube-system"), &q).unwrap();
+        let listed: Vec<(&str, &str)> = page
+            .items
+            .iter()
+            .map(|cm| {
+                let m = &cm["metadata"];
+                (
+                    m["namespace"].as_str().unwrap(),
+                    m["name"].as_str().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(listed, [("kube-system", "kube-dns")]);
+        assert_eq!(page.items[0]["data"], json!({"ns": "kube-system"}));
+        // Across namespaces, both namesakes; a field the real server does
+        // not index is a 400.
+        let all = read_page(&store, ResourceKind::ConfigMap, None, &q).unwrap();
+        assert_eq!(all.items.len(), 2);
+        let q = Params::from([("fieldSelector".to_string(), "data.ns=x".to_string())]);
+        let Err(err) = read_page(&store, ResourceKind::ConfigMap, None, &q) else {
+            panic!("data.ns is not a field label");
+        };
+        assert_eq!(
+            (err.code, err.message.as_str()),
+            (400, "field label not supported: data.ns")
+        );
+    }
+
     /// The `<Kind>List` written as objects are visited is the list of the
     /// same page read as values: same objects (without `apiVersion` and
     /// `kind`), same metadata.

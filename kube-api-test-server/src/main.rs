@@ -11,8 +11,8 @@ use anyhow::Context;
 use clap::Parser;
 use kube_api_test_server::{ApiServer, Config, Ipv4Cidr};
 
-/// An in-memory Kubernetes API server (core/v1, leases, endpoint slices) for
-/// tests and demos.
+/// An in-memory Kubernetes API server (core/v1, leases, endpoint slices,
+/// events.k8s.io events) for tests and demos.
 #[derive(Debug, Parser)]
 #[command(name = "kube-api-test-server", version)]
 struct Args {
@@ -40,8 +40,9 @@ struct Args {
     /// Seconds between watch bookmarks.
     #[arg(long, default_value_t = 5)]
     bookmark_interval: u64,
-    /// Serve an API without discovery.k8s.io/v1 EndpointSlices, as
-    /// Kubernetes 1.2's: the group is not listed and its URLs are 404.
+    /// Serve an API without discovery.k8s.io/v1 EndpointSlices (and
+    /// without events.k8s.io/v1 Events), as Kubernetes 1.2's: the groups are
+    /// not listed and their URLs are 404.
     #[arg(long)]
     no_endpointslices: bool,
     /// Do not mirror v1 Endpoints into EndpointSlices (by default every

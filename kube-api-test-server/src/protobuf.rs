@@ -1,7 +1,8 @@
 //! Protobuf request bodies (`application/vnd.kubernetes.protobuf`).
 //!
 //! kubectl's typed generators (`kubectl create namespace`, `kubectl create
-//! service ...`) and client-go typed clients POST/PUT protobuf. The wire form
+//! service ...`, `kubectl create configmap`) and client-go typed clients
+//! POST/PUT protobuf. The wire form
 //! is the 4-byte magic `k8s\0` followed by a `runtime.Unknown` whose `raw`
 //! bytes are the object's own protobuf message. The messages are decoded with
 //! `k8s-pb`'s prost types and converted field by field into the JSON the
@@ -81,8 +82,13 @@ pub(crate) fn decode(kind: ResourceKind, body: &[u8], accepted: &str) -> Result<
             pod(&mut m, &mut obj);
             m.encode_to_vec()
         }
+        ResourceKind::ConfigMap => {
+            let mut m = pb::ConfigMap::decode(raw.as_slice()).map_err(|e| bad(e.to_string()))?;
+            config_map(&mut m, &mut obj);
+            m.encode_to_vec()
+        }
         // kubectl sends protobuf for core kinds only.
-        ResourceKind::Lease | ResourceKind::EndpointSlice => raw,
+        ResourceKind::Lease | ResourceKind::EndpointSlice | ResourceKind::Event => raw,
     };
     if !all_zero(&residue) {
         return Err(ApiError::unsupported_media_type(
@@ -189,6 +195,23 @@ fn namespace(m: &mut pb::Namespace, obj: &mut Map<String, Value>) {
             "status",
             Some(object(vec![("phase", text(&mut status.phase))])),
         );
+    }
+}
+
+/// A ConfigMap (`kubectl create configmap`): `immutable` is a pointer in Go,
+/// so an explicit `false` is kept; `binaryData` becomes base64 text.
+fn config_map(m: &mut pb::ConfigMap, obj: &mut Map<String, Value>) {
+    put(obj, "metadata", Some(meta(&mut m.metadata)));
+    put(obj, "data", string_map(&mut m.data));
+    let binary: Map<String, Value> = take(&mut m.binary_data)
+        .into_iter()
+        .map(|(k, v)| (k, json!(k8s_openapi::ByteString(v))))
+        .collect();
+    if !binary.is_empty() {
+        obj.insert("binaryData".into(), Value::Object(binary));
+    }
+    if let Some(immutable) = m.immutable.take() {
+        obj.insert("immutable".into(), Value::Bool(immutable));
     }
 }
 
@@ -450,5 +473,46 @@ mod tests {
         assert!(!all_zero(&[0x08, 0x01]));
         // field 2 = "x"
         assert!(!all_zero(&[0x12, 0x01, b'x']));
+    }
+
+    /// What `kubectl create configmap --from-literal` sends decodes into
+    /// the JSON form, `binaryData` as base64 and an explicit
+    /// `immutable: false` kept.
+    #[test]
+    fn config_map_from_protobuf() {
+        let cm = pb::ConfigMap {
+            metadata: Some(ObjectMeta {
+                name: Some("kube-dns".into()),
+                namespace: Some("kube-system".into()),
+                ..ObjectMeta::default()
+            }),
+            data: BTreeMap::from([("stubDomains".into(), r#"{"acme.local":["1.2.3.4"]}"#.into())]),
+            binary_data: BTreeMap::from([("bin".into(), vec![0, 1])]),
+            immutable: Some(false),
+        };
+        let unknown = Unknown {
+            type_meta: Some(k8s_pb::apimachinery::pkg::runtime::TypeMeta {
+                api_version: Some("v1".into()),
+                kind: Some("ConfigMap".into()),
+            }),
+            raw: Some(cm.encode_to_vec()),
+            ..Unknown::default()
+        };
+        let body = [MAGIC, &unknown.encode_to_vec()].concat();
+        let obj = decode(ResourceKind::ConfigMap, &body, "application/json").unwrap();
+        assert_eq!(
+            obj,
+            json!({
+                "apiVersion": "v1",
+                "kind": "ConfigMap",
+                "metadata": {"name": "kube-dns", "namespace": "kube-system"},
+                "data": {"stubDomains": r#"{"acme.local":["1.2.3.4"]}"#},
+                "binaryData": {"bin": "AAE="},
+                "immutable": false,
+            })
+        );
+        // An Event is not decoded from protobuf: 415, send JSON.
+        let err = decode(ResourceKind::Event, &body, "application/json").unwrap_err();
+        assert_eq!(err.code, 415);
     }
 }

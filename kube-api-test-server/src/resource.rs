@@ -1,24 +1,28 @@
 //! The resource types the server knows, and their per-type rules.
 //!
 //! [`ResourceKind`] names each served resource (API group and version,
-//! plural, kind, scope, short names): core/v1's, `coordination.k8s.io/v1`
-//! Leases (what leader election uses) and `discovery.k8s.io/v1`
-//! EndpointSlices. It owns the type-specific parts of a write: decoding a
+//! plural, kind, scope, short names, categories): core/v1's Namespaces,
+//! Services, Endpoints, Pods and ConfigMaps, `coordination.k8s.io/v1`
+//! Leases (what leader election uses), `discovery.k8s.io/v1`
+//! EndpointSlices and `events.k8s.io/v1` Events (what kube-rs's event
+//! `Recorder` writes). It owns the type-specific parts of a write: decoding a
 //! body by deserializing it into the k8s-openapi type (with the v1
 //! conversions and decode-time defaults the real server applies), the
-//! defaults of a create, validation, and which parts are the `status`
-//! subresource. [`Served`] is which of the kinds a server serves.
+//! defaults of a create, validation (`configmap.rs`, `endpointslice.rs`,
+//! `event.rs`, `podips.rs`), and which parts are the `status` subresource.
+//! [`Served`] is which of the kinds a server serves.
 
 use k8s_openapi::api::coordination::v1::Lease;
-use k8s_openapi::api::core::v1::{Endpoints, Namespace, Pod, Service};
+use k8s_openapi::api::core::v1::{ConfigMap, Endpoints, Namespace, Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
+use k8s_openapi::api::events::v1::Event;
 use serde::de::DeserializeOwned;
 use serde::Serialize;
 use serde_json::{json, Value};
 
 use super::names::{dns1123_label, dns1123_subdomain};
 use super::status::ApiError;
-use super::{endpointslice, podips};
+use super::{configmap, endpointslice, event, podips};
 
 /// A resource served by the test server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -31,21 +35,27 @@ pub enum ResourceKind {
     Endpoints,
     /// `pods`.
     Pod,
+    /// `configmaps`.
+    ConfigMap,
     /// `leases` (`coordination.k8s.io/v1`).
     Lease,
     /// `endpointslices` (`discovery.k8s.io/v1`).
     EndpointSlice,
+    /// `events` (`events.k8s.io/v1`).
+    Event,
 }
 
 impl ResourceKind {
     /// All served resources, in discovery order.
-    pub const ALL: [ResourceKind; 6] = [
+    pub const ALL: [ResourceKind; 8] = [
         Self::Namespace,
         Self::Service,
         Self::Endpoints,
         Self::Pod,
+        Self::ConfigMap,
         Self::Lease,
         Self::EndpointSlice,
+        Self::Event,
     ];
 
     /// The `apiVersion`: `v1` for the core group, `<group>/<version>` otherwise.
@@ -53,6 +63,7 @@ impl ResourceKind {
         match self {
             Self::Lease => "coordination.k8s.io/v1",
             Self::EndpointSlice => "discovery.k8s.io/v1",
+            Self::Event => "events.k8s.io/v1",
             _ => "v1",
         }
     }
@@ -72,8 +83,10 @@ impl ResourceKind {
             Self::Service => "services",
             Self::Endpoints => "endpoints",
             Self::Pod => "pods",
+            Self::ConfigMap => "configmaps",
             Self::Lease => "leases",
             Self::EndpointSlice => "endpointslices",
+            Self::Event => "events",
         }
     }
 
@@ -84,8 +97,10 @@ impl ResourceKind {
             Self::Service => "service",
             Self::Endpoints => "endpoints",
             Self::Pod => "pod",
+            Self::ConfigMap => "configmap",
             Self::Lease => "lease",
             Self::EndpointSlice => "endpointslice",
+            Self::Event => "event",
         }
     }
 
@@ -96,8 +111,19 @@ impl ResourceKind {
             Self::Service => "Service",
             Self::Endpoints => "Endpoints",
             Self::Pod => "Pod",
+            Self::ConfigMap => "ConfigMap",
             Self::Lease => "Lease",
             Self::EndpointSlice => "EndpointSlice",
+            Self::Event => "Event",
+        }
+    }
+
+    /// The kind qualified by its group (`Lease.coordination.k8s.io`; a core
+    /// kind alone), as the real server names it in a 422 Invalid.
+    pub fn qualified_kind(self) -> String {
+        match self.api_version().rsplit_once('/') {
+            Some((group, _)) => format!("{}.{group}", self.kind()),
+            None => self.kind().to_string(),
         }
     }
 
@@ -108,7 +134,20 @@ impl ResourceKind {
             Self::Service => &["svc"],
             Self::Endpoints => &["ep"],
             Self::Pod => &["po"],
+            Self::ConfigMap => &["cm"],
+            Self::Event => &["ev"],
             Self::Lease | Self::EndpointSlice => &[],
+        }
+    }
+
+    /// Categories advertised in discovery (`all`: what `kubectl get all`
+    /// lists).
+    pub fn categories(self) -> &'static [&'static str] {
+        match self {
+            Self::Service | Self::Endpoints | Self::Pod => &["all"],
+            Self::Namespace | Self::ConfigMap | Self::Lease | Self::EndpointSlice | Self::Event => {
+                &[]
+            }
         }
     }
 
@@ -119,7 +158,10 @@ impl ResourceKind {
 
     /// Whether the resource has a `status` subresource.
     pub fn has_status(self) -> bool {
-        !matches!(self, Self::Endpoints | Self::Lease | Self::EndpointSlice)
+        !matches!(
+            self,
+            Self::Endpoints | Self::ConfigMap | Self::Lease | Self::EndpointSlice | Self::Event
+        )
     }
 
     /// Whether a PUT to a missing object creates it (true for endpoints only).
@@ -169,7 +211,9 @@ impl ResourceKind {
             Self::Namespace => roundtrip::<Namespace>(body),
             Self::Service => roundtrip::<Service>(body),
             Self::Endpoints => roundtrip::<Endpoints>(body),
+            Self::ConfigMap => roundtrip::<ConfigMap>(body),
             Self::Lease => roundtrip::<Lease>(body),
+            Self::Event => roundtrip::<Event>(body),
             Self::EndpointSlice => {
                 let mut obj = roundtrip::<EndpointSlice>(body)?;
                 endpointslice::default(&mut obj);
@@ -190,6 +234,8 @@ impl ResourceKind {
         let errors = match self {
             Self::EndpointSlice => endpointslice::validate(obj, old),
             Self::Pod => podips::validate_pod_ips(obj),
+            Self::ConfigMap => configmap::validate(obj, old),
+            Self::Event => event::validate(obj, old),
             Self::Namespace | Self::Service | Self::Endpoints | Self::Lease => Vec::new(),
         };
         if errors.is_empty() {
@@ -197,7 +243,7 @@ impl ResourceKind {
         }
         let name = obj["metadata"]["name"].as_str().unwrap_or_default();
         Err(ApiError::invalid_fields(
-            self.kind(),
+            &self.qualified_kind(),
             self.plural(),
             name,
             &errors,
@@ -214,7 +260,8 @@ impl ResourceKind {
                 obj["status"] = json!({ "phase": "Active" });
             }
             Self::Service => default_service(obj),
-            Self::Endpoints | Self::Lease | Self::EndpointSlice => {}
+            Self::Endpoints | Self::ConfigMap | Self::Lease | Self::EndpointSlice | Self::Event => {
+            }
             Self::Pod => default_pod(obj),
         }
     }
@@ -224,7 +271,12 @@ impl ResourceKind {
         match self {
             Self::Service => obj["status"] = json!({ "loadBalancer": {} }),
             Self::Pod => obj["status"] = json!({ "phase": "Pending", "qosClass": "BestEffort" }),
-            Self::Namespace | Self::Endpoints | Self::Lease | Self::EndpointSlice => {}
+            Self::Namespace
+            | Self::Endpoints
+            | Self::ConfigMap
+            | Self::Lease
+            | Self::EndpointSlice
+            | Self::Event => {}
         }
     }
 
@@ -237,9 +289,12 @@ impl ResourceKind {
             }
             Self::Namespace => dns1123_label(name),
             // DNS-1123 subdomain for the rest.
-            Self::Endpoints | Self::Pod | Self::Lease | Self::EndpointSlice => {
-                dns1123_subdomain(name)
-            }
+            Self::Endpoints
+            | Self::Pod
+            | Self::ConfigMap
+            | Self::Lease
+            | Self::EndpointSlice
+            | Self::Event => dns1123_subdomain(name),
         };
         if ok {
             Ok(())
@@ -251,18 +306,21 @@ impl ResourceKind {
     }
 }
 
-/// Which kinds a server serves: all, or all but EndpointSlices (an API from
-/// before `discovery.k8s.io`, such as Kubernetes 1.2's).
+/// Which kinds a server serves: all, or all but EndpointSlices and
+/// events.k8s.io Events (an API from before `discovery.k8s.io`, such as
+/// Kubernetes 1.2's, which had neither group; Leases stay, as leader
+/// election needs them).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Served {
-    /// Whether `discovery.k8s.io/v1` EndpointSlices are served.
+    /// Whether `discovery.k8s.io/v1` EndpointSlices and `events.k8s.io/v1`
+    /// Events are served.
     pub(crate) endpoint_slices: bool,
 }
 
 impl Served {
     /// Whether `kind` is served.
     pub(crate) fn serves(self, kind: ResourceKind) -> bool {
-        kind != ResourceKind::EndpointSlice || self.endpoint_slices
+        !matches!(kind, ResourceKind::EndpointSlice | ResourceKind::Event) || self.endpoint_slices
     }
 
     /// The served kinds, in discovery order.
@@ -343,5 +401,102 @@ pub(crate) fn set_status(obj: &mut Value, status: Value) {
         } else {
             map.insert("status".into(), status);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An events.k8s.io Event as kube-rs's `Recorder` sends it decodes to
+    /// its normalized form (microsecond `eventTime`, kind filled in); a
+    /// core/v1 Event body is not one, and one without `eventTime` is a 422
+    /// naming the field.
+    #[test]
+    fn event_decodes_through_the_events_v1_type() {
+        let body = json!({
+            "apiVersion": "events.k8s.io/v1",
+            "metadata": {"name": "kube-dns.17d2", "namespace": "kube-system"},
+            "eventTime": "2025-01-01T00:00:00.123456789Z",
+            "action": "Sync",
+            "reason": "Synced",
+            "note": "stubDomains reloaded",
+            "type": "Normal",
+            "regarding": {"kind": "ConfigMap", "namespace": "kube-system", "name": "kube-dns"},
+            "reportingController": "kube2sky",
+            "reportingInstance": "kube2sky-0",
+            "series": {"count": 2, "lastObservedTime": "2025-01-01T00:00:05Z"},
+        });
+        let event = ResourceKind::Event.decode(body).unwrap();
+        assert_eq!(event["kind"], "Event");
+        assert_eq!(event["apiVersion"], "events.k8s.io/v1");
+        assert_eq!(event["eventTime"], "2025-01-01T00:00:00.123456Z");
+        assert_eq!(event["series"]["count"], 2);
+        assert_eq!(event["regarding"]["name"], "kube-dns");
+        assert!(ResourceKind::Event.validate(&event, None).is_ok());
+
+        let core = json!({"apiVersion": "v1", "kind": "Event", "metadata": {"name": "x"}});
+        assert_eq!(ResourceKind::Event.decode(core).unwrap_err().code, 400);
+        let typo = json!({"metadata": {"name": "x"}, "series": {"count": "two"}});
+        assert_eq!(ResourceKind::Event.decode(typo).unwrap_err().code, 400);
+
+        let untimed = ResourceKind::Event
+            .decode(json!({"metadata": {"name": "x"}, "reason": "Synced"}))
+            .unwrap();
+        let err = ResourceKind::Event.validate(&untimed, None).unwrap_err();
+        assert_eq!(err.code, 422);
+        assert_eq!(
+            err.message,
+            "Event.events.k8s.io \"x\" is invalid: eventTime: Required value"
+        );
+    }
+
+    #[test]
+    fn configmaps_and_events_are_named_as_the_real_server_names_them() {
+        let cm = ResourceKind::ConfigMap;
+        assert_eq!(
+            (cm.api_version(), cm.plural(), cm.singular(), cm.kind()),
+            ("v1", "configmaps", "configmap", "ConfigMap")
+        );
+        assert_eq!(
+            (cm.short_names(), cm.namespaced(), cm.has_status()),
+            (&["cm"][..], true, false)
+        );
+        let ev = ResourceKind::Event;
+        assert_eq!(
+            (
+                ev.api_version(),
+                ev.plural(),
+                ev.singular(),
+                ev.qualified_kind()
+            ),
+            (
+                "events.k8s.io/v1",
+                "events",
+                "event",
+                "Event.events.k8s.io".to_string()
+            )
+        );
+        assert_eq!(
+            (ev.short_names(), ev.namespaced(), ev.has_status()),
+            (&["ev"][..], true, false)
+        );
+        assert_eq!(ResourceKind::from_plural("v1", "events"), None);
+        assert_eq!(
+            ResourceKind::from_plural("events.k8s.io/v1", "events"),
+            Some(ev)
+        );
+        assert!(cm.categories().is_empty() && ev.categories().is_empty());
+        let decoded = cm
+            .decode(json!({"metadata": {"name": "kube-dns"}, "data": {"stubDomains": "{}"}}))
+            .unwrap();
+        assert_eq!(decoded["data"]["stubDomains"], "{}");
+        assert_eq!(cm.decode(json!({"data": {"k": 1}})).unwrap_err().code, 400);
+        // A 1.2-era API has ConfigMaps but no events.k8s.io.
+        let old = Served {
+            endpoint_slices: false,
+        };
+        assert!(old.serves(cm) && !old.serves(ev));
+        assert_eq!(old.of_version("events.k8s.io/v1").count(), 0);
     }
 }

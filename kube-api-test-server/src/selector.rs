@@ -101,9 +101,13 @@ pub(crate) fn field_labels(kind: ResourceKind) -> &'static [&'static str] {
             "spec.type",
         ],
         ResourceKind::Namespace => &["metadata.name", "metadata.namespace", "status.phase"],
-        ResourceKind::Endpoints | ResourceKind::Lease | ResourceKind::EndpointSlice => {
-            &["metadata.name", "metadata.namespace"]
-        }
+        // events.k8s.io takes only these: `regarding.name` and core/v1's
+        // `involvedObject.*` are 400s there.
+        ResourceKind::Endpoints
+        | ResourceKind::ConfigMap
+        | ResourceKind::Lease
+        | ResourceKind::EndpointSlice
+        | ResourceKind::Event => &["metadata.name", "metadata.namespace"],
     }
 }
 

@@ -3,9 +3,10 @@
 //! When a GET's `Accept` header asks for `as=Table`, lists and single objects
 //! are rendered as a Table with the same columns kube-apiserver prints for
 //! each kind (NAME, TYPE, CLUSTER-IP, ... for services; NAME, READY, STATUS,
-//! ... for pods; NAME, ADDRESSTYPE, PORTS, ENDPOINTS, AGE for endpoint
-//! slices), with each row carrying the object as PartialObjectMetadata
-//! (or in full, or not at all, per `includeObject`).
+//! ... for pods; NAME, DATA, AGE for config maps; NAME, ADDRESSTYPE, PORTS,
+//! ENDPOINTS, AGE for endpoint slices; LAST SEEN, TYPE, REASON, OBJECT,
+//! MESSAGE for events), with each row carrying the object as
+//! PartialObjectMetadata (or in full, or not at all, per `includeObject`).
 
 use http::HeaderMap;
 use serde_json::{json, Value};
@@ -51,7 +52,20 @@ fn columns(kind: ResourceKind) -> Vec<Value> {
             column("Node", "string", "", 1),
         ],
         ResourceKind::Namespace => vec![name, column("Status", "string", "", 0), age],
+        ResourceKind::ConfigMap => vec![name, column("Data", "string", "", 0), age],
         ResourceKind::Lease => vec![name, column("Holder", "string", "", 0), age],
+        ResourceKind::Event => vec![
+            column("Last Seen", "string", "", 0),
+            column("Type", "string", "", 0),
+            column("Reason", "string", "", 0),
+            column("Object", "string", "", 0),
+            column("Subobject", "string", "", 1),
+            column("Source", "string", "", 1),
+            column("Message", "string", "", 0),
+            column("First Seen", "string", "", 1),
+            column("Count", "string", "", 1),
+            column("Name", "string", "name", 1),
+        ],
         ResourceKind::EndpointSlice => vec![
             name,
             column("AddressType", "string", "", 0),
@@ -135,8 +149,67 @@ fn cells(kind: ResourceKind, obj: &Value) -> Vec<Value> {
             ]
         }
         ResourceKind::Namespace => vec![name, json!(s(&obj["status"]["phase"])), age],
+        ResourceKind::ConfigMap => {
+            let count = |f: &str| obj[f].as_object().map_or(0, serde_json::Map::len);
+            vec![name, json!(count("data") + count("binaryData")), age]
+        }
         ResourceKind::Lease => vec![name, json!(s(&spec["holderIdentity"])), age],
         ResourceKind::EndpointSlice => slice_cells(obj, name, age),
+        ResourceKind::Event => event_cells(obj, name),
+    }
+}
+
+/// An events.k8s.io Event's row, as kube-apiserver's `printEvent` renders
+/// the v1 fields: last seen (the series' last observation, else the
+/// deprecated last timestamp, else the first seen), type, reason, object
+/// (`kind/name` of `regarding`), subobject, source, message (`note`),
+/// first seen (the deprecated first timestamp, else `eventTime`), count
+/// (the series', else 1 for a singleton) and name.
+fn event_cells(obj: &Value, name: Value) -> Vec<Value> {
+    let first = match &obj["deprecatedFirstTimestamp"] {
+        Value::Null => age(&obj["eventTime"]),
+        t => age(t),
+    };
+    let series = &obj["series"];
+    let last = match (&series["lastObservedTime"], &obj["deprecatedLastTimestamp"]) {
+        (Value::Null, Value::Null) => first.clone(),
+        (Value::Null, t) | (t, _) => age(t),
+    };
+    let count = series["count"]
+        .as_i64()
+        .or_else(|| obj["deprecatedCount"].as_i64().filter(|n| *n != 0))
+        .unwrap_or(1);
+    let regarding = &obj["regarding"];
+    let kind = s(&regarding["kind"]).to_lowercase();
+    let target = match s(&regarding["name"]) {
+        n if n.is_empty() => kind,
+        n => format!("{kind}/{n}"),
+    };
+    let source = &obj["deprecatedSource"];
+    let component = or_else(s(&source["component"]), s(&obj["reportingController"]));
+    let source = match or_else(s(&source["host"]), s(&obj["reportingInstance"])) {
+        i if i.is_empty() => component,
+        i => format!("{component}, {i}"),
+    };
+    vec![
+        json!(last),
+        json!(s(&obj["type"])),
+        json!(s(&obj["reason"])),
+        json!(target),
+        json!(s(&regarding["fieldPath"])),
+        json!(source),
+        json!(s(&obj["note"]).trim()),
+        json!(first),
+        json!(count),
+        name,
+    ]
+}
+
+fn or_else(v: String, other: String) -> String {
+    if v.is_empty() {
+        other
+    } else {
+        v
     }
 }
 

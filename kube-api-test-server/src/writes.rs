@@ -112,7 +112,7 @@ fn resolve_name(kind: ResourceKind, meta: &mut Value) -> Result<String, ApiError
             .to_string();
         if prefix.is_empty() {
             return Err(ApiError::invalid(
-                kind.kind(),
+                &kind.qualified_kind(),
                 kind.plural(),
                 "",
                 "metadata.name: Required value: name or generateName is required",
@@ -122,7 +122,7 @@ fn resolve_name(kind: ResourceKind, meta: &mut Value) -> Result<String, ApiError
         meta["name"] = json!(name);
     }
     kind.validate_name(&name)
-        .map_err(|e| ApiError::invalid(kind.kind(), kind.plural(), &name, &e))?;
+        .map_err(|e| ApiError::invalid(&kind.qualified_kind(), kind.plural(), &name, &e))?;
     Ok(name)
 }
 
@@ -220,7 +220,11 @@ pub(crate) fn prepare_update(
             obj["metadata"]["labels"]["kubernetes.io/metadata.name"] = json!(name);
         }
         ResourceKind::EndpointSlice => endpointslice::set_generation(&mut obj, Some(old)),
-        ResourceKind::Pod | ResourceKind::Endpoints | ResourceKind::Lease => {}
+        ResourceKind::Pod
+        | ResourceKind::Endpoints
+        | ResourceKind::ConfigMap
+        | ResourceKind::Lease
+        | ResourceKind::Event => {}
     }
     key.kind.validate(&obj, Some(old))?;
     if key.kind == ResourceKind::Service {
