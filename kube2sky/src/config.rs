@@ -158,6 +158,15 @@ pub struct Flags {
     /// name; a restarted container keeps it and resumes].
     #[arg(long, default_value = "", hide_default_value = true)]
     pub leader_elect_identity: String,
+    /// kube-dns's ConfigMap to follow, as kube-dns's flag: its `stubDomains` become
+    /// skydns stub zones (skydns needs -stubzones) and its `upstreamNameservers` the
+    /// `nameservers` of /skydns/config, live; a malformed value changes nothing
+    /// (docs/configuration.md) [default: none, not followed].
+    #[arg(long, default_value = "", hide_default_value = true)]
+    pub config_map: String,
+    /// Namespace of --config-map.
+    #[arg(long, default_value = "kube-system")]
+    pub config_map_namespace: String,
     /// glog verbosity: 0 info, 1-3 debug, 4+ trace (`RUST_LOG` overrides).
     #[arg(long = "v", default_value_t = 0)]
     pub verbosity: u8,
@@ -210,6 +219,8 @@ pub struct Config {
     pub leader_election: Option<crate::leader::Election>,
     /// `--endpoints-source`.
     pub endpoints_source: EndpointsSource,
+    /// `--config-map-namespace`/`--config-map`; `None`: not followed.
+    pub config_map: Option<(String, String)>,
 }
 
 /// `--endpoints-source`.
@@ -335,6 +346,7 @@ impl Flags {
             ..
         } = self.clone();
         let leader_election = self.leader_election()?;
+        let config_map = crate::config_map::checked(&self.config_map_namespace, &self.config_map)?;
         let domain = domain.trim().to_ascii_lowercase();
         if domain.trim_matches('.').is_empty() {
             return Err(ConfigError("--domain must not be empty".into()));
@@ -399,6 +411,7 @@ impl Flags {
             initial_sync_timeout,
             leader_election,
             endpoints_source,
+            config_map,
         })
     }
 

@@ -19,6 +19,7 @@
 //! record must be rewritten.
 
 use crate::config::EtcdApi;
+use crate::kube_dns_config::upstream_records;
 use crate::metrics::Metrics;
 use crate::reconcile::{diff, diff_unbounded, skip_foreign, Mode, Op};
 use crate::records::{Names, Records};
@@ -206,8 +207,16 @@ impl Writer {
         if scopes.is_empty() || self.shutdown.is_cancelled() {
             return Ok(());
         }
-        let scopes: Vec<Scope> = scopes.into_iter().collect();
-        self.sync_with_retry(state, &scopes).await
+        // The ConfigMap's keys are replaced in place whatever the mode: a
+        // removal first would leave skydns without its config key a moment.
+        let (config, records): (Vec<Scope>, Vec<Scope>) =
+            scopes.into_iter().partition(Scope::is_kube_dns_config);
+        for scopes in [records, config] {
+            if !scopes.is_empty() {
+                self.sync_with_retry(state, &scopes).await?;
+            }
+        }
+        Ok(())
     }
 
     /// The slices a full sync of `whole` ([`Scope::AllServices`] or
@@ -322,10 +331,18 @@ impl Writer {
             read_start.elapsed()
         );
         self.saw(revision);
+        if scopes.contains(&Scope::Upstreams) {
+            let wanted = state.upstreams();
+            desired.extend(upstream_records(&self.names, &actual, wanted));
+        }
         for key in skip_foreign(&mut desired, &actual) {
             tracing::warn!("Not writing {key}: it holds a record kube2sky did not write");
         }
         let names = &self.names;
+        let mode = match scopes.iter().all(Scope::is_kube_dns_config) {
+            true => Mode::Reconcile,
+            false => self.options.mode,
+        };
         let batches = if self.backend.has_transactions() {
             let unit = |op: &Op| match op {
                 Op::Put { key, value } => names.unit_of(key, Some(value)),
@@ -333,15 +350,9 @@ impl Writer {
                     names.unit_of(key, actual.records.get(key).map(String::as_str))
                 }
             };
-            diff(
-                desired,
-                &actual.records,
-                self.options.mode,
-                self.txn_limit,
-                &unit,
-            )
+            diff(desired, &actual.records, mode, self.txn_limit, &unit)
         } else {
-            diff_unbounded(desired, &actual.records, self.options.mode)
+            diff_unbounded(desired, &actual.records, mode)
         };
         if self.shutdown.is_cancelled() {
             return Err(EtcdError::ShuttingDown);

@@ -17,6 +17,7 @@
 //! adds and removes.
 
 use crate::config::Features;
+use crate::kube_dns_config::KubeDnsConfig;
 use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::{
     cluster_ips, dns_version_records, endpoint_ptr_names, pod_records, port_problems, ptr_records,
@@ -25,7 +26,7 @@ use crate::records::{
 use crate::scope::{DesiredState, Scope};
 use k8s_openapi::api::core::v1::Endpoints;
 use std::collections::{BTreeMap, BTreeSet};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// One watch event, already reduced.
 #[derive(Clone, Debug)]
@@ -63,6 +64,8 @@ pub(crate) enum Change {
     Pod(Update<PodInfo>),
     /// EndpointSlices (instead of Endpoints).
     EndpointSlice(Update<SliceInfo>),
+    /// kube-dns's ConfigMap, valid (`--config-map`).
+    KubeDns(KubeDnsConfig),
 }
 
 /// The objects records are built from.
@@ -88,6 +91,8 @@ pub(crate) struct Index {
     reverse: BTreeMap<IpAddr, Vec<PtrName>>,
     services_listed: bool,
     endpoints_listed: bool,
+    /// kube-dns's ConfigMap; `None` until one (or its absence) was listed.
+    kube_dns: Option<KubeDnsConfig>,
 }
 
 impl Index {
@@ -104,6 +109,7 @@ impl Index {
             reverse: BTreeMap::new(),
             services_listed: false,
             endpoints_listed: false,
+            kube_dns: None,
         }
     }
 
@@ -130,6 +136,7 @@ impl Index {
                     )
             }
             Scope::AllServices => self.services_listed && self.endpoints_listed,
+            Scope::StubZones | Scope::Upstreams => self.kube_dns.is_some(),
             _ => true,
         }
     }
@@ -198,6 +205,10 @@ impl Index {
                     .collect()
             }
             Change::Pod(update) => self.apply_pod(update),
+            Change::KubeDns(config) => {
+                self.kube_dns = Some(config);
+                vec![Scope::StubZones, Scope::Upstreams]
+            }
         }
     }
 
@@ -440,7 +451,7 @@ impl Index {
 
     /// Every known scope, for a full rewrite after etcd lost its data.
     pub(crate) fn all_scopes(&self) -> Vec<Scope> {
-        let mut out = vec![Scope::DnsVersion];
+        let mut out = vec![Scope::DnsVersion, Scope::StubZones, Scope::Upstreams];
         out.extend(self.service_scopes());
         if self.features.pods {
             out.extend(self.pod_scopes());
@@ -455,6 +466,10 @@ impl Index {
             Scope::Service(key) => self.service(key),
             Scope::Ptr(ip) => self.ptr(*ip),
             Scope::DnsVersion => dns_version_records(&self.names, self.options()),
+            Scope::StubZones => (self.kube_dns.as_ref())
+                .map(|c| c.stub_records(&self.names))
+                .unwrap_or_default(),
+            Scope::Upstreams => Records::new(),
             Scope::PodDir { namespace, ip }
                 if self.pod_ips.contains_key(&(namespace.clone(), ip.clone())) =>
             {
@@ -555,6 +570,12 @@ use slices::Slices;
 impl DesiredState for Index {
     fn desired(&self, scope: &Scope) -> Records {
         Index::desired(self, scope)
+    }
+
+    fn upstreams(&self) -> &[SocketAddr] {
+        self.kube_dns
+            .as_ref()
+            .map_or(&[], |c| c.upstreams.as_slice())
     }
 
     fn pod_chunks(&self, pods: usize) -> Vec<Scope> {

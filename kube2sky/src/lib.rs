@@ -13,16 +13,20 @@
 //! at a time ([`full_sync`]), with changes written between slices. One
 //! writer means no races between handlers. [`validate`]
 //! keeps objects whose names cannot be keys out of the index, with the
-//! checks of [`name_rules`]. [`health`] serves `/readiness` (open once the
+//! checks of [`name_rules`]. With `--config-map`, [`config_map`] watches
+//! kube-dns's ConfigMap and sends its stub domains and upstreams
+//! ([`kube_dns_config`]) down the same channel. [`health`] serves `/readiness` (open once the
 //! first lists of services and endpoints are written, or after
 //! `--initial-sync-timeout`), `/healthz` and `/metrics`.
 
 mod client;
 pub mod config;
+mod config_map;
 mod etcd;
 mod full_sync;
 mod health;
 mod index;
+mod kube_dns_config;
 mod leader;
 mod metrics;
 mod name_rules;
@@ -98,6 +102,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         initial_sync_timeout,
         leader_election,
         endpoints_source,
+        config_map,
     } = config;
     let metrics = Arc::new(Metrics::default());
     let names = Names::new(&domain).with_ttl(features.ttl);
@@ -156,6 +161,16 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let (tx, rx) = mpsc::channel(1024);
     let watched = (source, features.pods, features.spec_records);
     let mut watches = watch::spawn_all(&client, watched, &tx, &metrics, &shutdown);
+    if let Some(config_map) = config_map {
+        let watch = config_map::ConfigMapWatch {
+            config_map,
+            domain: domain.clone(),
+            tx: tx.clone(),
+            metrics: metrics.clone(),
+            shutdown: shutdown.clone(),
+        };
+        watches.spawn(watch.run(client.clone()));
+    }
     drop(tx);
     let (http, http_failed) = match early_http {
         Some(started) => started,

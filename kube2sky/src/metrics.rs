@@ -4,7 +4,7 @@
 //! server. Counters are prometheus-client types; the last-sync age is
 //! computed when scraped, from the instant of the last complete reconcile.
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -45,6 +45,33 @@ pub(crate) struct SkippedLabels {
     pub field: crate::validate::Field,
 }
 
+/// What became of a version of kube-dns's ConfigMap (label values
+/// `applied`, `invalid`, as skydns's `config_reloads_total`).
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
+pub(crate) enum ConfigMapResult {
+    /// Valid and handed to the writer (also its deletion).
+    Applied,
+    /// Malformed: the last good configuration stays.
+    Invalid,
+}
+
+impl EncodeLabelValue for ConfigMapResult {
+    fn encode(&self, encoder: &mut LabelValueEncoder<'_>) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        encoder.write_str(match self {
+            ConfigMapResult::Applied => "applied",
+            ConfigMapResult::Invalid => "invalid",
+        })
+    }
+}
+
+/// The `result` label of `kube2sky_config_map_updates_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub(crate) struct ConfigMapLabel {
+    /// What became of it.
+    pub result: ConfigMapResult,
+}
+
 /// Everything kube2sky counts, plus health and readiness state.
 #[derive(Debug)]
 pub(crate) struct Metrics {
@@ -61,6 +88,8 @@ pub(crate) struct Metrics {
     pub watch_restarts: Family<KindLabel, Counter>,
     /// Objects or parts of objects that could not become records.
     pub skipped: Family<SkippedLabels, Counter>,
+    /// Versions of kube-dns's ConfigMap applied or refused.
+    pub config_map_updates: Family<ConfigMapLabel, Counter>,
     ready: AtomicBool,
     last_sync_age: Gauge<f64, AtomicU64>,
     last_full_sync: Mutex<Option<Instant>>,
@@ -78,6 +107,7 @@ impl Default for Metrics {
             etcd_data_losses: Counter::default(),
             watch_restarts: Family::default(),
             skipped: Family::default(),
+            config_map_updates: Family::default(),
             ready: AtomicBool::new(false),
             last_sync_age: Gauge::default(),
             last_full_sync: Mutex::new(None),
@@ -110,6 +140,11 @@ impl Default for Metrics {
             "skipped",
             "objects (field name or namespace) or parts of objects (other fields) that could not become records",
             m.skipped.clone(),
+        );
+        registry.register(
+            "config_map_updates",
+            "versions of --config-map applied (its deletion too) or refused as malformed",
+            m.config_map_updates.clone(),
         );
         registry.register(
             "last_sync_age_seconds",
@@ -216,6 +251,15 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kube2sky_etcd_errors_total 0"), "{text}");
+        let refused = ConfigMapLabel {
+            result: ConfigMapResult::Invalid,
+        };
+        m.config_map_updates.get_or_create(&refused).inc();
+        let text = m.encode().expect("encode");
+        assert!(
+            text.contains(r#"kube2sky_config_map_updates_total{result="invalid"} 1"#),
+            "{text}"
+        );
         assert_eq!(
             m.unhealthy().as_deref(),
             Some("Pods watch failing (5 errors in a row)")

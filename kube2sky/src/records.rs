@@ -130,6 +130,27 @@ impl Names {
         format!("{}/", self.key(&format!("pod.{}", self.domain)))
     }
 
+    /// `stub.dns.<domain>`: the stub zones' servers live below its key.
+    pub(crate) fn stub_domain(&self) -> String {
+        format!("stub.dns.{}", self.domain)
+    }
+
+    /// `/skydns/local/cluster/dns/stub/`: every stub zone's servers.
+    pub(crate) fn stub_root(&self) -> String {
+        format!("{}/", self.key(&self.stub_domain()))
+    }
+
+    /// `/skydns/config`: skydns's configuration key.
+    pub(crate) fn config_key(&self) -> String {
+        format!("{}config", self.prefix.root())
+    }
+
+    /// `/kube2sky/<domain>/upstreams`: the upstreams kube2sky last wrote
+    /// into the config key (see `crate::kube_dns_config::merge_upstreams`).
+    pub(crate) fn upstreams_note_key(&self) -> String {
+        format!("/kube2sky/{}/upstreams", self.domain.trim_end_matches('.'))
+    }
+
     /// `/skydns/local/cluster/svc/<ns>/<name>/`: one service's records.
     pub(crate) fn service_dir(&self, namespace: &str, name: &str) -> String {
         format!("{}/", self.key(&self.service_fqdn(namespace, name)))

@@ -9,12 +9,16 @@
 
 use crate::objects::ObjectKey;
 use crate::records::{Names, Records};
-use std::net::IpAddr;
+use std::net::{IpAddr, SocketAddr};
 
 /// The desired state as the writer sees it.
 pub(crate) trait DesiredState {
-    /// The records `scope` should hold.
+    /// The records `scope` should hold. [`Scope::Upstreams`] holds none
+    /// here: its key is merged with what etcd holds, from [`Self::upstreams`].
     fn desired(&self, scope: &Scope) -> Records;
+
+    /// The upstreams kube-dns's ConfigMap asks for (empty: none).
+    fn upstreams(&self) -> &[SocketAddr];
 
     /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
     /// each, covering every key under `pod/`.
@@ -40,6 +44,12 @@ pub(crate) enum Scope {
     Ptr(IpAddr),
     /// `dns-version.<domain>`.
     DnsVersion,
+    /// The stub zones of kube-dns's ConfigMap: kube2sky's leaves under
+    /// `stub.dns.<domain>`.
+    StubZones,
+    /// The upstreams of kube-dns's ConfigMap: the `nameservers` field of
+    /// skydns's config key, and kube2sky's note of what it wrote there.
+    Upstreams,
     /// One pod IP's directory in a namespace.
     PodDir {
         /// Namespace.
@@ -123,6 +133,11 @@ impl Scope {
             Scope::Service(k) => vec![Read::Prefix(names.service_dir(&k.namespace, &k.name))],
             Scope::Ptr(ip) => vec![Read::OwnedPtr(names.ptr_key(*ip))],
             Scope::DnsVersion => vec![Read::Key(names.dns_version_key())],
+            Scope::StubZones => vec![Read::Prefix(names.stub_root())],
+            Scope::Upstreams => vec![
+                Read::Key(names.config_key()),
+                Read::Key(names.upstreams_note_key()),
+            ],
             Scope::PodDir { namespace, ip } => vec![Read::Prefix(names.pod_dir(namespace, ip))],
             Scope::AllServices if reverse => vec![
                 Read::Prefix(names.svc_root()),
@@ -144,6 +159,11 @@ impl Scope {
                 }]
             }
         }
+    }
+
+    /// Whether this is one of the scopes of kube-dns's ConfigMap.
+    pub(crate) fn is_kube_dns_config(&self) -> bool {
+        matches!(self, Scope::StubZones | Scope::Upstreams)
     }
 
     /// A short description for logs and errors.

@@ -242,3 +242,28 @@ fn ttl_is_30_by_default_and_names_a_bad_value() {
         );
     }
 }
+
+#[test]
+fn the_config_map_is_not_followed_by_default_and_a_bad_name_is_named() {
+    let config_map = |list: &[&str]| parse(list).into_config().map(|c| c.config_map);
+    assert_eq!(config_map(&[]).expect("valid"), None);
+    assert_eq!(
+        config_map(&["--config-map=kube-dns"]).expect("valid"),
+        Some(("kube-system".into(), "kube-dns".into()))
+    );
+    assert_eq!(
+        config_map(&["-config-map=dns", "--config-map-namespace=dns"]).expect("valid"),
+        Some(("dns".into(), "dns".into()))
+    );
+    let err = config_map(&["--config-map=Kube_DNS"]).expect_err("bad name");
+    assert!(
+        err.to_string().contains("--config-map \"Kube_DNS\""),
+        "{err}"
+    );
+    let err =
+        config_map(&["--config-map=kube-dns", "--config-map-namespace=a.b"]).expect_err("bad ns");
+    assert!(
+        err.to_string().contains("--config-map-namespace \"a.b\""),
+        "{err}"
+    );
+}

@@ -408,3 +408,39 @@ fn an_endpoints_relist_without_stale_removal_touches_headless_services_only() {
         vec![Scope::Service(key("a", "h"))]
     );
 }
+
+#[test]
+fn the_config_maps_scopes_are_unknown_until_it_was_listed_and_then_its_records() {
+    let mut ix = index(Features::default());
+    assert!(
+        !ix.all_scopes().contains(&Scope::StubZones),
+        "not listed yet"
+    );
+    assert!(!ix.is_known(&Scope::Upstreams));
+    let config = crate::kube_dns_config::KubeDnsConfig {
+        stub_domains: [(
+            "acme.local".to_string(),
+            vec!["1.2.3.4:53".parse().unwrap()],
+        )]
+        .into(),
+        upstreams: vec!["8.8.8.8:53".parse().unwrap()],
+    };
+    let scopes = ix.apply(Change::KubeDns(config));
+    assert_eq!(scopes, vec![Scope::StubZones, Scope::Upstreams]);
+    assert!(ix.all_scopes().contains(&Scope::StubZones));
+    assert!(ix.all_scopes().contains(&Scope::Upstreams));
+    let stub = ix.desired(&Scope::StubZones);
+    assert_eq!(
+        stub.get("/skydns/local/cluster/dns/stub/local/acme/kube-dns-0")
+            .map(String::as_str),
+        Some(r#"{"host":"1.2.3.4","port":53}"#)
+    );
+    assert_eq!(
+        DesiredState::upstreams(&ix),
+        ["8.8.8.8:53".parse().unwrap()]
+    );
+    // Deleted: known, and empty.
+    ix.apply(Change::KubeDns(Default::default()));
+    assert!(ix.desired(&Scope::StubZones).is_empty());
+    assert!(DesiredState::upstreams(&ix).is_empty());
+}
