@@ -119,6 +119,7 @@ fn read(rel: &str) -> String {
 }
 
 mod args;
+mod config_map;
 mod scripts;
 mod shared;
 mod support;
@@ -307,6 +308,13 @@ fn kubernetes_manifests_parse_and_args_are_accepted() {
         http_get(skydns.readiness_probe.as_ref(), "skydns").0,
         "/ready"
     );
+    let accepted = |c: &Container| check_args(c, &c.name).expect("ours").expect("accepted");
+    let (Accepted::Kube2sky(k2s), Accepted::Skydns(sky)) = (accepted(kube2sky), accepted(skydns))
+    else {
+        panic!("kube2sky or skydns parsed as another binary")
+    };
+    let account = sa.metadata.name.clone().unwrap_or_default();
+    config_map::check_config_map_access(&m, &k2s, &sky, &account);
 }
 
 /// The flavours differ only in the etcd API (and the legacy pod's
@@ -346,6 +354,9 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
             "-rcache-ttl=300",
             "-rcache-prefetch=10",
             "-rcache-stale=1h",
+            // kube-dns's ConfigMap: followed by kube2sky, stub zones in skydns.
+            "--config-map=kube-dns",
+            "-stubzones=true",
         ],
     ]
     .concat();

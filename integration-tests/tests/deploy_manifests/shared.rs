@@ -189,7 +189,9 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
     // The Lease's RBAC: create, and get/update on that one Lease, in its
     // namespace, for the account kube2sky runs as.
     let role = m.one(|o| match o {
-        Object::Role(r) => Some(&**r),
+        Object::Role(r) if r.metadata.name.as_deref() == Some("kube-dns-rs-leader-election") => {
+            Some(&**r)
+        }
         _ => None,
     });
     assert_eq!(
@@ -222,7 +224,7 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
     .into();
     assert_eq!(granted, want);
     let binding = m.one(|o| match o {
-        Object::RoleBinding(b) => Some(&**b),
+        Object::RoleBinding(b) if b.role_ref.name == "kube-dns-rs-leader-election" => Some(&**b),
         _ => None,
     });
     assert_eq!(Some(&binding.role_ref.name), role.metadata.name.as_ref());
@@ -251,6 +253,8 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
     };
     assert_eq!(sky.etcd.endpoints, endpoints);
     assert_eq!(sky.zone.domain, format!("{DOMAIN}."));
+    let account = k2s_pod.service_account_name.clone().unwrap_or_default();
+    config_map::check_config_map_access(&m, &config, &sky, &account);
     check_skydns_lifecycle(dns_pod, &skydns, &sky, "shared-etcd skydns");
     assert!(
         sky.ready_store_timeout.is_zero(),
