@@ -73,7 +73,12 @@ async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Resu
         answering("host.acme.local", "192.0.2.54").await?,
     );
     etcd.put(HAND_WRITTEN.0, HAND_WRITTEN.1)?;
-    etcd.put("/skydns/config", r#"{"ttl":3600}"#)?;
+    // The operator's own upstream in the config key: given back at the end.
+    let theirs = format!(
+        r#"{{"ttl":3600,"nameservers":["127.0.0.1:{}"]}}"#,
+        node.port
+    );
+    etcd.put("/skydns/config", &theirs)?;
     let node_flag = format!("-nameservers=127.0.0.1:{}", node.port);
     let ready_name = "kubernetes.default.svc.cluster.local.";
     let skydns = SkydnsBinary::start(
@@ -96,7 +101,7 @@ async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Resu
     let leaf = |d: &Dnsmasq| {
         let value = format!(r#"{{"host":"127.0.0.1","port":{}}}"#, d.port);
         (
-            "/skydns/local/cluster/dns/stub/local/acme/kube-dns-0".to_string(),
+            "/skydns/local/cluster/dns/stub/local/acme/kube-dns_0".to_string(),
             value,
         )
     };
@@ -114,31 +119,45 @@ async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Resu
         config_key(&etcd)?
     );
 
-    // Malformed: refused, counted, reported; nothing changes.
+    // Malformed, twice: refused, counted, each reported with its reason;
+    // nothing changes.
     let before = under(&etcd, "/skydns")?;
-    kubectl.with_manifest("apply", &config_map(&stub_at(&stub2), r#"["not-an-ip"]"#))?;
-    eventually("the refused version counted", DEADLINE, async || {
-        let text = k2s.metrics().await?;
-        let refused = metric(
-            &text,
-            r#"kube2sky_config_map_updates_total{result="invalid"}"#,
-        );
-        ensure!(refused == Some(1.0), "{refused:?}");
-        Ok(())
-    })
-    .await?;
-    let events = kubectl.run(&[
-        "get",
-        "events.events.k8s.io",
-        "-n",
-        "kube-system",
-        "-o",
-        "json",
-    ])?;
-    ensure!(
-        events.contains("InvalidConfiguration") && events.contains("not-an-ip"),
-        "{events}"
-    );
+    let bad_stub = r#"{"Acme.local": ["127.0.0.1"]}"#;
+    for (n, (stubs, upstreams, reason)) in [
+        (stub_at(&stub2), r#"["not-an-ip"]"#.to_string(), "not-an-ip"),
+        (bad_stub.to_string(), upstream.clone(), "Acme.local"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        kubectl.with_manifest("apply", &config_map(&stubs, &upstreams))?;
+        eventually(
+            "the refused version counted and reported",
+            DEADLINE,
+            async || {
+                let text = k2s.metrics().await?;
+                let refused = metric(
+                    &text,
+                    r#"kube2sky_config_map_updates_total{result="invalid"}"#,
+                );
+                ensure!(refused == Some((n + 1) as f64), "{refused:?}");
+                let events = kubectl.run(&[
+                    "get",
+                    "events.events.k8s.io",
+                    "-n",
+                    "kube-system",
+                    "-o",
+                    "json",
+                ])?;
+                ensure!(
+                    events.contains("InvalidConfiguration") && events.contains(reason),
+                    "{events}"
+                );
+                Ok(())
+            },
+        )
+        .await?;
+    }
     ensure!(
         under(&etcd, "/skydns")? == before,
         "a malformed version changed etcd"
@@ -149,12 +168,16 @@ async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Resu
     kubectl.with_manifest("apply", &config_map(&stub_at(&stub2), &upstream))?;
     wait_answer(dns, "host.acme.local", &["192.0.2.54"]).await?;
 
-    // Deleted: no stub zone of ours, the operator's config without our nameservers.
+    // Deleted: no stub zone of ours, the operator's nameservers given back.
     kubectl.run(&["delete", "configmap", "kube-dns", "-n", "kube-system"])?;
     wait_answer(dns, "www.example.org", &["192.0.2.1"]).await?;
     wait_exact(&etcd, STUB_ROOT, std::slice::from_ref(&hand)).await?;
+    let given_back = format!(
+        r#"{{"nameservers":["127.0.0.1:{}"],"ttl":3600}}"#,
+        node.port
+    );
     ensure!(
-        config_key(&etcd)?.as_deref() == Some(r#"{"ttl":3600}"#),
+        config_key(&etcd)?.as_deref() == Some(&*given_back),
         "{:?}",
         config_key(&etcd)?
     );

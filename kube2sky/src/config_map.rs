@@ -11,13 +11,12 @@
 use crate::config::ConfigError;
 use crate::index::Change;
 use crate::kube_dns_config::KubeDnsConfig;
-use crate::metrics::{ConfigMapLabel, ConfigMapResult, Metrics};
+use crate::metrics::{ConfigMapLabel, ConfigMapResult, Kind, Metrics};
 use crate::name_rules::{is_dns1123_label, is_dns1123_subdomain};
-use futures::StreamExt;
+use crate::watch::Recovering;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::events::{Event as Report, EventType, Recorder, Reporter};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource, ResourceExt};
 use std::sync::Arc;
 use tokio::sync::mpsc;
@@ -77,33 +76,25 @@ impl ConfigMapWatch {
         let api: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
         let fields = format!("metadata.name={name}");
         let recorder = Recorder::new(client, reporter());
-        let mut stream = watcher::watcher(api, watcher::Config::default().fields(&fields))
-            .default_backoff()
-            .boxed();
+        let config = watcher::Config::default().fields(&fields);
+        let health = (Kind::ConfigMap, self.metrics.clone(), self.shutdown.clone());
+        let mut events = Recovering::new(api, config, health);
         let mut seen = Seen::default();
         let mut listed: Option<ConfigMap> = None;
-        loop {
-            let item = tokio::select! {
-                _ = self.shutdown.cancelled() => return,
-                item = stream.next() => item,
-            };
-            let current = match item {
-                None => return,
-                Some(Err(error)) => {
-                    tracing::warn!(%error, "watch of --config-map {namespace}/{name} failed; retrying with backoff");
-                    continue;
-                }
-                Some(Ok(Event::Init)) => {
+        while let Some(event) = events.next().await {
+            let current = match event {
+                Event::Init => {
                     listed = None;
                     continue;
                 }
-                Some(Ok(Event::InitApply(cm))) => {
+                Event::InitApply(cm) if cm.name_any() == *name => {
                     listed = Some(cm);
                     continue;
                 }
-                Some(Ok(Event::InitDone)) => listed.take(),
-                Some(Ok(Event::Apply(cm))) => Some(cm),
-                Some(Ok(Event::Delete(_))) => None,
+                Event::InitApply(_) => continue,
+                Event::InitDone => listed.take(),
+                Event::Apply(cm) => Some(cm),
+                Event::Delete(_) => None,
             };
             if !self.handle(current, &mut seen, &recorder).await {
                 return;
@@ -132,8 +123,8 @@ impl ConfigMapWatch {
                     "ignoring ConfigMap {namespace}/{name} (resourceVersion {version}): {invalid}; \
                      the last good configuration stays"
                 );
-                self.count(ConfigMapResult::Invalid);
                 report(recorder, &cm, &invalid.to_string()).await;
+                self.count(ConfigMapResult::Invalid);
                 return true;
             }
         };
@@ -193,7 +184,11 @@ async fn report(recorder: &Recorder, cm: &ConfigMap, why: &str) {
         action: "Parse".into(),
         secondary: None,
     };
-    if let Err(error) = recorder.publish(&event, &cm.object_ref(&())).await {
+    // The version in the reference keeps the Recorder from folding this
+    // report into the last one's series (and its note).
+    let mut reference = cm.object_ref(&());
+    reference.resource_version = cm.resource_version();
+    if let Err(error) = recorder.publish(&event, &reference).await {
         tracing::warn!(%error, "could not create an Event for the refused ConfigMap");
     }
 }
@@ -205,4 +200,37 @@ fn clip(text: &str, bytes: usize) -> &str {
         end -= 1;
     }
     &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_flags_name_a_config_map_or_nothing() {
+        assert_eq!(checked("kube-system", "").expect("off"), None);
+        assert_eq!(
+            checked("kube-system", "kube-dns").expect("valid"),
+            Some(("kube-system".into(), "kube-dns".into()))
+        );
+        let error = checked("kube-system", "a/b").expect_err("not a name");
+        assert!(error.0.contains("--config-map \"a/b\""), "{error}");
+        let error = checked("Kube", "kube-dns").expect_err("not a namespace");
+        assert!(
+            error.0.contains("--config-map-namespace \"Kube\""),
+            "{error}"
+        );
+    }
+
+    #[test]
+    fn a_note_is_clipped_on_a_character_boundary() {
+        assert_eq!(clip("abc", 10), "abc");
+        assert_eq!(clip("abcdef", 4), "abcd");
+        // "é" is two bytes: never cut in half.
+        assert_eq!(clip("aé", 2), "a");
+        assert_eq!(
+            clip(&"é".repeat(600), EVENT_NOTE_BYTES).len(),
+            EVENT_NOTE_BYTES
+        );
+    }
 }

@@ -20,8 +20,8 @@ use crate::config::Features;
 use crate::kube_dns_config::KubeDnsConfig;
 use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::{
-    cluster_ips, dns_version_records, endpoint_ptr_names, pod_records, port_problems, ptr_records,
-    service_kind, service_records, Names, Options, PortProblem, PtrName, Records, ServiceKind,
+    cluster_ips, dns_version_records, endpoint_ptr_names, log_port_problems, pod_records,
+    ptr_records, service_kind, service_records, Names, Options, PtrName, Records, ServiceKind,
 };
 use crate::scope::{DesiredState, Scope};
 use k8s_openapi::api::core::v1::Endpoints;
@@ -93,6 +93,7 @@ pub(crate) struct Index {
     endpoints_listed: bool,
     /// kube-dns's ConfigMap; `None` until one (or its absence) was listed.
     kube_dns: Option<KubeDnsConfig>,
+    kube_dns_followed: bool,
 }
 
 impl Index {
@@ -110,6 +111,7 @@ impl Index {
             services_listed: false,
             endpoints_listed: false,
             kube_dns: None,
+            kube_dns_followed: false,
         }
     }
 
@@ -145,7 +147,7 @@ impl Index {
         match change {
             Change::Service(Update::Apply(svc)) => {
                 if self.services.get(&svc.key) != Some(&svc) {
-                    log_port_problems(&svc);
+                    log_port_problems(&svc.to_service());
                 }
                 let key = svc.key.clone();
                 self.change_object(&key, |ix| ix.services.insert(svc.key.clone(), svc))
@@ -158,7 +160,7 @@ impl Index {
                 let old = std::mem::take(&mut self.services);
                 for svc in all {
                     if old.get(&svc.key) != Some(&svc) {
-                        log_port_problems(&svc);
+                        log_port_problems(&svc.to_service());
                     }
                     self.services.insert(svc.key.clone(), svc);
                 }
@@ -443,10 +445,18 @@ impl Index {
             .collect()
     }
 
-    /// Whether services and endpoints have both been listed once: after
-    /// the next write, etcd holds every service's records.
+    /// Whether services and endpoints have both been listed once (and
+    /// kube-dns's ConfigMap, when followed): after the next write, etcd
+    /// holds every service's records (and the stub zones and upstreams).
     pub(crate) fn lists_done(&self) -> bool {
-        self.services_listed && self.endpoints_listed
+        self.services_listed
+            && self.endpoints_listed
+            && (self.kube_dns.is_some() || !self.kube_dns_followed)
+    }
+
+    /// `--config-map`: readiness also waits for the ConfigMap's first list.
+    pub(crate) fn follow_kube_dns(&mut self) {
+        self.kube_dns_followed = true;
     }
 
     /// Every known scope, for a full rewrite after etcd lost its data.
@@ -542,23 +552,6 @@ impl Index {
         match self.reverse.get(&ip) {
             Some(targets) => ptr_records(&self.names, ip, targets, self.features.spec_records),
             None => Records::new(),
-        }
-    }
-}
-
-/// Logs 1.2's complaints about a cluster-IP service's ports (see
-/// [`crate::records::PortProblem`]), once
-/// per received version of the service rather than on every reconcile.
-fn log_port_problems(svc: &ServiceInfo) {
-    let svc = svc.to_service();
-    for problem in port_problems(&svc) {
-        match problem {
-            PortProblem::NoPorts => tracing::info!(
-                "Unexpected service with no ports, this should not have happend: {svc:?}"
-            ),
-            PortProblem::NoProtocol => {
-                tracing::warn!("Port Protocol not set. port segment string cannot be created.")
-            }
         }
     }
 }

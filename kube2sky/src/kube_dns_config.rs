@@ -3,15 +3,16 @@
 //! and checked as kube-dns checked them (k8s.io/dns
 //! `pkg/dns/config/config.go`), and what they become in etcd.
 //!
-//! Each stub domain's servers become leaves `kube-dns-<n>` under
+//! Each stub domain's servers become leaves `kube-dns_<n>` under
 //! `stub.dns.<domain>`, the stub zones skydns's `-stubzones` follows; the
 //! upstreams become the `nameservers` of skydns's `/skydns/config` key,
 //! which every skydns follows live. kube2sky owns only the stub leaves it
 //! names so (hand-written ones are left alone) and only the `nameservers`
-//! field of the config key ([`merge_upstreams`]): it removes that field
-//! only while it still holds what kube2sky wrote, which it remembers under
-//! `/kube2sky/<domain>/upstreams`. All of it is pure: the watch that feeds
-//! it is `crate::config_map`.
+//! field of the config key ([`merge_upstreams`]): it notes what it wrote
+//! there and what that replaced under `/kube2sky/<domain>/upstreams`, and
+//! gives the replaced value back when the ConfigMap's upstreams go, while
+//! the field still holds what kube2sky wrote. All of it is pure: the watch
+//! that feeds it is `crate::config_map`.
 
 use crate::name_rules::is_dns1123_subdomain;
 use crate::reconcile::Actual;
@@ -21,8 +22,18 @@ use skydns_msg::path::{fqdn, in_domain};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
 
-/// The name every stub leaf kube2sky writes starts with.
-pub(crate) const STUB_LEAF_PREFIX: &str = "kube-dns-";
+/// The name of every stub leaf kube2sky writes, before its number: `_`
+/// makes it a label no stub domain can have (a leaf `kube-dns-0` would be
+/// the directory of the zone `kube-dns-0.<zone>` too, which etcd v2
+/// cannot hold), and is not leading, so v2 does not hide it.
+pub(crate) const STUB_LEAF_PREFIX: &str = "kube-dns_";
+
+/// Whether `leaf` (the last label of a key under the stub root) is one
+/// kube2sky writes: `kube-dns_<n>`, nothing else.
+pub(crate) fn is_stub_leaf(leaf: &str) -> bool {
+    leaf.strip_prefix(STUB_LEAF_PREFIX)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
 
 /// kube-dns allowed at most three upstreams.
 const MAX_UPSTREAMS: usize = 3;
@@ -101,7 +112,7 @@ impl KubeDnsConfig {
         Ok(config)
     }
 
-    /// The stub leaves: `<zone reversed>/kube-dns-<n>` under
+    /// The stub leaves: `<zone reversed>/kube-dns_<n>` under
     /// `stub.dns.<domain>`, each `{"host":"IP","port":P}` as SkyDNS reads it.
     pub(crate) fn stub_records(&self, names: &Names) -> Records {
         let mut out = Records::new();
@@ -171,14 +182,26 @@ fn checked_port(ns: &str, addr: SocketAddr) -> Result<SocketAddr, String> {
     }
 }
 
-/// What the config key and kube2sky's note of the upstreams it wrote
-/// should hold, from what they hold (`config`, `noted`) and the ConfigMap's
-/// upstreams (`wanted`; empty: none). `None` is "absent". The key's other
-/// fields are kept; with no upstreams wanted, `nameservers` is removed only
-/// if it still holds what was noted (an operator's own value stays), and
-/// the key with it if nothing else is left. A value that is unchanged is
-/// returned as it was, byte for byte, so skydns sees no reload. `Err`: the
-/// key holds something that is not a JSON object (not ours to rewrite).
+/// kube2sky's note, beside the config key, of what it did to the key's
+/// `nameservers`: the value it wrote, and the value that was there before
+/// (`null`: none), which is given back when the ConfigMap's upstreams go.
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
+struct UpstreamsNote {
+    wrote: Value,
+    replaced: Value,
+}
+
+/// What the config key and kube2sky's note should hold, from what they
+/// hold (`config`, `noted`) and the ConfigMap's upstreams (`wanted`;
+/// empty: none). `None` is "absent". The key's other fields are kept (the
+/// key is written back with its fields sorted). With upstreams wanted,
+/// `nameservers` is set and the value it replaces noted; with none, the
+/// noted value is put back (or the field removed, and the key with it if
+/// nothing else is left), but only while the field still holds what
+/// kube2sky wrote: a value changed by hand since stays. A value that is
+/// unchanged is returned as it was, byte for byte, so skydns sees no
+/// reload. `Err`: the key holds something that is not a JSON object (not
+/// ours to rewrite).
 pub(crate) fn merge_upstreams(
     config: Option<&str>,
     noted: Option<&str>,
@@ -192,25 +215,35 @@ pub(crate) fn merge_upstreams(
         },
     };
     let current = object.get("nameservers").cloned();
+    let note = noted.and_then(|n| serde_json::from_str::<UpstreamsNote>(n).ok());
+    // Ours while the field holds what kube2sky wrote.
+    let ours = note.filter(|n| current.as_ref() == Some(&n.wrote));
     if !wanted.is_empty() {
-        let list: Vec<String> = wanted.iter().map(SocketAddr::to_string).collect();
-        let list = Value::from(list);
-        let note = Some(list.to_string());
+        let list = Value::from(wanted.iter().map(SocketAddr::to_string).collect::<Vec<_>>());
+        let replaced = match &ours {
+            Some(note) => note.replaced.clone(),
+            None => current.clone().unwrap_or(Value::Null),
+        };
+        let note = UpstreamsNote {
+            wrote: list.clone(),
+            replaced,
+        };
+        let note = Some(serde_json::to_string(&note).map_err(|e| e.to_string())?);
         if current.as_ref() == Some(&list) {
             return Ok((config.map(str::to_string), note));
         }
         object.insert("nameservers".into(), list);
         return Ok((Some(Value::Object(object).to_string()), note));
     }
-    let ours = noted.and_then(|n| serde_json::from_str::<Value>(n).ok());
-    match (current, ours) {
-        (Some(current), Some(ours)) if current == ours => {
-            object.remove("nameservers");
-            let rest = (!object.is_empty()).then(|| Value::Object(object).to_string());
-            Ok((rest, None))
-        }
-        _ => Ok((config.map(str::to_string), None)),
-    }
+    let Some(ours) = ours else {
+        return Ok((config.map(str::to_string), None));
+    };
+    match ours.replaced {
+        Value::Null => object.remove("nameservers"),
+        before => object.insert("nameservers".into(), before),
+    };
+    let rest = (!object.is_empty()).then(|| Value::Object(object).to_string());
+    Ok((rest, None))
 }
 
 /// The records of `crate::scope::Scope::Upstreams` given what etcd holds

@@ -162,6 +162,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
     let watched = (source, features.pods, features.spec_records);
     let mut watches = watch::spawn_all(&client, watched, &tx, &metrics, &shutdown);
     if let Some(config_map) = config_map {
+        index.follow_kube_dns();
         let watch = config_map::ConfigMapWatch {
             config_map,
             domain: domain.clone(),

@@ -27,6 +27,9 @@ pub(crate) enum Kind {
     Pods,
     /// EndpointSlices.
     EndpointSlices,
+    /// kube-dns's ConfigMap (`--config-map`): counted, but not part of
+    /// `/healthz` (restarting kube2sky does not mend a missing permission).
+    ConfigMap,
 }
 
 /// The `kind` label.
@@ -93,7 +96,7 @@ pub(crate) struct Metrics {
     ready: AtomicBool,
     last_sync_age: Gauge<f64, AtomicU64>,
     last_full_sync: Mutex<Option<Instant>>,
-    watch_errors: [AtomicU32; 4],
+    watch_errors: [AtomicU32; 5],
     etcd_ok: AtomicBool,
 }
 
@@ -111,7 +114,7 @@ impl Default for Metrics {
             ready: AtomicBool::new(false),
             last_sync_age: Gauge::default(),
             last_full_sync: Mutex::new(None),
-            watch_errors: [const { AtomicU32::new(0) }; 4],
+            watch_errors: [const { AtomicU32::new(0) }; 5],
             etcd_ok: AtomicBool::new(true),
             registry: Registry::default(),
         };

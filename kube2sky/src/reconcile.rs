@@ -57,7 +57,7 @@ pub(crate) struct Actual {
 impl Actual {
     /// Files one key-value read from etcd as ours or foreign. Under the PTR
     /// subtree (`ptr`) only values naming one of our services are ours;
-    /// under the stub zones only leaves named `kube-dns-<n>`; the config key
+    /// under the stub zones only leaves named `kube-dns_<n>`; the config key
     /// only when it holds a JSON object.
     pub(crate) fn file(&mut self, names: &Names, key: &str, value: &str, ptr: bool) {
         let ours = if key == names.dns_version_key() {
@@ -65,8 +65,7 @@ impl Actual {
             names.owns_version_value(value)
         } else if let Some(stub) = key.strip_prefix(&names.stub_root()) {
             // Stub servers written by hand sit beside ours.
-            let leaf = stub.rsplit('/').next().unwrap_or_default();
-            leaf.starts_with(crate::kube_dns_config::STUB_LEAF_PREFIX)
+            crate::kube_dns_config::is_stub_leaf(stub.rsplit('/').next().unwrap_or_default())
         } else if key == names.config_key() {
             // Only a JSON object can have its `nameservers` merged.
             serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(value).is_ok()

@@ -194,14 +194,18 @@ impl Names {
 
     /// The deepest directory above `key` that is never removed when it
     /// empties (etcd v2): the namespace directory of service and pod keys,
-    /// the family's PTR root (`in-addr`, `ip6`) of PTR keys; `None` for keys
-    /// elsewhere.
+    /// the family's PTR root (`in-addr`, `ip6`) of PTR keys, the stub root
+    /// of stub leaves; `None` for keys elsewhere.
     pub(crate) fn dir_floor(&self, key: &str) -> Option<String> {
         for root in [self.svc_root(), self.pod_root()] {
             if let Some(rest) = key.strip_prefix(&root) {
                 let namespace = rest.split('/').next()?;
                 return Some(format!("{root}{namespace}"));
             }
+        }
+        let stub_root = self.stub_root();
+        if key.starts_with(&stub_root) {
+            return Some(stub_root.trim_end_matches('/').to_string());
         }
         self.ptr_family_roots()
             .into_iter()
@@ -337,6 +341,22 @@ pub(crate) enum PortProblem {
     NoPorts,
     /// `Port Protocol not set. ...`: a named port without a protocol gets no SRV.
     NoProtocol,
+}
+
+/// Logs 1.2's complaints about a cluster-IP service's ports (see
+/// [`PortProblem`]); the index calls it once per received version of the
+/// service rather than on every reconcile.
+pub(crate) fn log_port_problems(svc: &Service) {
+    for problem in port_problems(svc) {
+        match problem {
+            PortProblem::NoPorts => tracing::info!(
+                "Unexpected service with no ports, this should not have happend: {svc:?}"
+            ),
+            PortProblem::NoProtocol => {
+                tracing::warn!("Port Protocol not set. port segment string cannot be created.")
+            }
+        }
+    }
 }
 
 /// What 1.2 would log about `svc`'s ports; empty for other kinds of service.

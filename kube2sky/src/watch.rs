@@ -28,14 +28,12 @@ use crate::metrics::{Kind, Metrics, SkippedLabels};
 use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::HOSTNAMES_ANNOTATION;
 use crate::validate::{self, Problem};
-use futures::StreamExt;
 use k8s_openapi::api::core::v1::{
     EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::runtime::watcher::{self, Event, ExponentialBackoff};
-use kube::runtime::WatchStreamExt;
 use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 use std::fmt::Debug;
@@ -46,6 +44,9 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+mod recovering;
+pub(crate) use recovering::Recovering;
+
 /// List page size: bounds how many full objects exist at once during a list.
 const PAGE_SIZE: u32 = 500;
 /// First and longest pause between two attempts of a failing watch, before
@@ -54,7 +55,7 @@ const BACKOFF: (Duration, Duration) = (Duration::from_millis(100), Duration::fro
 
 /// The watch backoff: exponential with jitter between [`BACKOFF`]'s bounds,
 /// reset by kube-rs on every successful event.
-fn backoff() -> ExponentialBackoff {
+pub(crate) fn backoff() -> ExponentialBackoff {
     backon::ExponentialBuilder::default()
         .with_min_delay(BACKOFF.0)
         .with_max_delay(BACKOFF.1)
@@ -217,21 +218,11 @@ struct Ctx {
 /// back to list (client-go's reflector backs off to 30 s as well).
 const RELIST_BACKOFF_MAX: Duration = Duration::from_secs(30);
 
-/// Counts a failed watch, then pauses before the caller lists again:
-/// [`BACKOFF`]'s first step after the `restarts`-th re-list in a row without
-/// an event, doubled each time up to [`RELIST_BACKOFF_MAX`], so a server (or
-/// HA pair out of step) that keeps answering so cannot make us list
-/// everything ten times a second.
-async fn relist_soon(ctx: &Ctx, restarts: u32) {
-    ctx.metrics.set_watch_ok(ctx.kind, false);
-    tokio::select! {
-        _ = ctx.shutdown.cancelled() => {}
-        _ = tokio::time::sleep(relist_pause(restarts)) => {}
-    }
-}
-
-/// See [`relist_soon`].
-fn relist_pause(restarts: u32) -> Duration {
+/// The pause before the `restarts`-th re-list in a row without an event:
+/// [`BACKOFF`]'s first step, doubled each time up to [`RELIST_BACKOFF_MAX`],
+/// so a server (or HA pair out of step) that keeps answering so cannot make
+/// us list everything ten times a second.
+pub(crate) fn relist_pause(restarts: u32) -> Duration {
     BACKOFF
         .0
         .saturating_mul(1 << restarts.min(16))
@@ -335,48 +326,11 @@ where
     K::DynamicType: Default,
     T: Checked,
 {
-    let start = || {
-        watcher::watcher(api.clone(), watcher::Config::default().page_size(PAGE_SIZE))
-            .backoff(backoff())
-            .boxed()
-    };
-    let mut stream = start();
+    let config = watcher::Config::default().page_size(PAGE_SIZE);
+    let health = (ctx.kind, ctx.metrics.clone(), ctx.shutdown.clone());
+    let mut events = Recovering::new(api, config, health);
     let mut buffer: Vec<T> = Vec::new();
-    // Re-lists started in a row without an event in between.
-    let mut relists = 0;
-    loop {
-        let item = tokio::select! {
-            _ = ctx.shutdown.cancelled() => return,
-            item = stream.next() => item,
-        };
-        let event = match item {
-            None => return,
-            Some(Err(error)) if is_too_large_resource_version(&error) => {
-                tracing::warn!(%error, "the API server is behind this watch's resourceVersion (restored or replaced?); listing again");
-                relist_soon(&ctx, relists).await;
-                relists += 1;
-                stream = start();
-                continue;
-            }
-            Some(Err(error)) if is_gone(&error) => {
-                // kube-rs would re-list too, but only after its backoff,
-                // which grew while the server was away: the server answers
-                // now, so list at once with a fresh backoff.
-                tracing::warn!(%error, "the API server no longer has this watch's resourceVersion (410 Gone); listing again");
-                relist_soon(&ctx, relists).await;
-                relists += 1;
-                stream = start();
-                continue;
-            }
-            Some(Err(error)) => {
-                tracing::warn!(%error, "watch failed; retrying with backoff");
-                ctx.metrics.set_watch_ok(ctx.kind, false);
-                continue;
-            }
-            Some(Ok(event)) => event,
-        };
-        ctx.metrics.set_watch_ok(ctx.kind, true);
-        relists = 0;
+    while let Some(event) = events.next().await {
         let update = match event {
             Event::Init => {
                 buffer.clear();

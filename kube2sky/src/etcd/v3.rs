@@ -209,7 +209,13 @@ impl V3 {
         };
         match kv.value_str() {
             Ok(value) => out.file(&self.names, key, value, ptr),
-            Err(_) if ptr => {
+            // Not text: another writer's, where kube2sky shares the space
+            // (PTRs, the config key, stub zones); ours to overwrite elsewhere.
+            Err(_)
+                if ptr
+                    || key == self.names.config_key()
+                    || key.starts_with(&self.names.stub_root()) =>
+            {
                 out.foreign.insert(key.to_string());
             }
             Err(_) => {}

@@ -157,15 +157,15 @@ fn stub_domains_become_kube2sky_leaves_under_the_stub_zone_directory() {
     let records = config.stub_records(&Names::new("cluster.local"));
     let expected: Records = [
         (
-            "/skydns/local/cluster/dns/stub/com/example/corp/kube-dns-0",
+            "/skydns/local/cluster/dns/stub/com/example/corp/kube-dns_0",
             r#"{"host":"fd00::53","port":53}"#,
         ),
         (
-            "/skydns/local/cluster/dns/stub/local/acme/kube-dns-0",
+            "/skydns/local/cluster/dns/stub/local/acme/kube-dns_0",
             r#"{"host":"1.2.3.4","port":53}"#,
         ),
         (
-            "/skydns/local/cluster/dns/stub/local/acme/kube-dns-1",
+            "/skydns/local/cluster/dns/stub/local/acme/kube-dns_1",
             r#"{"host":"1.2.3.5","port":5353}"#,
         ),
     ]
@@ -176,45 +176,71 @@ fn stub_domains_become_kube2sky_leaves_under_the_stub_zone_directory() {
 }
 
 #[test]
-fn upstreams_set_only_the_nameservers_field_and_remove_only_their_own() {
+fn upstreams_set_only_the_nameservers_field_and_give_back_what_they_replaced() {
     let wanted = [addr("8.8.8.8:53"), addr("[fd00::1]:5353")];
     let list = r#"["8.8.8.8:53","[fd00::1]:5353"]"#;
-    // No key yet: one with the nameservers alone.
-    let (config, note) = merge_upstreams(None, None, &wanted).expect("merge");
+    let note = |replaced: &str| format!(r#"{{"wrote":{list},"replaced":{replaced}}}"#);
+    // No key yet: one with the nameservers alone; nothing replaced.
+    let (config, noted) = merge_upstreams(None, None, &wanted).expect("merge");
     assert_eq!(
         config.as_deref(),
         Some(&*format!(r#"{{"nameservers":{list}}}"#))
     );
-    assert_eq!(note.as_deref(), Some(list));
-    // An operator's key: its other fields stay.
+    assert_eq!(noted.as_deref(), Some(&*note("null")));
+    // An operator's key: its other fields stay, its nameservers are noted.
     let theirs = r#"{"ttl":30,"nameservers":["10.0.0.2:53"],"no_rec":false}"#;
-    let (config, _) = merge_upstreams(Some(theirs), None, &wanted).expect("merge");
-    let config: Value = serde_json::from_str(&config.expect("kept")).expect("json");
-    assert_eq!(config["ttl"], 30);
-    assert_eq!(config["no_rec"], false);
-    assert_eq!(config["nameservers"].to_string(), list);
-    // Already so: byte for byte what it was (no reload in skydns).
+    let (config, noted) = merge_upstreams(Some(theirs), None, &wanted).expect("merge");
+    let merged = config.expect("kept");
+    assert_eq!(
+        merged,
+        format!(r#"{{"nameservers":{list},"no_rec":false,"ttl":30}}"#)
+    );
+    assert_eq!(noted.as_deref(), Some(&*note(r#"["10.0.0.2:53"]"#)));
+    // ...and given back when the ConfigMap's upstreams go.
+    let (config, noted) = merge_upstreams(Some(&merged), noted.as_deref(), &[]).expect("merge");
+    assert_eq!(
+        config.as_deref(),
+        Some(r#"{"nameservers":["10.0.0.2:53"],"no_rec":false,"ttl":30}"#)
+    );
+    assert_eq!(noted, None);
+    // Another set of upstreams later keeps the first replaced value.
+    let other = [addr("9.9.9.9:53")];
+    let (config, noted) =
+        merge_upstreams(Some(&merged), Some(&note(r#"["10.0.0.2:53"]"#)), &other).expect("merge");
+    assert!(config
+        .expect("kept")
+        .contains(r#""nameservers":["9.9.9.9:53"]"#));
+    assert_eq!(
+        noted.as_deref(),
+        Some(r#"{"wrote":["9.9.9.9:53"],"replaced":["10.0.0.2:53"]}"#)
+    );
+    // Already so: byte for byte what it was (no reload in skydns), note kept.
     let same = format!(r#"{{ "nameservers": {list}, "ttl": 30 }}"#);
-    let (config, _) = merge_upstreams(Some(&same), Some(list), &wanted).expect("merge");
+    let (config, noted) =
+        merge_upstreams(Some(&same), Some(&note("null")), &wanted).expect("merge");
     assert_eq!(config.as_deref(), Some(&*same));
-    // None wanted: ours is removed (and the key with it when nothing is left)...
+    assert_eq!(noted.as_deref(), Some(&*note("null")));
+    // None wanted: ours removed, and the key with it when nothing is left.
     let ours = format!(r#"{{"nameservers":{list}}}"#);
     assert_eq!(
-        merge_upstreams(Some(&ours), Some(list), &[]),
+        merge_upstreams(Some(&ours), Some(&note("null")), &[]),
         Ok((None, None))
     );
-    let (config, note) = merge_upstreams(Some(&same), Some(list), &[]).expect("merge");
+    let (config, noted) = merge_upstreams(Some(&same), Some(&note("null")), &[]).expect("merge");
     assert_eq!(config.as_deref(), Some(r#"{"ttl":30}"#));
-    assert_eq!(note, None);
-    // ...but an operator's value, or one changed by hand since, stays.
+    assert_eq!(noted, None);
+    // A value changed by hand since kube2sky wrote stays, note or not.
     assert_eq!(
         merge_upstreams(Some(theirs), None, &[]),
         Ok((Some(theirs.to_string()), None))
     );
     assert_eq!(
-        merge_upstreams(Some(theirs), Some(list), &[]),
+        merge_upstreams(Some(theirs), Some(&note("null")), &[]),
         Ok((Some(theirs.to_string()), None))
     );
+    // Changed by hand, then the ConfigMap changes: the hand value is the one noted.
+    let (_, noted) = merge_upstreams(Some(theirs), Some(&note("null")), &wanted).expect("merge");
+    assert_eq!(noted.as_deref(), Some(&*note(r#"["10.0.0.2:53"]"#)));
     assert_eq!(merge_upstreams(None, None, &[]), Ok((None, None)));
     // Not a JSON object: not ours to rewrite.
     let error = merge_upstreams(Some("[1]"), None, &wanted).expect_err("not an object");
@@ -226,14 +252,19 @@ fn only_kube2sky_stub_leaves_and_an_object_config_key_are_read_as_ours() {
     let names = Names::new("cluster.local");
     let mut actual = Actual::default();
     let stub = "/skydns/local/cluster/dns/stub/local/acme/";
-    actual.file(&names, &format!("{stub}kube-dns-0"), "{}", false);
+    actual.file(&names, &format!("{stub}kube-dns_0"), "{}", false);
     actual.file(&names, &format!("{stub}ns1"), "{}", false);
+    for hand_written in ["kube-dns-0", "kube-dns_", "kube-dns_primary", "kube-dns_1a"] {
+        actual.file(&names, &format!("{stub}{hand_written}"), "{}", false);
+    }
     actual.file(&names, "/skydns/config", "not json", false);
     assert_eq!(
         actual.records.keys().collect::<Vec<_>>(),
-        [&format!("{stub}kube-dns-0")]
+        [&format!("{stub}kube-dns_0")]
     );
     assert!(actual.foreign.contains(&format!("{stub}ns1")));
+    assert!(actual.foreign.contains(&format!("{stub}kube-dns_primary")));
+    assert_eq!(actual.foreign.len(), 6, "{:?}", actual.foreign);
     assert!(actual.foreign.contains("/skydns/config"));
     // A config key that is not an object is left; the note stays as it was.
     actual.file(
@@ -257,6 +288,6 @@ fn only_kube2sky_stub_leaves_and_an_object_config_key_are_read_as_ours() {
     );
     assert_eq!(
         out["/kube2sky/cluster.local/upstreams"],
-        r#"["8.8.8.8:53"]"#
+        r#"{"wrote":["8.8.8.8:53"],"replaced":null}"#
     );
 }

@@ -266,6 +266,17 @@ fn ipv6_ptr_keys_have_32_nibbles() {
 }
 
 #[test]
+fn stub_leaves_empty_their_zone_directories_down_to_the_stub_root() {
+    let n = names();
+    let leaf = "/skydns/local/cluster/dns/stub/local/acme/kube-dns_0";
+    assert_eq!(
+        n.dir_floor(leaf).as_deref(),
+        Some("/skydns/local/cluster/dns/stub")
+    );
+    assert_eq!(n.dir_floor("/skydns/local/cluster/dns/ns/ns1"), None);
+}
+
+#[test]
 fn dual_stack_services_and_pods_get_both_families() {
     let mut s = svc("d", "web").ip("10.0.0.5").port("http", "TCP", 80);
     if let Some(spec) = s.spec.as_mut() {

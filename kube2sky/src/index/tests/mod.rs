@@ -431,7 +431,7 @@ fn the_config_maps_scopes_are_unknown_until_it_was_listed_and_then_its_records()
     assert!(ix.all_scopes().contains(&Scope::Upstreams));
     let stub = ix.desired(&Scope::StubZones);
     assert_eq!(
-        stub.get("/skydns/local/cluster/dns/stub/local/acme/kube-dns-0")
+        stub.get("/skydns/local/cluster/dns/stub/local/acme/kube-dns_0")
             .map(String::as_str),
         Some(r#"{"host":"1.2.3.4","port":53}"#)
     );
