@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the tests need, if missing:
 # protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq,
-# BIND's dnssec-keygen and delv (the -dnssec tests), podman.
+# BIND's dnssec-keygen and delv (the -dnssec tests), promtool, podman.
 set -euo pipefail
 
 need=()
@@ -20,6 +20,8 @@ command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
 command -v openssl  >/dev/null || need+=(openssl)
 command -v dnsperf  >/dev/null || need+=(dnsperf)
+# The rules in deploy/monitoring/: promtool checks and unit-tests them.
+command -v promtool >/dev/null || need+=(prometheus)
 # skydns's socket-activation test starts it the way systemd does.
 command -v systemd-socket-activate >/dev/null || need+=(systemd)
 

@@ -142,6 +142,8 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
             leader::keep(&api, &election, &shutdown).await
         }));
     }
+    // The writer from here on: the Lease holder, or the only replica.
+    metrics.set_leader(true);
     let mut index = Index::new(names, features);
     let Some(kubernetes) = wait_for_kubernetes(&client, &shutdown).await else {
         return Ok(());

@@ -94,6 +94,11 @@ pub(crate) struct Metrics {
     /// Versions of kube-dns's ConfigMap applied or refused.
     pub config_map_updates: Family<ConfigMapLabel, Counter>,
     ready: AtomicBool,
+    /// `/readiness` as a series, for alerts.
+    ready_gauge: Gauge,
+    /// 1 while this replica watches and writes (always, without
+    /// `--leader-elect`), 0 while it stands by.
+    leader: Gauge,
     last_sync_age: Gauge<f64, AtomicU64>,
     last_full_sync: Mutex<Option<Instant>>,
     watch_errors: [AtomicU32; 5],
@@ -112,6 +117,8 @@ impl Default for Metrics {
             skipped: Family::default(),
             config_map_updates: Family::default(),
             ready: AtomicBool::new(false),
+            ready_gauge: Gauge::default(),
+            leader: Gauge::default(),
             last_sync_age: Gauge::default(),
             last_full_sync: Mutex::new(None),
             watch_errors: [const { AtomicU32::new(0) }; 5],
@@ -150,6 +157,16 @@ impl Default for Metrics {
             m.config_map_updates.clone(),
         );
         registry.register(
+            "ready",
+            "1 once /readiness is open: the first services and endpoints are written",
+            m.ready_gauge.clone(),
+        );
+        registry.register(
+            "leader",
+            "1 while this replica watches and writes (always without --leader-elect), 0 while it stands by",
+            m.leader.clone(),
+        );
+        registry.register(
             "last_sync_age_seconds",
             "seconds since the last complete reconcile (-1: none yet)",
             m.last_sync_age.clone(),
@@ -163,7 +180,13 @@ impl Metrics {
     /// written (or `--initial-sync-timeout` passed). Returns whether it was
     /// closed before.
     pub(crate) fn set_ready(&self) -> bool {
+        self.ready_gauge.set(1);
         !self.ready.swap(true, Ordering::Relaxed)
+    }
+
+    /// Marks this replica the writer (`true`) or a standby.
+    pub(crate) fn set_leader(&self, leader: bool) {
+        self.leader.set(i64::from(leader));
     }
 
     /// Whether `/readiness` is open.
@@ -254,6 +277,12 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("kube2sky_etcd_errors_total 0"), "{text}");
+        assert!(text.contains("kube2sky_ready 0"), "{text}");
+        m.set_ready();
+        m.set_leader(true);
+        let text = m.encode().expect("encode");
+        assert!(text.contains("kube2sky_ready 1"), "{text}");
+        assert!(text.contains("kube2sky_leader 1"), "{text}");
         let refused = ConfigMapLabel {
             result: ConfigMapResult::Invalid,
         };

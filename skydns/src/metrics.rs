@@ -45,6 +45,8 @@ pub struct Metrics {
     stale: Family<Labels, Counter>,
     prefetches: Counter,
     config_reloads: Family<Labels, Counter>,
+    /// `/ready` as a series (set when scraped), for alerts.
+    ready: Gauge,
     /// The configuration whose upstream health the `upstream_up` gauge shows.
     upstream_generation: AtomicU64,
 }
@@ -85,6 +87,7 @@ impl Default for Metrics {
         let dnssec_ok = Counter::default();
         let store_errors = Counter::default();
         let limits: Family<Labels, Counter> = Family::default();
+        let ready = Gauge::default();
         registry.register(
             "limit_count",
             "Counter of requests and connections refused or closed because a limit was reached (pending_forwards; tcp_connections: a new connection closed, every place busy; tcp_idle_closed: the connection idle longest closed to make room).",
@@ -170,6 +173,11 @@ impl Default for Metrics {
         );
         let config_reloads: Family<Labels, Counter> = Family::default();
         registry.register(
+            "ready",
+            "1 while /ready answers 200 (records loaded, etcd in reach, not in the lameduck)",
+            ready.clone(),
+        );
+        registry.register(
             "config_reloads",
             "Changes of the etcd config key, by result: applied, or invalid (the running configuration kept).",
             config_reloads.clone(),
@@ -180,6 +188,7 @@ impl Default for Metrics {
             stale,
             prefetches,
             config_reloads,
+            ready,
             upstream_generation: AtomicU64::new(0),
             registry,
             requests: [
@@ -320,6 +329,11 @@ impl Metrics {
         self.prefetches.inc();
     }
 
+    /// Whether `/ready` answers 200 right now (set when scraped).
+    pub(crate) fn set_ready(&self, ready: bool) {
+        self.ready.set(i64::from(ready));
+    }
+
     /// A change of the etcd config key was `applied` or `invalid`.
     pub(crate) fn config_reload(&self, result: &'static str) {
         self.config_reloads
@@ -353,12 +367,15 @@ pub(crate) async fn serve(
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, %path, "serving metrics, /health and /ready");
+    let ready_status = status.clone();
     let app = axum::Router::new()
         .route(
             &path,
             axum::routing::get(move || {
                 let metrics = metrics.clone();
+                let ready = status.readiness().is_ok();
                 async move {
+                    metrics.set_ready(ready);
                     (
                         [(
                             CONTENT_TYPE,
@@ -374,7 +391,7 @@ pub(crate) async fn serve(
         .route(
             "/ready",
             axum::routing::get(move || {
-                let status = status.clone();
+                let status = ready_status.clone();
                 async move {
                     match status.readiness() {
                         Ok(()) => (StatusCode::OK, "ok".to_string()),
@@ -414,9 +431,12 @@ mod tests {
             "skydns_dns_cache_miss_count_total{type=\"signature\"} 3",
             "skydns_dns_request_duration_bucket{le=\"0.003\",type=\"udp\"} 1",
             "skydns_dns_response_size_bucket{le=\"512.0\",type=\"udp\"} 1",
+            "skydns_dns_ready 0",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
+        m.set_ready(true);
+        assert!(m.render().contains("skydns_dns_ready 1"));
     }
 
     /// The `skydns_dns_error_count_total` lines of the exposition.
