@@ -15,8 +15,9 @@
 #   --tool     the builder: docker (the default when installed) or podman
 # The build needs network access: it pulls rust:<rust-version>-alpine,
 # gcr.io/distroless/static-debian12 and busybox:1.36.1-musl. Log in to the
-# registry first (docker login / podman login). The etcd image
-# (registry.k8s.io/etcd) is not rebuilt: the manifests pull it from there.
+# registry first (docker login / podman login). The etcd and autoscaler
+# images (registry.k8s.io/etcd, registry.k8s.io/cpa/...) are not rebuilt:
+# the manifests pull them from there.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/.." && pwd)

@@ -10,17 +10,18 @@
 # flavour: `kubernetes` (apps/v1 Deployment, RBAC, non-root), `legacy`
 # (the Kubernetes 1.2 kube-dns-v11 ReplicationController and Service) or
 # `shared-etcd` (a three-member etcd cluster, two kube2sky replicas with
-# leader election, DNS_REPLICAS skydns pods).
+# leader election, at least DNS_REPLICAS skydns pods).
 # Environment:
 #   DNS_SERVER_IP  required: the Service's cluster IP; must equal the kubelets'
 #                  --cluster-dns (clusterDNS) and lie in the service CIDR.
 #   DNS_DOMAIN     cluster domain without the trailing dot (default cluster.local);
 #                  must equal the kubelets' --cluster-domain (clusterDomain).
-#   DNS_REPLICAS   pod replicas (default 1).
+#   DNS_REPLICAS   legacy: pod replicas; kubernetes, shared-etcd: the fewest
+#                  DNS pods kube-dns-autoscaler keeps (default 1).
 #   IMAGE_PREFIX   where our three images are pulled from (default kube-dns-rs):
 #                  kube-dns-rs/skydns:0.1.0 becomes $IMAGE_PREFIX/skydns:0.1.0,
 #                  as deploy/build-images.sh tags and pushes them. The etcd
-#                  image (registry.k8s.io) is left as it is.
+#                  and autoscaler images (registry.k8s.io) are left as they are.
 # The substitution is plain text, each placeholder replaced everywhere it
 # occurs; values are checked first so they need no escaping.
 # integration-tests/tests/deploy_manifests/ checks that this script's output

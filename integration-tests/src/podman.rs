@@ -7,8 +7,11 @@
 //! - only the workload is kept: the ReplicationController of `legacy/`
 //!   becomes a Pod with its template (podman rejects ReplicationControllers),
 //!   the Deployment of `kubernetes/` stays a Deployment with one replica;
-//!   Services, ServiceAccounts and RBAC are dropped (podman has no API
-//!   objects to bind them to);
+//!   Services, ServiceAccounts, RBAC, the PodDisruptionBudget and the
+//!   autoscaler's ConfigMap are dropped (podman has no API objects to bind
+//!   them to), and so is the `kube-dns-autoscaler` Deployment (it scales
+//!   the DNS Deployment through the API server's scale subresource, from
+//!   the cluster's Nodes);
 //! - the upstream etcd image, which needs a registry, becomes the stand-in
 //!   `deploy/podman/images.sh` builds from Debian's etcd;
 //! - kube2sky reads a kubeconfig from a host directory (flag
@@ -39,6 +42,9 @@ pub const KUBECONFIG_MOUNT: &str = "/etc/kube2sky";
 pub const KUBECONFIG_FILE: &str = "kubeconfig";
 /// The image the manifests name for etcd; replaced by [`PodmanOptions::etcd_image`].
 pub const UPSTREAM_ETCD_IMAGE: &str = "registry.k8s.io/etcd:3.5.15-0";
+/// The Deployment of the cluster-proportional autoscaler in the modern
+/// manifests: dropped, not run.
+pub const AUTOSCALER_DEPLOYMENT: &str = "kube-dns-autoscaler";
 
 /// What the podman workload is made with.
 #[derive(Debug, Clone)]
@@ -68,7 +74,8 @@ pub fn podman_workload(stream: &str, options: &PodmanOptions) -> Result<String> 
             "Deployment" => {
                 let deployment: Deployment = serde_yaml::from_value(value)
                     .with_context(|| format!("document {}: Deployment", index + 1))?;
-                Some(Workload::Deployment(Box::new(deployment)))
+                let autoscaler = deployment.metadata.name.as_deref() == Some(AUTOSCALER_DEPLOYMENT);
+                (!autoscaler).then(|| Workload::Deployment(Box::new(deployment)))
             }
             _ => None,
         };

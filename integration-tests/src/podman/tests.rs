@@ -140,11 +140,23 @@ fn the_legacy_replication_controller_becomes_its_pod() {
 
 #[test]
 fn the_modern_deployment_stays_a_deployment_of_one_pod() {
-    let yaml = podman_workload(&rendered("kubernetes"), &options(Some("kdrs-t1"))).unwrap();
+    let stream = rendered("kubernetes");
+    assert!(
+        stream.contains(&format!(
+            "kind: Deployment\nmetadata:\n  name: {AUTOSCALER_DEPLOYMENT}\n"
+        )),
+        "the manifests hold the autoscaler, which is dropped"
+    );
+    let yaml = podman_workload(&stream, &options(Some("kdrs-t1"))).unwrap();
     let d: Deployment = serde_yaml::from_str(&yaml).unwrap();
     assert_eq!(d.metadata.name.as_deref(), Some("kdrs-t1"));
+    assert!(!yaml.contains("autoscaler"), "{yaml}");
     let spec = d.spec.unwrap();
-    assert_eq!(spec.replicas, Some(1), "the manifests asked for 3");
+    assert_eq!(
+        spec.replicas,
+        Some(1),
+        "the manifests leave it to the autoscaler"
+    );
     let pod = spec.template.spec.unwrap();
     assert_only_the_listed_changes(&original_spec("kubernetes"), &pod, "kdrs-t1");
     assert_eq!(

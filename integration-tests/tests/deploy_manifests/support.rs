@@ -74,6 +74,7 @@ pub(crate) fn documents(stream: &str, what: &str) -> Vec<serde_yaml::Value> {
 pub(crate) enum Object {
     ReplicationController(Box<ReplicationController>),
     Deployment(Box<Deployment>),
+    ConfigMap(Box<ConfigMap>),
     StatefulSet(Box<StatefulSet>),
     Role(Box<Role>),
     RoleBinding(Box<RoleBinding>),
@@ -137,6 +138,7 @@ pub(crate) fn parse_objects(stream: &str, what: &str) -> Vec<Object> {
             match kind {
                 "ReplicationController" => Object::ReplicationController(typed(doc, &what)),
                 "Deployment" => Object::Deployment(typed(doc, &what)),
+                "ConfigMap" => Object::ConfigMap(typed(doc, &what)),
                 "StatefulSet" => Object::StatefulSet(typed(doc, &what)),
                 "Role" => Object::Role(typed(doc, &what)),
                 "RoleBinding" => Object::RoleBinding(typed(doc, &what)),
@@ -165,7 +167,12 @@ impl Manifests {
             !stream.contains("$DNS_"),
             "deploy/{flavour}: a $DNS_ placeholder is left after rendering"
         );
-        let objects = parse_objects(&stream, &format!("deploy/{flavour}"));
+        Self::from_stream(flavour, &stream)
+    }
+
+    /// The objects of a rendered stream (a flavour's, perhaps altered).
+    pub(crate) fn from_stream(flavour: &'static str, stream: &str) -> Self {
+        let objects = parse_objects(stream, &format!("deploy/{flavour}"));
         Manifests { flavour, objects }
     }
 
@@ -182,11 +189,22 @@ impl Manifests {
         })
     }
 
-    /// The pod template's labels and spec, of the RC or the Deployment.
+    /// The Deployment named `name`.
+    pub(crate) fn deployment(&self, name: &str) -> &Deployment {
+        self.one(|o| match o {
+            Object::Deployment(d) if d.metadata.name.as_deref() == Some(name) => Some(&**d),
+            _ => None,
+        })
+    }
+
+    /// The pod template's labels and spec, of the RC or the DNS Deployment
+    /// (`kube-dns`; not `kube-dns-autoscaler`).
     pub(crate) fn pod(&self) -> (BTreeMap<String, String>, &PodSpec) {
         let template = self.one(|o| match o {
             Object::ReplicationController(rc) => rc.spec.as_ref()?.template.as_ref(),
-            Object::Deployment(d) => Some(&d.spec.as_ref()?.template),
+            Object::Deployment(d) if d.metadata.name.as_deref() == Some("kube-dns") => {
+                Some(&d.spec.as_ref()?.template)
+            }
             _ => None,
         });
         let labels = template
@@ -200,6 +218,14 @@ impl Manifests {
     /// Every pod template of every workload (RC, Deployment, StatefulSet),
     /// with the workload's name.
     pub(crate) fn pod_specs(&self) -> Vec<(String, &PodSpec)> {
+        self.templates()
+            .into_iter()
+            .filter_map(|(name, template)| Some((name, template.spec.as_ref()?)))
+            .collect()
+    }
+
+    /// Every workload's pod template, with the workload's name.
+    pub(crate) fn templates(&self) -> Vec<(String, &PodTemplateSpec)> {
         self.objects
             .iter()
             .filter_map(|o| {
@@ -211,11 +237,32 @@ impl Manifests {
                     Object::StatefulSet(s) => (&s.metadata, &s.spec.as_ref()?.template),
                     _ => return None,
                 };
-                Some((
-                    meta.name.clone().unwrap_or_default(),
-                    template.spec.as_ref()?,
-                ))
+                Some((meta.name.clone().unwrap_or_default(), template))
             })
             .collect()
     }
+}
+
+/// A pod template's labels.
+pub(crate) fn template_labels(t: &PodTemplateSpec) -> BTreeMap<String, String> {
+    t.metadata
+        .as_ref()
+        .and_then(|m| m.labels.clone())
+        .unwrap_or_default()
+}
+
+/// Whether a label selector (matchLabels, and matchExpressions with `In`)
+/// selects a pod with `labels`.
+pub(crate) fn selects(selector: &LabelSelector, labels: &BTreeMap<String, String>) -> bool {
+    let by_labels = selector
+        .match_labels
+        .iter()
+        .flatten()
+        .all(|(k, v)| labels.get(k) == Some(v));
+    let by_expressions = selector.match_expressions.iter().flatten().all(|e| {
+        assert_eq!(e.operator, "In", "only In expressions are understood here");
+        let values = e.values.clone().unwrap_or_default();
+        labels.get(&e.key).is_some_and(|v| values.contains(v))
+    });
+    by_labels && by_expressions
 }
