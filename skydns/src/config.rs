@@ -103,6 +103,8 @@ pub struct Config {
     pub forwarding: Forwarding,
     /// Forward stub zones.
     pub stubzones: bool,
+    /// `-autopath` and its search list, if on.
+    pub autopath: Option<std::sync::Arc<crate::autopath::Autopath>>,
     /// Requests that may wait on upstream servers at once (0: no limit).
     pub max_pending_forwards: usize,
     /// Bounds on TCP clients.
@@ -193,11 +195,25 @@ impl Config {
             rcache_prefetch: self.forwarding.rcache_prefetch,
             rcache_prefetch_percent: self.forwarding.rcache_prefetch_percent,
             stubzones: self.stubzones,
+            autopath: self.autopath.clone(),
             max_pending_forwards: self.max_pending_forwards,
             local: self.local.clone(),
             dnssec: self.dnssec.clone(),
         }
     }
+}
+
+/// `-autopath` with its search list, checked.
+fn autopath(
+    flags: &Flags,
+    domain: &str,
+) -> Result<Option<std::sync::Arc<crate::autopath::Autopath>>, ConfigError> {
+    if !flags.autopath {
+        return Ok(None);
+    }
+    crate::autopath::Autopath::new(&flags.autopath_search, flags.autopath_ndots, domain)
+        .map(|a| Some(std::sync::Arc::new(a)))
+        .map_err(ConfigError)
 }
 
 impl Settings {
@@ -331,6 +347,7 @@ impl Settings {
             rcache_ttl,
             forwarding: Forwarding::from_flags(flags)?,
             stubzones: flags.stubzones,
+            autopath: autopath(flags, &zone.domain)?,
             max_pending_forwards: flags.max_pending_forwards,
             tcp: tcp_limits(flags)?,
             metrics_addr,

@@ -11,6 +11,7 @@
 //! readable header and are dropped otherwise; nothing a client sends can
 //! make it panic.
 
+mod autopath;
 mod forwarding;
 mod live;
 mod pending;
@@ -32,7 +33,7 @@ use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use skydns_msg::path::{in_domain, is_addressable_label};
-use std::net::SocketAddr;
+use std::net::{IpAddr, SocketAddr};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -98,6 +99,8 @@ pub struct Options {
     pub local: Option<String>,
     /// Online DNSSEC signing of DO replies (`-dnssec`), if on.
     pub dnssec: Option<Arc<crate::dnssec::Dnssec>>,
+    /// The server-side search path (`-autopath`), if on.
+    pub autopath: Option<Arc<crate::autopath::Autopath>>,
 }
 
 impl Default for Options {
@@ -124,6 +127,7 @@ impl Default for Options {
             max_pending_forwards: 1_000,
             local: None,
             dnssec: None,
+            autopath: None,
         }
     }
 }
@@ -155,6 +159,9 @@ struct Request {
     limit: usize,
     dnssec_ok: bool,
     start: Instant,
+    /// Whether its reply is counted in the metrics (not for the names
+    /// autopath tries on a client's behalf).
+    account: bool,
 }
 
 /// One configuration of the handler and what it keeps between requests;
@@ -183,7 +190,12 @@ struct Inner {
 
 impl Inner {
     /// Handles one request as far as memory allows.
-    fn handle(self: &Arc<Self>, packet: &[u8], transport: Transport) -> Outcome {
+    fn handle(
+        self: &Arc<Self>,
+        packet: &[u8],
+        transport: Transport,
+        client: Option<IpAddr>,
+    ) -> Outcome {
         let start = Instant::now();
         let tcp = transport == Transport::Tcp;
         let plain = QuestionKey::parse(packet, tcp);
@@ -255,6 +267,14 @@ impl Inner {
             limit,
             dnssec_ok,
             start,
+            account: true,
+        };
+        let request = match &snapshot {
+            Some(s) if self.may_walk(&request, Some(s), client) => match self.walk(request, s) {
+                Ok(outcome) => return outcome,
+                Err(request) => *request,
+            },
+            _ => request,
         };
         let (route, paths) = record_reads(|| self.route(&request, snapshot));
         match route {
@@ -308,6 +328,9 @@ impl Inner {
     fn remember(&self, plain: &PlainQuery, q: &Question, bytes: &[u8], at: Computed<'_>) {
         if q.qtype == RecordType::ANY {
             return; // the REFUSED reply clears RD, which the hot path copies
+        }
+        if self.autopath_may_walk(q, bytes) {
+            return; // a pod of its namespace gets another answer
         }
         let shufflable =
             self.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
@@ -494,6 +517,9 @@ impl Inner {
     }
 
     fn account(&self, r: &Request, bytes: &[u8], overflow: bool) {
+        if !r.account {
+            return;
+        }
         self.metrics
             .reply(r.tcp, bytes, r.start.elapsed(), overflow);
         tracing::debug!(name = %r.q.qname_text, qtype = %r.q.qtype, rcode = bytes.get(3).map_or(0, |b| b & 0x0f), "reply");

@@ -28,6 +28,7 @@ pub mod config;
 pub mod lifecycle;
 
 mod answer;
+pub mod autopath;
 mod cache;
 mod dnssec;
 #[cfg(test)]

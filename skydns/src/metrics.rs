@@ -47,6 +47,8 @@ pub struct Metrics {
     config_reloads: Family<Labels, Counter>,
     /// `/ready` as a series (set when scraped), for alerts.
     ready: Gauge,
+    /// Autopath walks by result: `hit` (answered through a CNAME), `miss`.
+    autopath: Family<Labels, Counter>,
     /// The configuration whose upstream health the `upstream_up` gauge shows.
     upstream_generation: AtomicU64,
 }
@@ -88,6 +90,12 @@ impl Default for Metrics {
         let store_errors = Counter::default();
         let limits: Family<Labels, Counter> = Family::default();
         let ready = Gauge::default();
+        let autopath: Family<Labels, Counter> = Family::default();
+        registry.register(
+            "autopath",
+            "Autopath walks (-autopath) by result: hit (a later search domain or the bare name answered, through a CNAME), miss (the asked name's NXDOMAIN sent)",
+            autopath.clone(),
+        );
         registry.register(
             "limit_count",
             "Counter of requests and connections refused or closed because a limit was reached (pending_forwards; tcp_connections: a new connection closed, every place busy; tcp_idle_closed: the connection idle longest closed to make room).",
@@ -189,6 +197,7 @@ impl Default for Metrics {
             prefetches,
             config_reloads,
             ready,
+            autopath,
             upstream_generation: AtomicU64::new(0),
             registry,
             requests: [
@@ -327,6 +336,11 @@ impl Metrics {
     /// A cache entry was refreshed ahead of its expiry.
     pub(crate) fn prefetch(&self) {
         self.prefetches.inc();
+    }
+
+    /// An autopath walk ended with `result` (`hit` or `miss`).
+    pub(crate) fn autopath(&self, result: &'static str) {
+        self.autopath.get_or_create(&vec![("result", result)]).inc();
     }
 
     /// Whether `/ready` answers 200 right now (set when scraped).

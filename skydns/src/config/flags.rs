@@ -146,6 +146,20 @@ pub struct Flags {
     /// Forward names in stub zones (configured under stub.dns.<domain> in etcd) to their servers.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub stubzones: bool,
+    /// Answer a pod's search list at the server: a query ending in the first search domain
+    /// of the asking pod's namespace (found from its IP in the pod records) that is NXDOMAIN
+    /// is walked on through -autopath-search and then the bare name, and the first name
+    /// found is answered with a CNAME to it. Needs kube2sky's pod records (--pods).
+    #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
+    pub autopath: bool,
+    /// The search list -autopath assumes pods resolve with, comma separated; {ns} is the
+    /// pod's namespace and {domain} -domain; the first must begin with {ns}. (Kubernetes's).
+    #[arg(long, default_value = "{ns}.svc.{domain},svc.{domain},{domain}")]
+    pub autopath_search: String,
+    /// The ndots -autopath assumes (Kubernetes's 5): a name with this many dots is asked as
+    /// it is first, so it is not walked.
+    #[arg(long, default_value_t = 5)]
+    pub autopath_ndots: usize,
     /// Follow the etcd cluster's members (v3 MemberList, v2 /v2/members): the endpoints given
     /// in -machines are only where to start.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]

@@ -19,6 +19,7 @@ use crate::metrics::Metrics;
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use arc_swap::ArcSwap;
+use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -96,7 +97,18 @@ impl Handler {
 
     /// Handles one request, completing any upstream work.
     pub async fn handle_async(&self, packet: &[u8], transport: Transport) -> Option<Vec<u8>> {
-        match self.handle(packet, transport) {
+        self.handle_async_from(packet, transport, None).await
+    }
+
+    /// [`Handler::handle_async`] for a request from `client` (autopath
+    /// needs to know who asks).
+    pub async fn handle_async_from(
+        &self,
+        packet: &[u8],
+        transport: Transport,
+        client: Option<IpAddr>,
+    ) -> Option<Vec<u8>> {
+        match self.handle_from(packet, transport, client) {
             Outcome::Done(reply) => reply,
             Outcome::Pending(pending) => self.resolve(*pending).await,
         }
@@ -104,8 +116,18 @@ impl Handler {
 
     /// Handles one request as far as memory allows.
     pub fn handle(&self, packet: &[u8], transport: Transport) -> Outcome {
+        self.handle_from(packet, transport, None)
+    }
+
+    /// [`Handler::handle`] for a request from `client`.
+    pub fn handle_from(
+        &self,
+        packet: &[u8],
+        transport: Transport,
+        client: Option<IpAddr>,
+    ) -> Outcome {
         // A guard, not a clone: no shared counter touched per query.
-        Inner::handle(&self.current.load(), packet, transport)
+        Inner::handle(&self.current.load(), packet, transport, client)
     }
 
     /// Completes a pending request; `None` means "send nothing".

@@ -31,6 +31,8 @@ pub(super) enum Route {
     Lookups,
     /// Authoritative answer needing this hidden etcd v2 path read first.
     HiddenPath(String),
+    /// An autopath walk waiting on upstream work for one of its names.
+    Autopath(Box<super::autopath::Walk>),
 }
 
 impl Inner {
@@ -41,6 +43,7 @@ impl Inner {
             Route::Forward => self.forward(&request).await,
             Route::Stub(servers) => self.stub_forward(&request, servers).await,
             Route::Lookups => self.answer_with_lookups(&request).await,
+            Route::Autopath(walk) => self.finish_walk(&request, *walk).await,
             Route::HiddenPath(path) => {
                 let timeout = self.options.read_timeout;
                 match self.paths.read(path, timeout).await {

@@ -209,6 +209,7 @@ async fn serve_connection(
     stop: CancellationToken,
 ) {
     let mut buf = Vec::new();
+    let client = stream.peer_addr().ok().map(|peer| peer.ip());
     loop {
         place.idle();
         let len = tokio::select! {
@@ -229,7 +230,10 @@ async fn serve_connection(
             Ok(Ok(_)) => {}
             _ => return,
         }
-        let Some(reply) = handler.handle_async(&buf, Transport::Tcp).await else {
+        let Some(reply) = handler
+            .handle_async_from(&buf, Transport::Tcp, client)
+            .await
+        else {
             continue;
         };
         let Ok(reply_len) = u16::try_from(reply.len()) else {
