@@ -1,4 +1,4 @@
-//! The modern manifests' part of kube-dns's ConfigMap: kube2sky follows
+//! The modern manifests' part of kube-dns's ConfigMap and autopath: kube2sky follows
 //! `kube-system/kube-dns`, skydns forwards stub zones, and a Role grants
 //! exactly what that needs, bound to the pod's account.
 
@@ -24,6 +24,12 @@ pub(crate) fn check_config_map_access(
     assert!(
         skydns.stubzones,
         "{what}: the ConfigMap's stub domains need -stubzones"
+    );
+    // Autopath finds a client's namespace through kube2sky's pod records.
+    assert!(skydns.autopath.is_some(), "{what}: -autopath");
+    assert!(
+        kube2sky.features.pods,
+        "{what}: -autopath needs kube2sky --pods"
     );
     let role = m.one(|o| match o {
         Object::Role(r) if r.metadata.name.as_deref() == Some("kube-dns-rs-config-map") => {

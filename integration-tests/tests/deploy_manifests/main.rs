@@ -370,6 +370,7 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
             // kube-dns's ConfigMap: followed by kube2sky, stub zones in skydns.
             "--config-map=kube-dns",
             "-stubzones=true",
+            "-autopath=true",
         ],
     ]
     .concat();
