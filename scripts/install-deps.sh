@@ -20,6 +20,8 @@ command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
 command -v openssl  >/dev/null || need+=(openssl)
 command -v dnsperf  >/dev/null || need+=(dnsperf)
+# skydns_autopath's glibc test makes a pod's network namespace with ip.
+command -v ip       >/dev/null || need+=(iproute2)
 # The rules in deploy/monitoring/: promtool checks and unit-tests them.
 command -v promtool >/dev/null || need+=(prometheus)
 # skydns's socket-activation test starts it the way systemd does.

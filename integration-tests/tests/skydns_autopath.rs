@@ -78,8 +78,17 @@ async fn a_pods_search_path_is_walked_at_the_server_and_no_one_else_gets_its_ans
     create_pod(&api, "other", "client", OTHER_POD)?;
     service(&api, "other", "db", "10.0.0.50")?;
     service(&api, "web", "cache", "10.0.0.60")?;
+    // A namespace named like a name pods look up: its directory
+    // (`redis.svc.cluster.local`) must not answer a walk for `redis`.
+    let body =
+        serde_json::json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "redis"}});
+    api.store()
+        .create(ResourceKind::Namespace, None, body, true)?;
+    service(&api, "redis", "x", "10.0.0.70")?;
     wait_for_keys(&etcd, "/skydns/local/cluster/pod/web/", 1).await?;
     wait_for_keys(&etcd, "/skydns/local/cluster/pod/other/", 1).await?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/other/db/", 2).await?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/redis/x/", 2).await?;
     let upstream = Dnsmasq::start(&[
         "--address=/api.example.com/192.0.2.7",
         "--address=/missing.example.com/",
@@ -130,9 +139,29 @@ async fn a_pods_search_path_is_walked_at_the_server_and_no_one_else_gets_its_ans
     let r = ask(port, WEB_POD, OWN_NS, &[]).await?;
     ensure!(r.status == "NOERROR" && r.answer.len() == 1, "{r:?}");
     ensure!(r.answer.iter().any(a_record("10.0.0.60")), "{r:?}");
-    // ...and a name that exists nowhere is the asked name's NXDOMAIN.
+    // ...and a name that exists nowhere is the asked name's NXDOMAIN, as
+    // is one whose only match is a namespace's directory.
     let r = ask(port, WEB_POD, NOWHERE, &[]).await?;
     ensure!(r.status == "NXDOMAIN" && r.answer.is_empty(), "{r:?}");
+    let r = ask(port, WEB_POD, "redis.web.svc.cluster.local.", &[]).await?;
+    ensure!(
+        r.status == "NXDOMAIN" && r.answer.is_empty(),
+        "namespace directory: {r:?}"
+    );
+    // A CNAME that says the names before it do not exist lasts no longer
+    // than their NXDOMAIN would (the SOA minimum, 60).
+    let r = ask(port, WEB_POD, EXTERNAL, &[]).await?;
+    let ttl = |line: &String| {
+        line.split_whitespace()
+            .nth(1)
+            .and_then(|t| t.parse::<u32>().ok())
+    };
+    let cname_ttl = r
+        .answer
+        .iter()
+        .find(|l| cname(EXTERNAL, "api.example.com.")(l))
+        .and_then(ttl);
+    ensure!(cname_ttl.is_some_and(|t| t <= 60), "{r:?}");
 
     // After the pod's walks: no one else gets them, from any cache.
     for (who, name) in [
@@ -157,7 +186,7 @@ async fn a_pods_search_path_is_walked_at_the_server_and_no_one_else_gets_its_ans
     let hits = metric(&text, r#"skydns_dns_autopath_total{result="hit"}"#);
     let misses = metric(&text, r#"skydns_dns_autopath_total{result="miss"}"#);
     ensure!(
-        hits == Some(3.0) && misses == Some(1.0),
+        hits == Some(4.0) && misses == Some(2.0),
         "hits {hits:?}, misses {misses:?}"
     );
     let off_text = scrape(&off.url("/metrics")).await?;
@@ -181,13 +210,18 @@ impl PodNetwork {
     /// A namespace whose resolver is `host:53`, searching as a pod of `ns`.
     fn create(ns: &str) -> Result<Self> {
         let id = std::process::id();
-        let (a, b) = (200 + id % 50, (id / 50) % 250);
+        // 198.18.0.0/15 is for benchmarks and tests (RFC 2544): no real
+        // network's routes are taken. A /30 per process id.
+        let n = id % (1 << 15);
+        let (a, b, c) = (18 + (n >> 14), (n >> 6) & 0xff, (n & 0x3f) << 2);
         let name = format!("kdrs-autopath-{id}");
         let net = PodNetwork {
-            host: format!("10.{a}.{b}.1"),
-            pod: format!("10.{a}.{b}.2"),
+            host: format!("198.{a}.{b}.{}", c + 1),
+            pod: format!("198.{a}.{b}.{}", c + 2),
             name,
         };
+        // What a killed run with this process id may have left.
+        net.remove();
         let (outside, inside) = (format!("kda{id}"), format!("kdb{id}"));
         let run = |args: &[&str]| -> Result<()> {
             let out = std::process::Command::new("ip").args(args).output()?;
@@ -202,7 +236,7 @@ impl PodNetwork {
         run(&[
             "link", "add", &outside, "type", "veth", "peer", "name", &inside,
         ])?;
-        run(&["link", "set", &inside, "netns", &net.name])?;
+        run(&["link", "set", &inside, "netns", &net.name])?; // else dropped below
         run(&["addr", "add", &format!("{}/30", net.host), "dev", &outside])?;
         run(&["link", "set", &outside, "up"])?;
         let exec = ["netns", "exec", &net.name, "ip"];
@@ -242,10 +276,22 @@ impl PodNetwork {
 
 impl Drop for PodNetwork {
     fn drop(&mut self) {
-        // The veth pair goes with the namespace.
-        let _ = std::process::Command::new("ip")
-            .args(["netns", "del", &self.name])
-            .status();
+        self.remove();
+    }
+}
+
+impl PodNetwork {
+    /// Removes the namespace (and the veth pair with it), the host end if
+    /// it never moved, and the resolv.conf.
+    fn remove(&self) {
+        let ip = |args: &[&str]| {
+            let _ = std::process::Command::new("ip")
+                .args(args)
+                .stderr(std::process::Stdio::null())
+                .status();
+        };
+        ip(&["netns", "del", &self.name]);
+        ip(&["link", "del", &format!("kda{}", std::process::id())]);
         let _ = std::fs::remove_dir_all(format!("/etc/netns/{}", self.name));
     }
 }
@@ -289,6 +335,8 @@ async fn glibc_in_a_pods_network_needs_one_round_trip_per_family_with_autopath()
     service(&api, "other", "db", "10.0.0.50")?;
     service(&api, "web", "cache", "10.0.0.60")?;
     wait_for_keys(&etcd, "/skydns/local/cluster/pod/web/", 1).await?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/other/db/", 2).await?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/web/cache/", 2).await?;
     let upstream = Dnsmasq::start(&[
         "--address=/api.example.com/192.0.2.7",
         "--address=/missing.example.com/",

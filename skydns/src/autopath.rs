@@ -126,6 +126,8 @@ pub(crate) fn chain(request: &Message, target: &Name, step: Message, ttl: u32) -
     reply.answers.extend(step.answers);
     reply.authorities.extend(step.authorities);
     reply.additionals.extend(step.additionals);
+    // A step cut short: the client asks again over TCP.
+    reply.metadata.truncation = step.metadata.truncation;
     reply
 }
 
@@ -136,6 +138,29 @@ pub(crate) fn chain_ttl(step: &Message, fallback: u32) -> u32 {
         .map(|r| r.ttl)
         .min()
         .unwrap_or(fallback)
+}
+
+/// Whether `name`, a step's name, can own records a walk may chain to:
+/// not a namespace's directory (`<ns>.svc.<domain>`, `<ns>.pod.<domain>`)
+/// nor the `svc`/`pod` roots, which SkyDNS answers with every record below
+/// them. (`redis.default.svc.<domain>`, glibc's second step for
+/// `redis.default`, reads as a first step for `redis`; its walk must not
+/// answer `redis.svc.<domain>` with every service of a namespace `redis`.)
+pub(crate) fn names_records(domain: &str, name: &str) -> bool {
+    let domain = domain.trim_end_matches('.');
+    let Some(rest) = name.trim_end_matches('.').strip_suffix(domain) else {
+        return true; // outside the domain: forwarded, not a directory of ours
+    };
+    let labels: Vec<&str> = rest
+        .trim_end_matches('.')
+        .split('.')
+        .filter(|l| !l.is_empty())
+        .collect();
+    match labels.as_slice() {
+        [] => false,
+        [.., kind] if *kind == "svc" || *kind == "pod" => labels.len() >= 3,
+        _ => true,
+    }
 }
 
 /// Whether a step's reply ends the walk: anything but NXDOMAIN.
@@ -149,6 +174,41 @@ pub(crate) fn walks(qtype: RecordType) -> bool {
         qtype,
         RecordType::ANY | RecordType::AXFR | RecordType::IXFR | RecordType::OPT
     )
+}
+
+/// Most questions [`WalkMemo`] remembers; it starts over when full.
+const WALK_MEMO_ENTRIES: usize = 10_000;
+
+/// Which step of a walk answered, per question (lowercased name and type),
+/// for the snapshot generation it was walked on: a repeated question on the
+/// same snapshot goes straight to that step (the steps before it were
+/// NXDOMAIN and still are), so a walk costs one lookup, not four. Any
+/// change of the records is a new generation, which the memo does not
+/// match. What the step answers is not kept: a forwarded name still goes
+/// through the forwarders and their cache.
+#[derive(Debug, Default)]
+pub(crate) struct WalkMemo {
+    steps: std::sync::Mutex<std::collections::HashMap<(String, u16), (i64, usize)>>,
+}
+
+impl WalkMemo {
+    /// The step that answered `name`/`qtype` on snapshot `generation`.
+    pub(crate) fn get(&self, name: &str, qtype: RecordType, generation: i64) -> Option<usize> {
+        let steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
+        match steps.get(&(name.to_string(), u16::from(qtype))) {
+            Some(&(at, step)) if at == generation => Some(step),
+            _ => None,
+        }
+    }
+
+    /// Notes that `step` answered `name`/`qtype` on snapshot `generation`.
+    pub(crate) fn note(&self, name: &str, qtype: RecordType, generation: i64, step: usize) {
+        let mut steps = self.steps.lock().unwrap_or_else(|e| e.into_inner());
+        if steps.len() >= WALK_MEMO_ENTRIES {
+            steps.clear();
+        }
+        steps.insert((name.to_string(), u16::from(qtype)), (generation, step));
+    }
 }
 
 #[cfg(test)]

@@ -181,6 +181,8 @@ struct Inner {
     /// `local.dns.<domain>`, with `-local` (made once, not per query).
     local_dns: Option<String>,
     replies: ReplyCache,
+    /// Which step answered each autopath walk on the current records.
+    walks: crate::autopath::WalkMemo,
     metrics: Arc<Metrics>,
     /// Reads hidden etcd v2 paths on demand (disabled for v3).
     paths: PathReader,
@@ -276,11 +278,15 @@ impl Inner {
             },
             _ => request,
         };
-        let (route, paths) = record_reads(|| self.route(&request, snapshot));
+        let (route, mut paths) = record_reads(|| self.route(&request, snapshot.clone()));
         match route {
             Route::Reply(reply) => {
                 let bytes = self.send(&request, reply);
                 if let (Some(plain), Some(bytes)) = (&plain, &bytes) {
+                    if self.autopath_may_walk(&request, bytes, snapshot.as_deref(), &mut paths) {
+                        // A pod of the namespace gets another answer.
+                        return Outcome::Done(Some(bytes.clone()));
+                    }
                     let at = Computed {
                         generation,
                         hour,
@@ -328,9 +334,6 @@ impl Inner {
     fn remember(&self, plain: &PlainQuery, q: &Question, bytes: &[u8], at: Computed<'_>) {
         if q.qtype == RecordType::ANY {
             return; // the REFUSED reply clears RD, which the hot path copies
-        }
-        if self.autopath_may_walk(q, bytes) {
-            return; // a pod of its namespace gets another answer
         }
         let shufflable =
             self.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);

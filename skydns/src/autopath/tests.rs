@@ -158,3 +158,39 @@ fn the_chained_reply_answers_the_asked_name_with_a_cname_to_the_found_one() {
     // NODATA: the CNAME alone, with the fallback TTL.
     assert_eq!(chain_ttl(&Message::query(), 30), 30);
 }
+
+#[test]
+fn the_memo_knows_a_step_for_the_records_it_was_walked_on_only() {
+    let memo = WalkMemo::default();
+    let name = "api.example.com.web.svc.cluster.local.";
+    assert_eq!(memo.get(name, RecordType::A, 7), None);
+    memo.note(name, RecordType::A, 7, 2);
+    assert_eq!(memo.get(name, RecordType::A, 7), Some(2));
+    assert_eq!(memo.get(name, RecordType::AAAA, 7), None, "per type");
+    assert_eq!(
+        memo.get(name, RecordType::A, 8),
+        None,
+        "the records changed"
+    );
+    for i in 0..WALK_MEMO_ENTRIES {
+        memo.note(&format!("n{i}.web.svc.cluster.local."), RecordType::A, 7, 0);
+    }
+    assert_eq!(memo.get(name, RecordType::A, 7), None, "full: started over");
+}
+
+#[test]
+fn a_namespaces_directory_is_no_name_to_chain_to() {
+    let d = "cluster.local.";
+    for (name, records) in [
+        ("db.other.svc.cluster.local.", true),
+        ("redis.svc.cluster.local.", false), // namespace redis's directory
+        ("svc.cluster.local.", false),
+        ("1-2-3-4.web.pod.cluster.local.", true),
+        ("web.pod.cluster.local.", false),
+        ("x.cluster.local.", true),
+        ("cluster.local.", false),
+        ("api.example.com.", true),
+    ] {
+        assert_eq!(names_records(d, name), records, "{name}");
+    }
+}

@@ -17,7 +17,7 @@
 
 use super::{pending, Inner, Outcome, Pending, Request, Route};
 use crate::answer::Question;
-use crate::autopath::{chain, chain_ttl, ends_walk, pod_dir, walks};
+use crate::autopath::{chain, chain_ttl, ends_walk, names_records, pod_dir, walks};
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name};
@@ -30,8 +30,9 @@ pub(super) struct Walk {
     step: Box<Pending>,
     /// The name the CNAME points to.
     target: Name,
-    /// The asked name's own reply (NXDOMAIN), sent when the walk finds nothing.
-    first: Message,
+    /// The asked name's own reply (NXDOMAIN), sent when the walk finds
+    /// nothing (`None` on a walk that went straight to its step: made then).
+    first: Option<Message>,
 }
 
 impl Inner {
@@ -61,7 +62,8 @@ impl Inner {
 
     /// The reply of a walk for a request that [`Inner::may_walk`], or the
     /// request back when its own name is not NXDOMAIN (then it is answered
-    /// as usual).
+    /// as usual). A question walked before on the same records goes
+    /// straight to the step that answered ([`crate::autopath::WalkMemo`]).
     pub(super) fn walk(
         self: &Arc<Self>,
         request: Request,
@@ -73,26 +75,49 @@ impl Inner {
         let Some((namespace, base)) = autopath.split(&request.q.name) else {
             return Err(Box::new(request));
         };
+        let steps = autopath.steps(base, namespace);
+        let (name, qtype, generation) = (&request.q.name, request.q.qtype, snapshot.generation());
+        if let Some(known) = self.walks.get(name, qtype, generation) {
+            let step = steps.get(known).and_then(|n| step_request(&request, n));
+            if let Some(step) = step {
+                match self.route(&step, Some(snapshot.clone())) {
+                    Route::Reply(reply)
+                        if reply.metadata.response_code == ResponseCode::NoError =>
+                    {
+                        let target = step.q.qname.clone();
+                        let reply = self.chained(&request, Some((target, reply)), None);
+                        return Ok(Outcome::Done(reply));
+                    }
+                    Route::Pending(route) => return Ok(self.walk_on(request, step, route, None)),
+                    _ => {} // walked in full below
+                }
+            }
+        }
         let first = match self.route(&request, Some(snapshot.clone())) {
             Route::Reply(reply) if !ends_walk(&reply) => reply,
             _ => return Err(Box::new(request)),
         };
-        for name in autopath.steps(base, namespace) {
-            let Some(step) = step_request(&request, &name) else {
-                break;
+        for (index, name) in steps.iter().enumerate() {
+            let Some(step) = step_request(&request, name) else {
+                continue; // longer than a name can be
             };
             let target = step.q.qname.clone();
             match self.route(&step, Some(snapshot.clone())) {
                 Route::Reply(reply) if !ends_walk(&reply) => continue,
+                Route::Reply(_) if !names_records(&self.zone.domain, name) => continue,
                 Route::Reply(reply) => {
-                    let reply = self.chained(&request, Some((target, reply)), first);
+                    self.walks.note(&request.q.name, qtype, generation, index);
+                    let reply = self.chained(&request, Some((target, reply)), Some(first));
                     return Ok(Outcome::Done(reply));
                 }
-                Route::Drop => break,
-                Route::Pending(route) => return Ok(self.walk_on(request, step, route, first)),
+                Route::Drop => continue,
+                Route::Pending(route) => {
+                    self.walks.note(&request.q.name, qtype, generation, index);
+                    return Ok(self.walk_on(request, step, route, Some(first)));
+                }
             }
         }
-        Ok(Outcome::Done(self.chained(&request, None, first)))
+        Ok(Outcome::Done(self.chained(&request, None, Some(first))))
     }
 
     /// A walk whose name `step` needs upstream work (`route`).
@@ -101,7 +126,7 @@ impl Inner {
         request: Request,
         step: Request,
         route: pending::Route,
-        first: Message,
+        first: Option<Message>,
     ) -> Outcome {
         let target = step.q.qname.clone();
         match self.pending(step, route) {
@@ -144,26 +169,71 @@ impl Inner {
         &self,
         request: &Request,
         found: Option<(Name, Message)>,
-        first: Message,
+        first: Option<Message>,
     ) -> Option<Vec<u8>> {
         match found {
             Some((target, found)) if found.metadata.response_code == ResponseCode::NoError => {
                 self.metrics.autopath("hit");
-                let ttl = chain_ttl(&found, self.zone.min_ttl);
+                // The CNAME also says that the names before it do not
+                // exist: no longer than an NXDOMAIN would be kept.
+                let ttl = chain_ttl(&found, self.zone.min_ttl).min(self.zone.min_ttl);
                 self.send(request, chain(&request.message, &target, found, ttl))
             }
             _ => {
                 self.metrics.autopath("miss");
+                let first = first.unwrap_or_else(|| self.own_reply(request));
                 self.send(request, first)
             }
         }
     }
 
-    /// Whether `bytes`, the reply to `q`, is an NXDOMAIN that a walk could
-    /// replace for some client: it must not be reused for every client.
-    pub(super) fn autopath_may_walk(&self, q: &Question, bytes: &[u8]) -> bool {
+    /// The asked name's own reply on the current records (a walk that went
+    /// straight to its step and found nothing there after all).
+    fn own_reply(&self, request: &Request) -> Message {
+        match self.route(request, self.snapshot.load_full()) {
+            Route::Reply(reply) => reply,
+            _ => {
+                let mut reply = super::base_reply(&request.message);
+                reply.metadata.response_code = ResponseCode::ServFail;
+                reply
+            }
+        }
+    }
+
+    /// Whether `bytes`, the reply to `request`, is an NXDOMAIN that a walk
+    /// could replace for a pod of the name's namespace, which has pods: it
+    /// must not be reused for every client. The namespace's pod directory is
+    /// added to `paths`, the reads the reply depends on, so that a first pod
+    /// there drops a reply cached meanwhile.
+    pub(super) fn autopath_may_walk(
+        &self,
+        request: &Request,
+        bytes: &[u8],
+        snapshot: Option<&Snapshot>,
+        paths: &mut Vec<Arc<str>>,
+    ) -> bool {
         let nxdomain = bytes.get(3).is_some_and(|b| b & 0x0f == 3);
-        nxdomain && (self.options.autopath.as_ref()).is_some_and(|a| a.split(&q.name).is_some())
+        let (Some(autopath), Some(snapshot), true) =
+            (self.options.autopath.as_ref(), snapshot, nxdomain)
+        else {
+            return false;
+        };
+        let q = &request.q;
+        if request.dnssec_ok || !walks(q.qtype) || q.qclass != DNSClass::IN {
+            return false;
+        }
+        let Some((namespace, _)) = autopath.split(&q.name) else {
+            return false;
+        };
+        let pods = format!(
+            "{}/",
+            self.zone
+                .prefix
+                .path(&format!("{namespace}.pod.{}", self.zone.domain))
+        );
+        let has_pods = snapshot.scan_prefix(&pods).next().is_some();
+        paths.push(Arc::from(pods));
+        has_pods
     }
 }
 

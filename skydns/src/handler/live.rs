@@ -189,6 +189,7 @@ impl Inner {
             stub_dir,
             local_dns,
             replies: ReplyCache::default(),
+            walks: Default::default(),
             metrics: shared.metrics,
             paths: shared.paths,
             forward_slots: shared.forward_slots,
