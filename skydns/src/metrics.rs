@@ -49,6 +49,10 @@ pub struct Metrics {
     ready: Gauge,
     /// Autopath walks by result: `hit` (answered through a CNAME), `miss`.
     autopath: Family<Labels, Counter>,
+    /// Forwarded queries answered by the response cache.
+    cache_hits: Counter,
+    /// Records in the snapshot answers come from.
+    records: Gauge,
     /// The configuration whose upstream health the `upstream_up` gauge shows.
     upstream_generation: AtomicU64,
 }
@@ -91,6 +95,18 @@ impl Default for Metrics {
         let limits: Family<Labels, Counter> = Family::default();
         let ready = Gauge::default();
         let autopath: Family<Labels, Counter> = Family::default();
+        let cache_hits = Counter::default();
+        registry.register(
+            "cache_hits",
+            "Forwarded queries answered by the response cache (-rcache); with cache_miss_count{type=\"response\"}, the hit ratio",
+            cache_hits.clone(),
+        );
+        let records = Gauge::default();
+        registry.register(
+            "records",
+            "Records (etcd keys) in the snapshot answers come from",
+            records.clone(),
+        );
         registry.register(
             "autopath",
             "Autopath walks (-autopath) by result: hit (a later search domain or the bare name answered, through a CNAME), miss (the asked name's NXDOMAIN sent)",
@@ -198,6 +214,8 @@ impl Default for Metrics {
             config_reloads,
             ready,
             autopath,
+            cache_hits,
+            records,
             upstream_generation: AtomicU64::new(0),
             registry,
             requests: [
@@ -338,6 +356,16 @@ impl Metrics {
         self.prefetches.inc();
     }
 
+    /// A forwarded query was answered by the response cache.
+    pub(crate) fn cache_hit(&self) {
+        self.cache_hits.inc();
+    }
+
+    /// The snapshot answers now come from holds `n` records.
+    pub(crate) fn records(&self, n: usize) {
+        self.records.set(i64::try_from(n).unwrap_or(i64::MAX));
+    }
+
     /// An autopath walk ended with `result` (`hit` or `miss`).
     pub(crate) fn autopath(&self, result: &'static str) {
         self.autopath.get_or_create(&vec![("result", result)]).inc();
@@ -450,7 +478,12 @@ mod tests {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
         }
         m.set_ready(true);
-        assert!(m.render().contains("skydns_dns_ready 1"));
+        m.cache_hit();
+        m.records(42);
+        let text = m.render();
+        assert!(text.contains("skydns_dns_ready 1"), "{text}");
+        assert!(text.contains("skydns_dns_cache_hits_total 1"), "{text}");
+        assert!(text.contains("skydns_dns_records 42"), "{text}");
     }
 
     /// The `skydns_dns_error_count_total` lines of the exposition.

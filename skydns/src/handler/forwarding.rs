@@ -40,6 +40,7 @@ impl Inner {
             },
         };
         let hit = cache.hit(&key, Instant::now(), Some(asker))?;
+        self.metrics.cache_hit();
         if hit.prefetch {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 self.metrics.prefetch();

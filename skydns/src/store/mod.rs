@@ -347,6 +347,7 @@ async fn sync_once<S: Store>(
         "loaded records from the store"
     );
     shared.store(Some(current.clone()));
+    reports.metrics.records(current.len());
     status.store_loaded();
     let mut changes = store.watch(prefix, revision).await?;
     let mut revision = revision;
@@ -400,6 +401,7 @@ async fn sync_once<S: Store>(
                 if let Some(next) = next {
                     current = Arc::new(next);
                     shared.store(Some(current.clone()));
+                    reports.metrics.records(current.len());
                 }
                 // Only now: the asker reads the snapshot as soon as it hears.
                 let _ = done.send(outcome);
@@ -413,6 +415,7 @@ async fn sync_once<S: Store>(
             }
         }
         shared.store(Some(current.clone()));
+        reports.metrics.records(current.len());
     }
 }
 
