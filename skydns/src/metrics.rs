@@ -23,6 +23,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod conventional;
+
 type Labels = Vec<(&'static str, &'static str)>;
 /// Labels naming an upstream server (bounded by the configured list).
 type UpstreamLabels = Vec<(&'static str, String)>;
@@ -156,6 +158,20 @@ impl Default for Metrics {
             "request_external_count",
             "Counter of external DNS requests.",
             external.clone(),
+        );
+        conventional::register(
+            &mut registry,
+            conventional::Legacy {
+                requests: &requests,
+                duration: &duration,
+                size: &size,
+                errors: &errors,
+                cache_misses: &cache_misses,
+                external: &external,
+                dnssec_ok: &dnssec_ok,
+                store_errors: &store_errors,
+                limits: &limits,
+            },
         );
         let upstream = UpstreamMetrics {
             requests: Family::default(),
@@ -462,6 +478,8 @@ mod tests {
         m.external("recursive");
         m.cache_miss();
         m.signature_misses(3);
+        m.store_error();
+        m.limit("pending_forwards");
         let text = m.render();
         for needle in [
             "skydns_dns_request_count_total{type=\"udp\"} 1",
@@ -476,6 +494,19 @@ mod tests {
             "skydns_dns_ready 0",
         ] {
             assert!(text.contains(needle), "missing {needle} in\n{text}");
+        }
+        // Every SkyDNS-named series is served under its conventional name too.
+        for (new, old) in conventional::RENAMED {
+            let lines = |name: &str| -> Vec<String> {
+                let tails = ["{", " ", "_bucket{", "_sum{", "_count{", "_sum ", "_count "];
+                (text.lines())
+                    .filter_map(|l| l.strip_prefix(name))
+                    .filter(|rest| tails.iter().any(|t| rest.starts_with(t)))
+                    .map(str::to_string)
+                    .collect()
+            };
+            assert!(!lines(old).is_empty(), "{old} in\n{text}");
+            assert_eq!(lines(new), lines(old), "{new} and {old}");
         }
         m.set_ready(true);
         m.cache_hit();
