@@ -171,6 +171,12 @@ impl Default for Metrics {
             "seconds since the last complete reconcile (-1: none yet)",
             m.last_sync_age.clone(),
         );
+        // At 0 from the start: an increase() over them sees the first one.
+        for result in [ConfigMapResult::Applied, ConfigMapResult::Invalid] {
+            let _ = m
+                .config_map_updates
+                .get_or_create(&ConfigMapLabel { result });
+        }
         Metrics { registry, ..m }
     }
 }
@@ -278,6 +284,10 @@ mod tests {
         );
         assert!(text.contains("kube2sky_etcd_errors_total 0"), "{text}");
         assert!(text.contains("kube2sky_ready 0"), "{text}");
+        for result in ["applied", "invalid"] {
+            let line = format!("kube2sky_config_map_updates_total{{result=\"{result}\"}} 0");
+            assert!(text.contains(&line), "{line} in {text}");
+        }
         m.set_ready();
         m.set_leader(true);
         let text = m.encode().expect("encode");

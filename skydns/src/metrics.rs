@@ -222,6 +222,21 @@ impl Default for Metrics {
             "Changes of the etcd config key, by result: applied, or invalid (the running configuration kept).",
             config_reloads.clone(),
         );
+        // Series that exist from the start at 0, so that a ratio or an
+        // increase() over them is 0 rather than empty until the first event.
+        for result in ["applied", "invalid"] {
+            let _ = config_reloads.get_or_create(&vec![("result", result)]);
+        }
+        for error in [
+            "nxdomain",
+            "nodata",
+            "servfail",
+            "refused",
+            "truncated",
+            "overflow",
+        ] {
+            let _ = errors.get_or_create(&vec![("error", error)]);
+        }
         let by = |t: &'static str| vec![("type", t)];
         Metrics {
             upstream,
@@ -518,12 +533,34 @@ mod tests {
     }
 
     /// The `skydns_dns_error_count_total` lines of the exposition.
+    /// The error series that counted something (every label exists at 0).
     fn error_lines(m: &Metrics) -> Vec<String> {
         m.render()
             .lines()
             .filter(|l| l.starts_with("skydns_dns_error_count_total"))
+            .filter(|l| !l.ends_with(" 0"))
             .map(str::to_owned)
             .collect()
+    }
+
+    #[test]
+    fn every_error_label_and_config_result_exists_at_zero() {
+        let text = Metrics::default().render();
+        for error in [
+            "nxdomain",
+            "nodata",
+            "servfail",
+            "refused",
+            "truncated",
+            "overflow",
+        ] {
+            let line = format!("skydns_dns_error_count_total{{error=\"{error}\"}} 0");
+            assert!(text.contains(&line), "{line}");
+        }
+        for result in ["applied", "invalid"] {
+            let line = format!("skydns_dns_config_reloads_total{{result=\"{result}\"}} 0");
+            assert!(text.contains(&line), "{line}");
+        }
     }
 
     /// A reply header: flags byte 2, rcode, answer count.

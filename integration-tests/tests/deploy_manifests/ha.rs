@@ -143,10 +143,10 @@ fn modern_budgets_select_their_deployment_s_pods_and_no_others() {
 // ---------------------------------------------------------------------------
 // Topology spread
 
-/// The DNS pods spread over nodes and zones, as preferences (a hard
-/// hostname rule counts tainted and draining nodes and would leave replicas
-/// Pending on small clusters; nodes without a zone label must still take
-/// pods), each constraint counting the DNS pods alone: the budget's pods.
+/// The DNS pods spread over nodes (a spread constraint) and zones (a
+/// preferred anti-affinity), as preferences (a hard hostname rule counts
+/// tainted and draining nodes and would leave replicas Pending on small
+/// clusters), each counting the DNS pods alone: the budget's pods.
 fn check_spread(m: &Manifests) {
     let f = m.flavour;
     let template = workload_template(m, DNS);
@@ -182,10 +182,27 @@ fn check_spread(m: &Manifests) {
         );
         assert!(old.is_none(), "{what}: twice");
     }
-    let want: BTreeMap<String, (i32, String)> = [HOSTNAME, ZONE]
+    let want: BTreeMap<String, (i32, String)> = [HOSTNAME]
         .map(|k| (k.to_owned(), (1, "ScheduleAnyway".to_owned())))
         .into();
     assert_eq!(keys, want, "{f}: spread constraints of the DNS pods");
+    // Zones as a preferred anti-affinity over the same pods: a zone spread
+    // constraint would make the scheduler ignore every node without a zone
+    // label for the hostname constraint too.
+    let zones: Vec<_> = (pod.affinity.as_ref())
+        .and_then(|a| a.pod_anti_affinity.as_ref())
+        .and_then(|a| {
+            a.preferred_during_scheduling_ignored_during_execution
+                .clone()
+        })
+        .unwrap_or_default();
+    assert!(
+        zones
+            .iter()
+            .any(|t| t.pod_affinity_term.topology_key == ZONE
+                && t.pod_affinity_term.label_selector.as_ref() == Some(&budget)),
+        "{f}: no preferred spread over zones of the budget's pods"
+    );
 
     if f == "shared-etcd" {
         // kube2sky's two replicas on different nodes when there are two.

@@ -12,7 +12,8 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-/// (conventional name, SkyDNS 2.5 name), as exposed (with `_total`).
+/// (conventional name, first name), as exposed (with `_total`): SkyDNS
+/// 2.5's names, and the last two skydns's own in their style.
 pub(super) const RENAMED: [(&str, &str); 9] = [
     (
         "skydns_dns_requests_total",
@@ -59,7 +60,7 @@ pub(super) struct Legacy<'a> {
 /// Registers each of `legacy` under its conventional name (the registry's
 /// prefix is `skydns_dns`; prometheus-client adds `_total` to counters).
 pub(super) fn register(registry: &mut Registry, legacy: Legacy<'_>) {
-    let same = |old: &str| format!("The same series as {old} (its SkyDNS 2.5 name).");
+    let same = |old: &str| format!("The same series as {old} (its first name).");
     registry.register("requests", same(RENAMED[0].1), legacy.requests.clone());
     registry.register(
         "request_duration_seconds",
