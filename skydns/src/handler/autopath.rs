@@ -36,6 +36,18 @@ pub(super) struct Walk {
 }
 
 impl Inner {
+    /// The namespace whose search list `request` could be walked for,
+    /// whoever asks: autopath on, no DO, class IN, a type that walks, a name
+    /// in a namespace's first search domain.
+    fn walk_namespace<'a>(&self, request: &'a Request) -> Option<&'a str> {
+        let autopath = self.options.autopath.as_ref()?;
+        let q = &request.q;
+        if request.dnssec_ok || !walks(q.qtype) || q.qclass != DNSClass::IN {
+            return None;
+        }
+        autopath.split(&q.name).map(|(namespace, _)| namespace)
+    }
+
     /// Whether a query qualifies for a walk (see the module docs).
     pub(super) fn may_walk(
         &self,
@@ -43,16 +55,10 @@ impl Inner {
         snapshot: Option<&Arc<Snapshot>>,
         client: Option<IpAddr>,
     ) -> bool {
-        let (Some(autopath), Some(snapshot), Some(client)) =
-            (self.options.autopath.as_ref(), snapshot, client)
-        else {
+        let (Some(snapshot), Some(client)) = (snapshot, client) else {
             return false;
         };
-        let q = &request.q;
-        if request.dnssec_ok || !walks(q.qtype) || q.qclass != DNSClass::IN {
-            return false;
-        }
-        let Some((namespace, _)) = autopath.split(&q.name) else {
+        let Some(namespace) = self.walk_namespace(request) else {
             return false;
         };
         let dir = pod_dir(&self.zone, namespace, client);
@@ -213,16 +219,10 @@ impl Inner {
         paths: &mut Vec<Arc<str>>,
     ) -> bool {
         let nxdomain = bytes.get(3).is_some_and(|b| b & 0x0f == 3);
-        let (Some(autopath), Some(snapshot), true) =
-            (self.options.autopath.as_ref(), snapshot, nxdomain)
-        else {
+        let (Some(snapshot), true) = (snapshot, nxdomain) else {
             return false;
         };
-        let q = &request.q;
-        if request.dnssec_ok || !walks(q.qtype) || q.qclass != DNSClass::IN {
-            return false;
-        }
-        let Some((namespace, _)) = autopath.split(&q.name) else {
+        let Some(namespace) = self.walk_namespace(request) else {
             return false;
         };
         let pods = format!(
