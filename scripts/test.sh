@@ -22,7 +22,7 @@ E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
   --test kube2sky_e2e --test kube2sky_consistency --test kube2sky_full_sync --test kube2sky_etcd \
   --test kube2sky_faults --test kube2sky_leader --test kube2sky_failover --test kube2sky_conformance \
   --test kube2sky_spec_keys --test kube2sky_config_map --test skydns_upstreams \
-  --test skydns_autopath
+  --test skydns_autopath --test skydns_query_log
 # A short coverage-guided run of the fuzz targets under libFuzzer (the long
 # runs and their figures: docs/testing.md, "Fuzzing").
 fuzz/run.sh --runs 20000

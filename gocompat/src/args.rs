@@ -24,11 +24,29 @@ impl Spelling {
     /// Rewrites `args` (program name first) for clap: `-name[=value]` →
     /// `--name[=value]` and, when enabled, `--a_b` → `--a-b`. Stops at `--`;
     /// values, `-`, negative numbers and non-UTF-8 arguments pass unchanged.
+    /// pflag's deprecation warnings go to stderr as pflag wrote them.
     pub fn to_gnu<I, A>(&self, args: I) -> Vec<OsString>
     where
         I: IntoIterator<Item = A>,
         A: Into<OsString>,
     {
+        let (out, warnings) = self.to_gnu_noting(args);
+        for warning in warnings {
+            // Not eprintln!: a closed stderr must not panic flag parsing.
+            let _ = writeln!(std::io::stderr(), "{warning}");
+        }
+        out
+    }
+
+    /// [`Spelling::to_gnu`], with the deprecation warnings (`WARNING: a_b
+    /// is deprecated, use a-b instead`) returned instead of written, for a
+    /// program to log once its log format is known.
+    pub fn to_gnu_noting<I, A>(&self, args: I) -> (Vec<OsString>, Vec<String>)
+    where
+        I: IntoIterator<Item = A>,
+        A: Into<OsString>,
+    {
+        let mut warnings = Vec::new();
         let mut out = Vec::new();
         let mut positional = false;
         for (i, arg) in args.into_iter().enumerate() {
@@ -42,14 +60,14 @@ impl Spelling {
                 out.push(arg);
                 continue;
             }
-            let rewritten = arg.to_str().and_then(|s| self.rewrite(s));
+            let rewritten = arg.to_str().and_then(|s| self.rewrite(s, &mut warnings));
             out.push(rewritten.map_or(arg, OsString::from));
         }
-        out
+        (out, warnings)
     }
 
     /// The GNU spelling of one argument, or `None` to keep it as it is.
-    fn rewrite(&self, arg: &str) -> Option<String> {
+    fn rewrite(&self, arg: &str, warnings: &mut Vec<String>) -> Option<String> {
         let (body, single_dash) = match arg.strip_prefix("--") {
             Some(body) => (body, false),
             None => (arg.strip_prefix('-')?, true),
@@ -67,11 +85,9 @@ impl Spelling {
         };
         let name = if self.underscores_as_dashes && name.contains('_') {
             let dashed = name.replace('_', "-");
-            // Not eprintln!: a closed stderr must not panic flag parsing.
-            let _ = writeln!(
-                std::io::stderr(),
+            warnings.push(format!(
                 "WARNING: {name} is deprecated, use {dashed} instead"
-            );
+            ));
             dashed
         } else if single_dash {
             name.to_owned()
@@ -106,6 +122,18 @@ mod tests {
             .skip(1)
             .map(|a| a.into_string().expect("utf-8"))
             .collect()
+    }
+
+    #[test]
+    fn underscored_names_are_noted_for_the_program_to_log() {
+        let (args, warnings) = PFLAG.to_gnu_noting(["prog", "--kube_master_url=x", "-domain=a."]);
+        assert_eq!(args, ["prog", "--kube-master-url=x", "--domain=a."]);
+        assert_eq!(
+            warnings,
+            ["WARNING: kube_master_url is deprecated, use kube-master-url instead"]
+        );
+        let (_, none) = GO_FLAG.to_gnu_noting(["prog", "-domain=a."]);
+        assert!(none.is_empty());
     }
 
     #[test]

@@ -35,6 +35,8 @@ pub struct Config {
     pub port: u16,
     /// Only log warnings and errors.
     pub quiet: bool,
+    /// The shape of log lines (`-log-format`).
+    pub log_format: logging::LogFormat,
     /// Whether `/quit` exits the process (1.0 behaviour) or is refused.
     pub quit_enabled: bool,
     /// Bytes of combined output kept per run.
@@ -50,6 +52,7 @@ impl Default for Config {
             timeout: Duration::from_secs(30),
             port: 8080,
             quiet: false,
+            log_format: logging::LogFormat::Text,
             quit_enabled: true,
             max_output: DEFAULT_MAX_OUTPUT,
         }
@@ -118,6 +121,12 @@ const SPECS: &[Spec] = &[
         kind: Kind::Duration,
         default: "30s",
         usage: "If the async worker hasn't updated the probe command output in this long, return a 503.",
+    },
+    Spec {
+        name: "log-format",
+        kind: Kind::Str,
+        default: "text",
+        usage: "The shape of log lines: text, or json (one object per line: timestamp, level, target, message and each field by name).",
     },
     Spec {
         name: "period",
@@ -257,6 +266,7 @@ fn apply(
         "cmd" => config.cmd = value.to_owned(),
         "port" => config.port = parse_port(value).map_err(invalid)?,
         "quiet" => config.quiet = parse_bool(value).map_err(invalid)?,
+        "log-format" => config.log_format = value.parse().map_err(invalid)?,
         "quit-enabled" => config.quit_enabled = parse_bool(value).map_err(invalid)?,
         "latency" => config.latency = parse_duration(value).map_err(invalid)?,
         "period" => config.period = positive_duration(value).map_err(invalid)?,
@@ -309,6 +319,19 @@ mod tests {
         assert!(!c.quiet);
         assert!(c.quit_enabled);
         assert_eq!(c.max_output, 64 * 1024);
+    }
+
+    #[test]
+    fn the_log_format_is_text_or_json() {
+        assert_eq!(run(&[]).log_format, logging::LogFormat::Text);
+        assert_eq!(
+            run(&["-log-format", "json"]).log_format,
+            logging::LogFormat::Json
+        );
+        assert!(matches!(
+            parse(["-log-format=yaml"]),
+            Err(FlagError::InvalidValue { flag, .. }) if flag == "log-format"
+        ));
     }
 
     #[test]

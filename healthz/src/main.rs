@@ -2,7 +2,6 @@
 //! port and hands over to [`healthz::run`]. Exit status: 0 on `/quit`,
 //! SIGTERM or SIGINT; 1 when listening fails; 2 on a command-line error.
 
-use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use healthz::flags::{self, Parsed};
@@ -28,20 +27,12 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let level = if config.quiet {
-        tracing::Level::WARN
-    } else {
-        tracing::Level::INFO
+    let level = if config.quiet { "warn" } else { "info" };
+    let setup = logging::Setup {
+        filter: tracing_subscriber::EnvFilter::new(level),
+        target: false,
     };
-    tracing_subscriber::fmt()
-        .with_writer(std::io::stderr)
-        // A closed stderr must not panic the task that logs (tracing would
-        // report the failed write with eprintln!, which panics).
-        .log_internal_errors(false)
-        .with_max_level(level)
-        .with_target(false)
-        .with_ansi(std::io::stderr().is_terminal())
-        .init();
+    logging::init(config.log_format, setup);
     let listener = match healthz::bind(config.port).await {
         Ok(listener) => listener,
         Err(err) => {

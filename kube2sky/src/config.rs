@@ -170,6 +170,14 @@ pub struct Flags {
     /// glog verbosity: 0 info, 1-3 debug, 4+ trace (`RUST_LOG` overrides).
     #[arg(long = "v", default_value_t = 0)]
     pub verbosity: u8,
+    /// The shape of log lines: text, or json (one object per line: timestamp, level, target,
+    /// message and each field by name).
+    #[arg(long = "log-format", default_value = "text")]
+    pub log_format: logging::LogFormat,
+    /// pflag's warnings for the flags spelled with `_` (`WARNING: kube_master_url is
+    /// deprecated, use kube-master-url instead`), logged once logging is set up.
+    #[arg(skip)]
+    pub deprecated_spellings: Vec<String>,
     /// Accepted for compatibility; logs always go to stderr.
     #[arg(long, num_args = 0..=1, require_equals = true, default_missing_value = "true")]
     pub logtostderr: Option<String>,
@@ -302,7 +310,10 @@ impl Flags {
     pub fn parse_from_go_style<I: IntoIterator<Item = String>>(
         args: I,
     ) -> Result<Self, clap::Error> {
-        Flags::try_parse_from(SPELLING.to_gnu(args))
+        let (args, deprecated) = SPELLING.to_gnu_noting(args);
+        let mut flags = Flags::try_parse_from(args)?;
+        flags.deprecated_spellings = deprecated;
+        Ok(flags)
     }
 
     /// The tracing filter directive for `--v`: more detail from kube2sky

@@ -3,6 +3,7 @@
 //! a fatal error (etcd unreachable, a mutation timing out, bad flags).
 
 use kube2sky::config::Flags;
+use std::io::Write as _;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -20,14 +21,21 @@ async fn main() {
     };
     let filter =
         EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(flags.log_level()));
-    tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        // A closed stderr must not panic the task that logs (tracing would
-        // report the failed write with eprintln!, which panics).
-        .log_internal_errors(false)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
+    let setup = logging::Setup {
+        filter,
+        target: true,
+    };
+    logging::init(flags.log_format, setup);
+    for warning in &flags.deprecated_spellings {
+        match flags.log_format {
+            // As kube2sky 1.2's pflag wrote it.
+            // (Not eprintln!: a closed stderr must not panic.)
+            logging::LogFormat::Text => {
+                let _ = writeln!(std::io::stderr(), "{warning}");
+            }
+            logging::LogFormat::Json => tracing::warn!("{warning}"),
+        }
+    }
     let config = match flags.into_config() {
         Ok(config) => config,
         Err(e) => {

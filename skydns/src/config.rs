@@ -105,6 +105,8 @@ pub struct Config {
     pub stubzones: bool,
     /// `-autopath` and its search list, if on.
     pub autopath: Option<std::sync::Arc<crate::autopath::Autopath>>,
+    /// `-log-queries` with its sampling rate, if on.
+    pub query_log: Option<std::sync::Arc<crate::query_log::QueryLog>>,
     /// Requests that may wait on upstream servers at once (0: no limit).
     pub max_pending_forwards: usize,
     /// Bounds on TCP clients.
@@ -196,6 +198,7 @@ impl Config {
             rcache_prefetch_percent: self.forwarding.rcache_prefetch_percent,
             stubzones: self.stubzones,
             autopath: self.autopath.clone(),
+            query_log: self.query_log.clone(),
             max_pending_forwards: self.max_pending_forwards,
             local: self.local.clone(),
             dnssec: self.dnssec.clone(),
@@ -348,6 +351,12 @@ impl Settings {
             forwarding: Forwarding::from_flags(flags)?,
             stubzones: flags.stubzones,
             autopath: autopath(flags, &zone.domain)?,
+            query_log: crate::query_log::QueryLog::new(
+                &flags.log_queries,
+                flags.log_queries_sample,
+            )
+            .map_err(ConfigError)?
+            .map(std::sync::Arc::new),
             max_pending_forwards: flags.max_pending_forwards,
             tcp: tcp_limits(flags)?,
             metrics_addr,

@@ -14,10 +14,12 @@
 mod autopath;
 mod forwarding;
 mod live;
+mod options;
 mod pending;
 mod secure;
 
 pub use live::Handler;
+pub use options::Options;
 
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::cache::ResponseCache;
@@ -25,6 +27,7 @@ use crate::forward::Upstreams;
 pub use crate::forward::{NsPolicy, NsTransport};
 use crate::hot::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::metrics::Metrics;
+use crate::query_log::{Asked, Entry, Source};
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
 use crate::snapshot::{note_read, record_reads, Snapshot};
 use crate::store::paths::{hidden_part, PathReader};
@@ -33,9 +36,9 @@ use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use skydns_msg::path::{in_domain, is_addressable_label};
-use std::net::{IpAddr, SocketAddr};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Which transport a request came in on.
@@ -50,87 +53,6 @@ pub enum Transport {
 /// The current snapshot, shared between the store task and the listeners.
 /// `None` until the first complete read of etcd.
 pub type SharedSnapshot = Arc<ArcSwapOption<Snapshot>>;
-
-/// How names outside the domain are handled.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Options {
-    /// Shuffle A/AAAA answers.
-    pub round_robin: bool,
-    /// Upstream nameservers.
-    pub nameservers: Vec<SocketAddr>,
-    /// Never forward.
-    pub no_rec: bool,
-    /// First upstream chosen by request ID (when `ns_policy` is not set).
-    pub ns_rotate: bool,
-    /// Which upstream goes first (`-ns-policy`); `None`: `ns_rotate` says.
-    pub ns_policy: Option<NsPolicy>,
-    /// The transport of forwarded queries (`-ns-transport`).
-    pub ns_transport: NsTransport,
-    /// Consecutive failures that mark an upstream down (0: never).
-    pub ns_fail_threshold: u32,
-    /// Pause between probes of a down upstream.
-    pub ns_probe_interval: Duration,
-    /// Labels a name needs before it is forwarded.
-    pub ndots: usize,
-    /// Upstream timeout per attempt.
-    pub read_timeout: Duration,
-    /// Response cache capacity (0 = off).
-    pub rcache: usize,
-    /// Response cache lifetime cap and TTL of internal lookup answers.
-    pub rcache_ttl: u32,
-    /// How long expired cache entries may be served when upstreams fail
-    /// (RFC 8767; zero: never).
-    pub rcache_stale: Duration,
-    /// How long a client waits for upstreams before a stale entry is served.
-    pub rcache_stale_timeout: Duration,
-    /// TTL of the records of a stale reply.
-    pub rcache_stale_ttl: u32,
-    /// Hits after which a cache entry is refreshed before it expires (0: never).
-    pub rcache_prefetch: u32,
-    /// Percent of an entry's lifetime left when its prefetch is due.
-    pub rcache_prefetch_percent: u8,
-    /// Forward names in stub zones to their servers.
-    pub stubzones: bool,
-    /// Requests that may wait on upstream servers at once (0: no limit);
-    /// past it they get SERVFAIL at once, counted as
-    /// `skydns_dns_limit_count{limit="pending_forwards"}`.
-    pub max_pending_forwards: usize,
-    /// `-local`: the name `local.dns.<domain>` is looked up as.
-    pub local: Option<String>,
-    /// Online DNSSEC signing of DO replies (`-dnssec`), if on.
-    pub dnssec: Option<Arc<crate::dnssec::Dnssec>>,
-    /// The server-side search path (`-autopath`), if on.
-    pub autopath: Option<Arc<crate::autopath::Autopath>>,
-}
-
-impl Default for Options {
-    fn default() -> Self {
-        Options {
-            round_robin: true,
-            nameservers: Vec::new(),
-            no_rec: false,
-            ns_rotate: true,
-            ns_policy: None,
-            ns_transport: NsTransport::Client,
-            ns_fail_threshold: 2,
-            ns_probe_interval: Duration::from_millis(500),
-            ndots: 2,
-            read_timeout: Duration::from_secs(2),
-            rcache: 0,
-            rcache_ttl: 60,
-            rcache_stale: Duration::ZERO,
-            rcache_stale_timeout: Duration::from_millis(1_800),
-            rcache_stale_ttl: 30,
-            rcache_prefetch: 0,
-            rcache_prefetch_percent: 10,
-            stubzones: false,
-            max_pending_forwards: 1_000,
-            local: None,
-            dnssec: None,
-            autopath: None,
-        }
-    }
-}
 
 /// What [`Handler::handle`] produced.
 pub enum Outcome {
@@ -159,9 +81,13 @@ struct Request {
     limit: usize,
     dnssec_ok: bool,
     start: Instant,
-    /// Whether its reply is counted in the metrics (not for the names
-    /// autopath tries on a client's behalf).
+    /// Whether its reply is counted in the metrics and the query log (not
+    /// for the names autopath tries on a client's behalf).
     account: bool,
+    /// Who asked.
+    client: Option<SocketAddr>,
+    /// Where its reply comes from, unless said otherwise when it is sent.
+    source: Source,
 }
 
 /// One configuration of the handler and what it keeps between requests;
@@ -196,7 +122,7 @@ impl Inner {
         self: &Arc<Self>,
         packet: &[u8],
         transport: Transport,
-        client: Option<IpAddr>,
+        client: Option<SocketAddr>,
     ) -> Outcome {
         let start = Instant::now();
         let tcp = transport == Transport::Tcp;
@@ -212,6 +138,16 @@ impl Inner {
             if let Some(reply) = self.replies.get(q, generation, hour) {
                 self.metrics.request(tcp, q.dnssec_ok);
                 self.metrics.reply(tcp, &reply, start.elapsed(), false);
+                if let Some(log) = &self.options.query_log {
+                    log.note(&Entry {
+                        client,
+                        tcp,
+                        asked: Asked::Wire(q.key.question()),
+                        reply: &reply,
+                        elapsed: start.elapsed(),
+                        source: Source::Cached,
+                    });
+                }
                 return Outcome::Done(Some(reply));
             }
         }
@@ -228,11 +164,13 @@ impl Inner {
         let dnssec_ok = message.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
         self.metrics.request(tcp, dnssec_ok);
         if message.metadata.op_code != OpCode::Query {
-            return Outcome::Done(error_reply(&message, ResponseCode::NotImp).to_vec().ok());
+            let reply = error_reply(&message, ResponseCode::NotImp).to_vec().ok();
+            return self.refused_early(client, tcp, &message, reply, start);
         }
         let [query] = message.queries.as_slice() else {
             // None, or several: DNS has no meaning for more than one question.
-            return Outcome::Done(error_reply(&message, ResponseCode::FormErr).to_vec().ok());
+            let reply = error_reply(&message, ResponseCode::FormErr).to_vec().ok();
+            return self.refused_early(client, tcp, &message, reply, start);
         };
         if message.edns.as_ref().is_some_and(|e| e.version() > 0) {
             // RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak
@@ -270,9 +208,11 @@ impl Inner {
             dnssec_ok,
             start,
             account: true,
+            client,
+            source: Source::Local,
         };
         let request = match &snapshot {
-            Some(s) if self.may_walk(&request, Some(s), client) => match self.walk(request, s) {
+            Some(s) if self.may_walk(&request, Some(s)) => match self.walk(request, s) {
                 Ok(outcome) => return outcome,
                 Err(request) => *request,
             },
@@ -303,7 +243,13 @@ impl Inner {
 
     /// A request for upstream work, if a place among the pending forwards
     /// is free; SERVFAIL at once when none is (etcd reads are not limited).
-    fn pending(self: &Arc<Self>, request: Request, route: pending::Route) -> Outcome {
+    fn pending(self: &Arc<Self>, mut request: Request, route: pending::Route) -> Outcome {
+        request.source = match route {
+            pending::Route::Forward => Source::Forwarded,
+            pending::Route::Stub(_) => Source::Stub,
+            pending::Route::Autopath(_) => Source::Autopath,
+            pending::Route::Lookups | pending::Route::HiddenPath(_) => request.source,
+        };
         if matches!(route, pending::Route::Forward) {
             if let Some(bytes) = self.cached_forward(&request) {
                 return Outcome::Done(Some(bytes));
@@ -512,20 +458,63 @@ impl Inner {
         reply
     }
 
-    /// Fits, encodes and accounts for a reply.
+    /// Fits, encodes and accounts for a reply from the request's source.
     fn send(&self, r: &Request, reply: Message) -> Option<Vec<u8>> {
+        self.send_from(r, reply, r.source)
+    }
+
+    /// Fits, encodes and accounts for a reply from `source`.
+    fn send_from(&self, r: &Request, reply: Message, source: Source) -> Option<Vec<u8>> {
         let (bytes, overflow) = fit_reporting(reply, r.limit, r.tcp)?;
-        self.account(r, &bytes, overflow);
+        self.account(r, &bytes, overflow, source);
         Some(bytes)
     }
 
-    fn account(&self, r: &Request, bytes: &[u8], overflow: bool) {
+    /// Counts a reply in the metrics and writes it to the query log.
+    fn account(&self, r: &Request, bytes: &[u8], overflow: bool, source: Source) {
         if !r.account {
             return;
         }
-        self.metrics
-            .reply(r.tcp, bytes, r.start.elapsed(), overflow);
+        let elapsed = r.start.elapsed();
+        self.metrics.reply(r.tcp, bytes, elapsed, overflow);
         tracing::debug!(name = %r.q.qname_text, qtype = %r.q.qtype, rcode = bytes.get(3).map_or(0, |b| b & 0x0f), "reply");
+        if let Some(log) = &self.options.query_log {
+            log.note(&Entry {
+                client: r.client,
+                tcp: r.tcp,
+                asked: Asked::Decoded(&r.q.qname_text, r.q.qtype, r.q.qclass),
+                reply: bytes,
+                elapsed,
+                source,
+            });
+        }
+    }
+
+    /// NOTIMP or FORMERR before the question was read: written to the
+    /// query log (the metrics count no reply for them, as SkyDNS's did not).
+    fn refused_early(
+        &self,
+        client: Option<SocketAddr>,
+        tcp: bool,
+        message: &Message,
+        reply: Option<Vec<u8>>,
+        start: Instant,
+    ) -> Outcome {
+        if let (Some(log), Some(bytes)) = (&self.options.query_log, &reply) {
+            let asked = match message.queries.first() {
+                Some(q) => (q.name().to_string(), q.query_type(), q.query_class()),
+                None => ("-".to_string(), RecordType::Unknown(0), DNSClass::IN),
+            };
+            log.note(&Entry {
+                client,
+                tcp,
+                asked: Asked::Decoded(&asked.0, asked.1, asked.2),
+                reply: bytes,
+                elapsed: start.elapsed(),
+                source: Source::Local,
+            });
+        }
+        Outcome::Done(reply)
     }
 }
 

@@ -46,6 +46,11 @@ pub(crate) struct PlainQuery {
 }
 
 impl QuestionKey {
+    /// The question section's bytes (name, type, class) as asked.
+    pub(crate) fn question(&self) -> &[u8] {
+        &self.question
+    }
+
     /// Parses a plain query (QUERY opcode, one question, no answer or
     /// authority records, at most one OPT record); `None` for anything else.
     pub(crate) fn parse(packet: &[u8], tcp: bool) -> Option<PlainQuery> {

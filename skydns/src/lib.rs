@@ -26,6 +26,7 @@
 
 pub mod config;
 pub mod lifecycle;
+pub mod query_log;
 
 mod answer;
 pub mod autopath;

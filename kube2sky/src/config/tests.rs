@@ -267,3 +267,16 @@ fn the_config_map_is_not_followed_by_default_and_a_bad_name_is_named() {
         "{err}"
     );
 }
+
+#[test]
+fn the_log_format_is_text_or_json_and_underscored_flags_are_kept_for_the_log() {
+    assert_eq!(parse(&[]).log_format, logging::LogFormat::Text);
+    let flags = parse(&["--log-format=json", "--kube_master_url=http://k:8080"]);
+    assert_eq!(flags.log_format, logging::LogFormat::Json);
+    assert_eq!(
+        flags.deprecated_spellings,
+        ["WARNING: kube_master_url is deprecated, use kube-master-url instead"]
+    );
+    let err = Flags::parse_from_go_style(args(&["--log-format=yaml"])).unwrap_err();
+    assert!(err.to_string().contains("--log-format"), "{err}");
+}

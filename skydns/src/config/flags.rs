@@ -201,6 +201,21 @@ pub struct Flags {
     /// Log every query.
     #[arg(long, value_parser = go_bool, num_args = 0..=1, require_equals = true, default_missing_value = "true", default_value = "false")]
     pub verbose: bool,
+    /// Write one line per answered query of these classes, comma separated: all, success
+    /// (answers), denial (NXDOMAIN, NODATA), error (SERVFAIL, REFUSED, FORMERR, NOTIMP...):
+    /// client, proto, name, qtype, qclass, rcode, answers, truncated, size, duration_seconds,
+    /// source (local, cached, stale, forwarded, stub, autopath); tracing target skydns::query,
+    /// level INFO [default: off].
+    #[arg(long = "log-queries", default_value = "", hide_default_value = true)]
+    pub log_queries: String,
+    /// The share of the -log-queries classes' replies written, more than 0 and at most 1
+    /// (0.01: one in a hundred, evenly spread).
+    #[arg(long = "log-queries-sample", default_value_t = 1.0)]
+    pub log_queries_sample: f64,
+    /// The shape of log lines: text, or json (one object per line: timestamp, level, target,
+    /// message and each field by name).
+    #[arg(long = "log-format", default_value = "text")]
+    pub log_format: logging::LogFormat,
     /// Serve Prometheus metrics, /health and /ready on this address (IP:port) [default:
     /// 0.0.0.0:<PROMETHEUS_PORT> when that is set, else off].
     #[arg(long = "metrics-addr")]

@@ -18,10 +18,10 @@
 use super::{pending, Inner, Outcome, Pending, Request, Route};
 use crate::answer::Question;
 use crate::autopath::{chain, chain_ttl, ends_walk, names_records, pod_dir, walks};
+use crate::query_log::Source;
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name};
-use std::net::IpAddr;
 use std::sync::Arc;
 
 /// A walk waiting on upstream work for one of its names.
@@ -49,19 +49,14 @@ impl Inner {
     }
 
     /// Whether a query qualifies for a walk (see the module docs).
-    pub(super) fn may_walk(
-        &self,
-        request: &Request,
-        snapshot: Option<&Arc<Snapshot>>,
-        client: Option<IpAddr>,
-    ) -> bool {
-        let (Some(snapshot), Some(client)) = (snapshot, client) else {
+    pub(super) fn may_walk(&self, request: &Request, snapshot: Option<&Arc<Snapshot>>) -> bool {
+        let (Some(snapshot), Some(client)) = (snapshot, request.client) else {
             return false;
         };
         let Some(namespace) = self.walk_namespace(request) else {
             return false;
         };
-        let dir = pod_dir(&self.zone, namespace, client);
+        let dir = pod_dir(&self.zone, namespace, client.ip());
         let is_pod = snapshot.scan_prefix(&dir).next().is_some();
         is_pod
     }
@@ -183,12 +178,13 @@ impl Inner {
                 // The CNAME also says that the names before it do not
                 // exist: no longer than an NXDOMAIN would be kept.
                 let ttl = chain_ttl(&found, self.zone.min_ttl).min(self.zone.min_ttl);
-                self.send(request, chain(&request.message, &target, found, ttl))
+                let reply = chain(&request.message, &target, found, ttl);
+                self.send_from(request, reply, Source::Autopath)
             }
             _ => {
                 self.metrics.autopath("miss");
                 let first = first.unwrap_or_else(|| self.own_reply(request));
-                self.send(request, first)
+                self.send_from(request, first, Source::Autopath)
             }
         }
     }
@@ -255,5 +251,7 @@ fn step_request(request: &Request, name: &str) -> Option<Request> {
         dnssec_ok: false,
         start: request.start,
         account: false,
+        client: request.client,
+        source: request.source,
     })
 }

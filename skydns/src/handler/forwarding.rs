@@ -14,6 +14,7 @@
 use super::{base_reply, Inner, Request};
 use crate::cache::{name_key, Asker, CacheKey, CachedReply, Stale};
 use crate::forward::Upstreams;
+use crate::query_log::Source;
 use crate::response::MAX_UDP_PAYLOAD;
 use crate::stub;
 use hickory_proto::op::{Message, ResponseCode};
@@ -49,10 +50,12 @@ impl Inner {
         }
         match hit.reply {
             CachedReply::Wire(bytes) => {
-                self.account(r, &bytes, false);
+                self.account(r, &bytes, false, Source::Cached);
                 Some(bytes)
             }
-            CachedReply::Message(reply) => self.send(r, for_request(reply, &r.message)),
+            CachedReply::Message(reply) => {
+                self.send_from(r, for_request(reply, &r.message), Source::Cached)
+            }
         }
     }
 
@@ -95,7 +98,7 @@ impl Inner {
             }
         };
         self.metrics.stale_reply(reason.0);
-        self.send(r, for_request(reason.1, &r.message))
+        self.send_from(r, for_request(reason.1, &r.message), Source::Stale)
     }
 
     /// Relays `packet` for a client taking `room` bytes, and caches the reply.
@@ -119,7 +122,7 @@ impl Inner {
     /// than its buffer (fitted, with TC, when the upstream's is larger).
     fn relayed(&self, r: &Request, bytes: Vec<u8>) -> Option<Vec<u8>> {
         if r.tcp || bytes.len() <= r.limit.min(MAX_UDP_PAYLOAD) {
-            self.account(r, &bytes, false);
+            self.account(r, &bytes, false, r.source);
             return Some(bytes);
         }
         match Message::from_vec(&bytes) {

@@ -19,7 +19,7 @@ use crate::metrics::Metrics;
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use arc_swap::ArcSwap;
-use std::net::IpAddr;
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::Semaphore;
@@ -106,7 +106,7 @@ impl Handler {
         &self,
         packet: &[u8],
         transport: Transport,
-        client: Option<IpAddr>,
+        client: Option<SocketAddr>,
     ) -> Option<Vec<u8>> {
         match self.handle_from(packet, transport, client) {
             Outcome::Done(reply) => reply,
@@ -124,7 +124,7 @@ impl Handler {
         &self,
         packet: &[u8],
         transport: Transport,
-        client: Option<IpAddr>,
+        client: Option<SocketAddr>,
     ) -> Outcome {
         // A guard, not a clone: no shared counter touched per query.
         Inner::handle(&self.current.load(), packet, transport, client)

@@ -209,7 +209,7 @@ async fn serve_connection(
     stop: CancellationToken,
 ) {
     let mut buf = Vec::new();
-    let client = stream.peer_addr().ok().map(|peer| peer.ip());
+    let client = stream.peer_addr().ok();
     loop {
         place.idle();
         let len = tokio::select! {

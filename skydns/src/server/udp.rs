@@ -78,7 +78,7 @@ async fn serve(
         }
         let mut first_reply: Option<Instant> = None;
         for (packet, peer) in received.iter() {
-            match handler.handle_from(packet, Transport::Udp, Some(peer.ip())) {
+            match handler.handle_from(packet, Transport::Udp, Some(peer)) {
                 Outcome::Done(Some(reply)) => {
                     first_reply.get_or_insert_with(Instant::now);
                     replies.push(reply, peer);

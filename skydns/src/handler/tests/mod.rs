@@ -11,6 +11,7 @@ use crate::metrics::Metrics;
 use hickory_proto::op::{Edns, Query};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::RData;
+use std::time::Duration;
 
 mod cache_churn;
 mod dnssec_replies;

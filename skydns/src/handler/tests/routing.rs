@@ -9,6 +9,7 @@ use crate::handler::pending;
 use crate::handler::*;
 use crate::snapshot::Change;
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 fn name(text: &str) -> Name {
     Name::from_ascii(text).unwrap()

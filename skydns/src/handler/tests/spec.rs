@@ -6,6 +6,7 @@ use super::{ask_msg, assert_soa_authority, handler, handler_with, request};
 use crate::answer::tests::spec::{spec, FD00_10_1};
 use crate::fake_upstream::nxdomain_udp;
 use crate::handler::*;
+use std::time::Duration;
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();

@@ -1,0 +1,185 @@
+//! How the project's binaries log: tracing's usual text lines, or one JSON
+//! object per line for log pipelines (Loki, Elasticsearch, Cloud Logging)
+//! that would otherwise have to parse text. skydns, kube2sky and
+//! exec-healthz each take a `log-format` flag and call [`init`] with it, so
+//! the three write the same shape. A JSON line holds `timestamp` (RFC 3339,
+//! UTC), `level`, `target`, `message`, the fields of the spans the event is
+//! in and the event's own fields, each under its name (the event's field
+//! wins over a span's of the same name); numbers and booleans stay JSON
+//! numbers and booleans. Its own crate
+//! because tracing-subscriber's `json` feature needs `tracing-serde`, one
+//! more dependency for what serde_json and one `FormatEvent` already do.
+
+use std::fmt;
+use std::str::FromStr;
+use tracing::field::{Field, Visit};
+use tracing::{Event, Subscriber};
+use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
+use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
+use tracing_subscriber::fmt::{FmtContext, FormattedFields};
+use tracing_subscriber::registry::LookupSpan;
+use tracing_subscriber::EnvFilter;
+
+mod json;
+
+pub use json::{JsonFields, JsonLines};
+
+/// The shape of each log line.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum LogFormat {
+    /// tracing's text lines (`2026-11-26T23:24:20.123456Z  INFO target: message k=v`).
+    #[default]
+    Text,
+    /// One JSON object per line.
+    Json,
+}
+
+impl FromStr for LogFormat {
+    type Err = String;
+
+    fn from_str(text: &str) -> Result<Self, Self::Err> {
+        match text {
+            "text" => Ok(LogFormat::Text),
+            "json" => Ok(LogFormat::Json),
+            other => Err(format!("unknown log format {other:?} (text or json)")),
+        }
+    }
+}
+
+impl fmt::Display for LogFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            LogFormat::Text => "text",
+            LogFormat::Json => "json",
+        })
+    }
+}
+
+/// How a binary logs besides the format.
+#[derive(Debug)]
+pub struct Setup {
+    /// Which events are written.
+    pub filter: EnvFilter,
+    /// Whether text lines name the event's target (module path).
+    pub target: bool,
+}
+
+/// Installs the global subscriber: lines on stderr in `format`. A closed
+/// stderr never panics the task that logs (tracing would report the failed
+/// write with `eprintln!`, which panics); colours only on a terminal.
+pub fn init(format: LogFormat, setup: Setup) {
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(setup.filter)
+        .with_writer(std::io::stderr)
+        .log_internal_errors(false);
+    match format {
+        LogFormat::Text => builder
+            .with_target(setup.target)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+            .init(),
+        LogFormat::Json => builder
+            .with_ansi(false)
+            .fmt_fields(JsonFields)
+            .event_format(JsonLines)
+            .init(),
+    }
+}
+
+/// The event's fields as JSON values, by name.
+#[derive(Default)]
+struct FieldValues(serde_json::Map<String, serde_json::Value>);
+
+impl FieldValues {
+    fn put(&mut self, field: &Field, value: serde_json::Value) {
+        self.0.insert(field.name().to_string(), value);
+    }
+}
+
+impl Visit for FieldValues {
+    fn record_f64(&mut self, field: &Field, value: f64) {
+        // NaN and infinities have no JSON number.
+        let value = serde_json::Number::from_f64(value)
+            .map_or_else(|| value.to_string().into(), serde_json::Value::Number);
+        self.put(field, value);
+    }
+
+    fn record_i64(&mut self, field: &Field, value: i64) {
+        self.put(field, value.into());
+    }
+
+    fn record_u64(&mut self, field: &Field, value: u64) {
+        self.put(field, value.into());
+    }
+
+    fn record_bool(&mut self, field: &Field, value: bool) {
+        self.put(field, value.into());
+    }
+
+    fn record_str(&mut self, field: &Field, value: &str) {
+        self.put(field, value.into());
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.put(field, value.to_string().into());
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        // `message` (format_args!) and `%x` fields print as text here.
+        self.put(field, format!("{value:?}").into());
+    }
+}
+
+/// One line's object: the event's metadata, its spans' fields, its own.
+fn event_line<S, N>(ctx: &FmtContext<'_, S, N>, event: &Event<'_>) -> serde_json::Value
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    let metadata = event.metadata();
+    let mut line = serde_json::Map::new();
+    let mut timestamp = String::new();
+    if SystemTime
+        .format_time(&mut Writer::new(&mut timestamp))
+        .is_ok()
+    {
+        line.insert("timestamp".into(), timestamp.into());
+    }
+    line.insert("level".into(), metadata.level().as_str().into());
+    line.insert("target".into(), metadata.target().into());
+    if let Some(scope) = ctx.event_scope() {
+        for span in scope.from_root() {
+            let extensions = span.extensions();
+            let Some(fields) = extensions.get::<FormattedFields<N>>() else {
+                continue;
+            };
+            if let Ok(serde_json::Value::Object(fields)) = serde_json::from_str(fields) {
+                line.extend(fields);
+            }
+        }
+    }
+    let mut fields = FieldValues::default();
+    event.record(&mut fields);
+    if let Some(message) = fields.0.remove("message") {
+        line.insert("message".into(), message);
+    }
+    line.extend(fields.0);
+    serde_json::Value::Object(line)
+}
+
+impl<S, N> FormatEvent<S, N> for JsonLines
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+    N: for<'a> FormatFields<'a> + 'static,
+{
+    fn format_event(
+        &self,
+        ctx: &FmtContext<'_, S, N>,
+        mut writer: Writer<'_>,
+        event: &Event<'_>,
+    ) -> fmt::Result {
+        writeln!(writer, "{}", event_line(ctx, event))
+    }
+}
+
+#[cfg(test)]
+mod tests;

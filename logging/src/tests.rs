@@ -1,0 +1,105 @@
+use super::*;
+use std::sync::{Arc, Mutex};
+
+/// The lines a JSON subscriber writes while `f` runs.
+fn json_lines(f: impl FnOnce()) -> Vec<serde_json::Value> {
+    let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let sink = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || Sink(sink.clone()))
+        .fmt_fields(JsonFields)
+        .event_format(JsonLines)
+        .finish();
+    tracing::subscriber::with_default(subscriber, f);
+    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    text.lines()
+        .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+        .collect()
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn an_event_is_one_object_with_its_fields_typed() {
+    let lines = json_lines(|| {
+        let peer: std::net::SocketAddr = "10.0.0.7:5353".parse().unwrap();
+        tracing::warn!(
+            target: "skydns::query",
+            client = %peer,
+            size = 74u64,
+            offset = -3i64,
+            duration_seconds = 0.25f64,
+            cached = true,
+            name = "a\"b.",
+            "query {}", 1
+        );
+    });
+    let [line] = lines.as_slice() else {
+        panic!("{lines:?}")
+    };
+    assert_eq!(line["level"], "WARN");
+    assert_eq!(line["target"], "skydns::query");
+    assert_eq!(line["message"], "query 1");
+    assert_eq!(line["client"], "10.0.0.7:5353");
+    assert_eq!(line["size"], 74);
+    assert_eq!(line["offset"], -3);
+    assert_eq!(line["duration_seconds"], 0.25);
+    assert_eq!(line["cached"], true);
+    assert_eq!(line["name"], "a\"b.");
+    let timestamp = line["timestamp"].as_str().unwrap();
+    assert!(
+        timestamp.len() >= 20 && timestamp.ends_with('Z') && timestamp.as_bytes()[10] == b'T',
+        "{timestamp}"
+    );
+}
+
+#[test]
+fn span_fields_join_the_line_and_the_event_wins_a_clash() {
+    let lines = json_lines(|| {
+        let outer = tracing::info_span!("watch", kind = "services", rv = tracing::field::Empty);
+        let _outer = outer.enter();
+        outer.record("rv", 42u64);
+        let inner = tracing::info_span!("page", page = 3u64, kind = "inner");
+        let _inner = inner.enter();
+        tracing::info!(page = 4u64, "listed");
+    });
+    let [line] = lines.as_slice() else {
+        panic!("{lines:?}")
+    };
+    assert_eq!(
+        line["kind"], "inner",
+        "the inner span's field follows the outer's"
+    );
+    assert_eq!(line["rv"], 42, "a field recorded after the span began");
+    assert_eq!(line["page"], 4, "the event's own field wins");
+    assert_eq!(line["message"], "listed");
+}
+
+#[test]
+fn a_value_json_has_no_number_for_is_text() {
+    let lines = json_lines(|| tracing::info!(ratio = f64::NAN, "odd"));
+    assert_eq!(lines[0]["ratio"], "NaN");
+}
+
+#[test]
+fn formats_are_named_text_and_json() {
+    assert_eq!("text".parse::<LogFormat>(), Ok(LogFormat::Text));
+    assert_eq!("json".parse::<LogFormat>(), Ok(LogFormat::Json));
+    assert_eq!(LogFormat::default(), LogFormat::Text);
+    assert_eq!(LogFormat::Json.to_string(), "json");
+    let err = "JSON".parse::<LogFormat>().unwrap_err();
+    assert!(
+        err.contains("\"JSON\"") && err.contains("text or json"),
+        "{err}"
+    );
+}

@@ -1,0 +1,287 @@
+//! `-log-queries`: one structured line per answered query, as CoreDNS's
+//! `log` plugin writes them, for finding which names fail without a packet
+//! capture. [`QueryLog`] decides which replies are written (their class,
+//! then the sampling rate) and writes each as a tracing event with target
+//! `skydns::query` at INFO: client, transport, name, type, class, rcode,
+//! answer count, TC bit, reply size, time taken and where the reply came
+//! from ([`Source`]). With `-log-format=json` each is one JSON object. The
+//! handler holds an `Option<Arc<QueryLog>>`: off (the default) costs one
+//! branch per query, nothing is formatted or counted.
+
+use hickory_proto::rr::{DNSClass, RecordType};
+use std::fmt;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+/// Which replies a query log keeps, by what they say (CoreDNS's classes).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Class {
+    /// NOERROR with answers (or a truncated reply: the client asks again).
+    Success,
+    /// NXDOMAIN, or NODATA: NOERROR with no answer and the SOA.
+    Denial,
+    /// Any other rcode: SERVFAIL, REFUSED, FORMERR, NOTIMP, BADVERS...
+    Error,
+}
+
+impl Class {
+    const fn bit(self) -> u8 {
+        match self {
+            Class::Success => 1,
+            Class::Denial => 2,
+            Class::Error => 4,
+        }
+    }
+
+    /// The class of an encoded reply (`None`: shorter than a header).
+    pub fn of(reply: &[u8]) -> Option<Class> {
+        let header = reply.get(..12)?;
+        let count = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
+        Some(match header[3] & 0x0f {
+            3 => Class::Denial,
+            0 if count(6) == 0 && count(8) > 0 => Class::Denial,
+            0 => Class::Success,
+            _ => Class::Error,
+        })
+    }
+}
+
+/// Where a reply came from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Source {
+    /// Computed from the records in memory (the cluster domain, reverse
+    /// names, refusals and errors decided here).
+    Local,
+    /// The hot path's encoded reply or the response cache's fresh entry.
+    Cached,
+    /// An expired response-cache entry served because the upstreams failed
+    /// or were slow (RFC 8767).
+    Stale,
+    /// Relayed to the upstream resolvers (their reply, or SERVFAIL when
+    /// every one failed).
+    Forwarded,
+    /// Relayed to a stub zone's servers.
+    Stub,
+    /// The end of an `-autopath` walk: a CNAME to the name found, or the
+    /// asked name's NXDOMAIN.
+    Autopath,
+}
+
+impl Source {
+    fn as_str(self) -> &'static str {
+        match self {
+            Source::Local => "local",
+            Source::Cached => "cached",
+            Source::Stale => "stale",
+            Source::Forwarded => "forwarded",
+            Source::Stub => "stub",
+            Source::Autopath => "autopath",
+        }
+    }
+}
+
+/// The question of a logged query.
+pub enum Asked<'a> {
+    /// Decoded: the name as asked (case kept), type and class.
+    Decoded(&'a str, RecordType, DNSClass),
+    /// The question section's bytes (the hot path decodes nothing unless
+    /// the line is written).
+    Wire(&'a [u8]),
+    /// No question could be read (FORMERR, NOTIMP).
+    Unknown,
+}
+
+/// One answered query.
+pub struct Entry<'a> {
+    /// Who asked (`None` in tests that call the handler directly).
+    pub client: Option<SocketAddr>,
+    /// Over TCP rather than UDP.
+    pub tcp: bool,
+    /// What was asked.
+    pub asked: Asked<'a>,
+    /// The encoded reply sent.
+    pub reply: &'a [u8],
+    /// From the query's arrival to its reply.
+    pub elapsed: Duration,
+    /// Where the reply came from.
+    pub source: Source,
+}
+
+/// The classes and the share of their replies that `-log-queries` and
+/// `-log-queries-sample` ask for.
+pub struct QueryLog {
+    classes: u8,
+    /// The sampling rate in millionths.
+    per_million: u64,
+    /// Replies of the logged classes so far (for the sampling).
+    matched: AtomicU64,
+}
+
+impl fmt::Debug for QueryLog {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("QueryLog")
+            .field("classes", &self.classes)
+            .field("per_million", &self.per_million)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PartialEq for QueryLog {
+    fn eq(&self, other: &Self) -> bool {
+        (self.classes, self.per_million) == (other.classes, other.per_million)
+    }
+}
+
+impl QueryLog {
+    /// The query log `classes` (a comma-separated list of `all`, `success`,
+    /// `denial`, `error`; empty: off) and `sample` (the share of those
+    /// replies written, in (0, 1]) ask for; the error names the flag.
+    pub fn new(classes: &str, sample: f64) -> Result<Option<QueryLog>, String> {
+        let mut bits = 0;
+        for word in classes.split(',').map(str::trim).filter(|w| !w.is_empty()) {
+            bits |= match word {
+                "all" => Class::Success.bit() | Class::Denial.bit() | Class::Error.bit(),
+                "success" => Class::Success.bit(),
+                "denial" => Class::Denial.bit(),
+                "error" => Class::Error.bit(),
+                other => {
+                    return Err(format!(
+                        "-log-queries: unknown class {other:?} (all, success, denial or error)"
+                    ))
+                }
+            };
+        }
+        if !(sample > 0.0 && sample <= 1.0) {
+            return Err(format!(
+                "-log-queries-sample must be more than 0 and at most 1: {sample}"
+            ));
+        }
+        if bits == 0 {
+            return Ok(None);
+        }
+        Ok(Some(QueryLog {
+            classes: bits,
+            per_million: ((sample * 1e6).round() as u64).max(1),
+            matched: AtomicU64::new(0),
+        }))
+    }
+
+    /// Whether `reply` is written: its class is logged and it is among the
+    /// sampled share. Of every million replies of the logged classes,
+    /// exactly the rate's share is taken, spread evenly (the k-th is
+    /// taken when k × rate passes a whole number).
+    pub fn admits(&self, reply: &[u8]) -> bool {
+        let Some(class) = Class::of(reply) else {
+            return false;
+        };
+        if self.classes & class.bit() == 0 {
+            return false;
+        }
+        if self.per_million == 1_000_000 {
+            return true;
+        }
+        let k = self.matched.fetch_add(1, Ordering::Relaxed) % 1_000_000 + 1;
+        k * self.per_million / 1_000_000 > (k - 1) * self.per_million / 1_000_000
+    }
+
+    /// Writes `entry` when [`QueryLog::admits`] its reply.
+    pub fn note(&self, entry: &Entry<'_>) {
+        if self.admits(entry.reply) {
+            write(entry);
+        }
+    }
+}
+
+/// The query log line of `entry`.
+fn write(entry: &Entry<'_>) {
+    let (name, qtype, qclass) = match entry.asked {
+        Asked::Decoded(name, qtype, qclass) => (name.to_string(), qtype, qclass),
+        Asked::Wire(question) => {
+            decode_question(question).unwrap_or(("-".into(), RecordType::Unknown(0), DNSClass::IN))
+        }
+        Asked::Unknown => ("-".into(), RecordType::Unknown(0), DNSClass::IN),
+    };
+    let reply = entry.reply;
+    let header = |i: usize| reply.get(i).copied().unwrap_or(0);
+    let client = entry
+        .client
+        .map_or_else(|| "-".to_string(), |c| c.to_string());
+    tracing::info!(
+        target: "skydns::query",
+        client,
+        proto = if entry.tcp { "tcp" } else { "udp" },
+        name,
+        qtype = %qtype,
+        qclass = %qclass,
+        rcode = rcode_name(header(3) & 0x0f),
+        answers = u16::from_be_bytes([header(6), header(7)]),
+        truncated = header(2) & 0x02 != 0,
+        size = reply.len(),
+        duration_seconds = entry.elapsed.as_secs_f64(),
+        source = entry.source.as_str(),
+        "query"
+    );
+}
+
+/// The name (as text, with the final dot), type and class of a question
+/// section in wire format (no compression: it is the first name).
+pub(crate) fn decode_question(question: &[u8]) -> Option<(String, RecordType, DNSClass)> {
+    let mut name = String::new();
+    let mut pos = 0;
+    loop {
+        let len = usize::from(*question.get(pos)?);
+        pos += 1;
+        if len == 0 {
+            break;
+        }
+        let label = question.get(pos..pos + len)?;
+        for &byte in label {
+            match byte {
+                b'.' | b'\\' => {
+                    name.push('\\');
+                    name.push(char::from(byte));
+                }
+                b'!'..=b'~' => name.push(char::from(byte)),
+                _ => name.push_str(&format!("\\{byte:03}")),
+            }
+        }
+        name.push('.');
+        pos += len;
+    }
+    if name.is_empty() {
+        name.push('.');
+    }
+    let field = |at: usize| {
+        Some(u16::from_be_bytes([
+            *question.get(at)?,
+            *question.get(at + 1)?,
+        ]))
+    };
+    Some((
+        name,
+        RecordType::from(field(pos)?),
+        DNSClass::from(field(pos + 2)?),
+    ))
+}
+
+/// An rcode's mnemonic (RFC 6895's registry), as dig prints it.
+fn rcode_name(rcode: u8) -> &'static str {
+    match rcode {
+        0 => "NOERROR",
+        1 => "FORMERR",
+        2 => "SERVFAIL",
+        3 => "NXDOMAIN",
+        4 => "NOTIMP",
+        5 => "REFUSED",
+        6 => "YXDOMAIN",
+        7 => "YXRRSET",
+        8 => "NXRRSET",
+        9 => "NOTAUTH",
+        10 => "NOTZONE",
+        _ => "RESERVED",
+    }
+}
+
+#[cfg(test)]
+mod tests;

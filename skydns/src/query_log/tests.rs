@@ -1,0 +1,165 @@
+use super::*;
+use hickory_proto::op::{Message, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::{A, SOA};
+use hickory_proto::rr::{Name, RData, Record};
+use std::sync::{Arc, Mutex};
+
+fn reply(rcode: ResponseCode, answers: usize, soa: bool) -> Vec<u8> {
+    let mut m = Message::response(7, OpCode::Query);
+    m.metadata.response_code = rcode;
+    let name = Name::from_ascii("a.example.").unwrap();
+    for _ in 0..answers {
+        m.answers.push(Record::from_rdata(
+            name.clone(),
+            30,
+            RData::A(A::new(10, 0, 0, 1)),
+        ));
+    }
+    if soa {
+        let soa = SOA::new(name.clone(), name.clone(), 1, 2, 3, 4, 5);
+        m.authorities
+            .push(Record::from_rdata(name, 5, RData::SOA(soa)));
+    }
+    m.to_vec().unwrap()
+}
+
+#[test]
+fn replies_are_classed_as_coredns_does() {
+    assert_eq!(
+        Class::of(&reply(ResponseCode::NoError, 1, false)),
+        Some(Class::Success)
+    );
+    assert_eq!(
+        Class::of(&reply(ResponseCode::NXDomain, 0, true)),
+        Some(Class::Denial)
+    );
+    assert_eq!(
+        Class::of(&reply(ResponseCode::NoError, 0, true)),
+        Some(Class::Denial),
+        "NODATA"
+    );
+    for rcode in [
+        ResponseCode::ServFail,
+        ResponseCode::Refused,
+        ResponseCode::FormErr,
+        ResponseCode::NotImp,
+    ] {
+        assert_eq!(
+            Class::of(&reply(rcode, 0, false)),
+            Some(Class::Error),
+            "{rcode:?}"
+        );
+    }
+    assert_eq!(Class::of(&[0; 11]), None);
+}
+
+#[test]
+fn the_flag_names_the_classes_and_off_is_none() {
+    assert!(QueryLog::new("", 1.0).unwrap().is_none());
+    let log = QueryLog::new("denial, error", 1.0).unwrap().unwrap();
+    assert!(!log.admits(&reply(ResponseCode::NoError, 1, false)));
+    assert!(log.admits(&reply(ResponseCode::NXDomain, 0, true)));
+    assert!(log.admits(&reply(ResponseCode::ServFail, 0, false)));
+    let all = QueryLog::new("all", 1.0).unwrap().unwrap();
+    assert!(all.admits(&reply(ResponseCode::NoError, 1, false)));
+    let success = QueryLog::new("success", 1.0).unwrap().unwrap();
+    assert!(!success.admits(&reply(ResponseCode::NoError, 0, true)));
+    let err = QueryLog::new("denial,errors", 1.0).unwrap_err();
+    assert!(
+        err.contains("-log-queries") && err.contains("\"errors\""),
+        "{err}"
+    );
+    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+        let err = QueryLog::new("all", bad).unwrap_err();
+        assert!(err.contains("-log-queries-sample"), "{err}");
+    }
+}
+
+#[test]
+fn sampling_takes_exactly_the_rate_of_the_logged_class() {
+    let log = QueryLog::new("denial", 0.25).unwrap().unwrap();
+    let nx = reply(ResponseCode::NXDomain, 0, true);
+    let ok = reply(ResponseCode::NoError, 1, false);
+    let mut taken = Vec::new();
+    for i in 0..16 {
+        // Replies of other classes neither count nor are taken.
+        assert!(!log.admits(&ok));
+        if log.admits(&nx) {
+            taken.push(i);
+        }
+    }
+    assert_eq!(taken, [3, 7, 11, 15], "every fourth denial");
+    let tenth = QueryLog::new("all", 0.1).unwrap().unwrap();
+    let n = (0..3000).filter(|_| tenth.admits(&ok)).count();
+    assert_eq!(n, 300);
+}
+
+#[test]
+fn a_wire_question_reads_back_as_dig_prints_it() {
+    let mut q = Vec::new();
+    for label in [&b"My"[..], b"a.b", b"x\x01"] {
+        q.push(label.len() as u8);
+        q.extend_from_slice(label);
+    }
+    q.extend_from_slice(&[0, 0, 28, 0, 1]);
+    let (name, qtype, qclass) = decode_question(&q).unwrap();
+    assert_eq!(name, "My.a\\.b.x\\001.");
+    assert_eq!((qtype, qclass), (RecordType::AAAA, DNSClass::IN));
+    assert_eq!(decode_question(&[0, 0, 2, 0, 3]).unwrap().0, ".");
+    assert_eq!(decode_question(&[5, b'a']), None, "cut short");
+}
+
+#[test]
+fn a_written_line_has_every_field() {
+    let out = Arc::new(Mutex::new(Vec::<u8>::new()));
+    let sink = out.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(move || Sink(sink.clone()))
+        .with_ansi(false)
+        .finish();
+    let log = QueryLog::new("all", 1.0).unwrap().unwrap();
+    let bytes = reply(ResponseCode::NXDomain, 0, true);
+    tracing::subscriber::with_default(subscriber, || {
+        log.note(&Entry {
+            client: Some("10.1.2.3:40000".parse().unwrap()),
+            tcp: true,
+            asked: Asked::Decoded(
+                "Nope.default.svc.cluster.local.",
+                RecordType::AAAA,
+                DNSClass::IN,
+            ),
+            reply: &bytes,
+            elapsed: Duration::from_micros(1500),
+            source: Source::Local,
+        });
+    });
+    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    for field in [
+        "skydns::query: query",
+        "client=\"10.1.2.3:40000\"",
+        "proto=\"tcp\"",
+        "name=\"Nope.default.svc.cluster.local.\"",
+        "qtype=AAAA",
+        "qclass=IN",
+        "rcode=\"NXDOMAIN\"",
+        "answers=0",
+        "truncated=false",
+        &format!("size={}", bytes.len()),
+        "duration_seconds=0.0015",
+        "source=\"local\"",
+    ] {
+        assert!(text.contains(field), "{field} missing from {text}");
+    }
+}
+
+struct Sink(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Sink {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
