@@ -14,9 +14,13 @@
 # BASELINE=<path of another skydns binary> (e.g. a release build of an
 # earlier commit) runs that binary too, in the same rounds, so a change is
 # compared before and after in one run.
+# QUERY_LOG=<skydns flags> (e.g. "-log-queries=denial") runs this skydns
+# once more with those flags, its log written to a file, in the same rounds:
+# what the query log costs when it is on.
 #
 #   integration-tests/bench/dnsperf.sh        # prints QPS of each and the ratio
 #   BASELINE=/tmp/skydns-before integration-tests/bench/dnsperf.sh
+#   QUERY_LOG=-log-queries=denial integration-tests/bench/dnsperf.sh
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 root=$(pwd)
@@ -39,20 +43,29 @@ cargo build --release -p skydns
 source integration-tests/bench/lib.sh
 bench_start bench
 sky_port=$(free_port); knot_port=$(free_port); base_port=$(free_port); ceil_port=$(free_port)
+qlog_port=$(free_port)
 cc -O2 -pthread -o "$work/ceiling" integration-tests/bench/ceiling.c
 "$work/ceiling" "$ceil_port" "$CEILING_THREADS" &
 pids+=($!)
 
-start_skydns() { # binary port
-  RUST_LOG=warn "$1" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:$2" \
-    -domain=cluster.local. -ns-rotate=false -no-rec >"$work/skydns-$2.log" 2>&1 &
+start_skydns() { # binary port [flags...]
+  local binary=$1 port=$2
+  shift 2
+  # The query log writes at INFO (target skydns::query); the rest stays at warn.
+  RUST_LOG=warn,skydns::query=info "$binary" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:$port" \
+    -domain=cluster.local. -ns-rotate=false -no-rec "$@" >"$work/skydns-$port.log" 2>&1 &
   pids+=($!)
 }
 start_skydns "$root/target/release/skydns" "$sky_port"
 servers="sky knot ceil"
 if [ -n "${BASELINE:-}" ]; then
   start_skydns "$BASELINE" "$base_port"
-  servers="sky knot ceil base"
+  servers="$servers base"
+fi
+if [ -n "${QUERY_LOG:-}" ]; then
+  # shellcheck disable=SC2086 # the flags are words
+  start_skydns "$root/target/release/skydns" "$qlog_port" $QUERY_LOG
+  servers="$servers qlog"
 fi
 
 cat > "$work/cluster.local.zone" <<ZONE
@@ -85,7 +98,7 @@ CONF
 /usr/sbin/knotd -c "$work/knot.conf" >"$work/knot.log" 2>&1 &
 pids+=($!)
 
-declare -A port_of=([sky]=$sky_port [knot]=$knot_port [base]=$base_port [ceil]=$ceil_port)
+declare -A port_of=([sky]=$sky_port [knot]=$knot_port [base]=$base_port [ceil]=$ceil_port [qlog]=$qlog_port)
 dig @127.0.0.1 -p "$ceil_port" +time=2 +tries=5 kubernetes.default.svc.cluster.local | grep -q "status: NOERROR" \
   || { echo "the ceiling responder on $ceil_port is not answering" >&2; exit 1; }
 for who in ${servers/ceil/}; do
@@ -111,7 +124,7 @@ run() { # port → QPS
   dnsperf -s 127.0.0.1 -p "$1" -d "$work/queries" -l "$DURATION" -c "$CLIENTS" -q 500 2>/dev/null \
     | awk '/Queries per second/ {print $4}'
 }
-declare -A best=([sky]=0 [knot]=0 [base]=0 [ceil]=0)
+declare -A best=([sky]=0 [knot]=0 [base]=0 [ceil]=0 [qlog]=0)
 for round in $(seq 1 "$ROUNDS"); do
   # The order alternates: odd rounds as listed, even rounds reversed.
   order=$servers
@@ -122,11 +135,16 @@ for round in $(seq 1 "$ROUNDS"); do
     best[$who]=$(python3 -c "print(max(${best[$who]}, $q))")
   done
 done
-python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" "${best[ceil]}" <<'PY'
+qlog_lines=0
+[ -z "${QUERY_LOG:-}" ] || qlog_lines=$(grep -c 'skydns::query' "$work/skydns-$qlog_port.log" || true)
+python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" "${best[ceil]}" "${best[qlog]}" "$qlog_lines" "${QUERY_LOG:-}" <<'PY'
 import sys
-sky, knot, base, ceil = map(float, sys.argv[1:])
+sky, knot, base, ceil, qlog, lines = map(float, sys.argv[1:7])
+flags = sys.argv[7]
 print(f"skydns {sky:.0f} qps, knot {knot:.0f} qps, ratio skydns/knot = {sky/knot:.2f}")
 print(f"ceiling (no lookup) {ceil:.0f} qps: skydns/ceiling = {sky/ceil:.2f} (goal >= 0.95), knot/ceiling = {knot/ceil:.2f}")
 if base:
     print(f"baseline {base:.0f} qps, ratio baseline/knot = {base/knot:.2f}; skydns/baseline = {sky/base:.2f}")
+if qlog:
+    print(f"with {flags}: {qlog:.0f} qps, ratio /knot = {qlog/knot:.2f}; with/without = {qlog/sky:.2f} ({lines:.0f} lines written)")
 PY

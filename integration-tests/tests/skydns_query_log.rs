@@ -34,9 +34,12 @@ async fn skydns(etcd: &Etcd, args: &[&str]) -> Result<SkydnsBinary> {
     launch.start().await
 }
 
-/// The JSON objects of skydns's stderr; every line must be one.
+/// The JSON objects of a log; every whole line must be one (the last may
+/// be still being written).
 fn json_lines(log: &str) -> Result<Vec<Value>> {
-    log.lines()
+    let whole = &log[..log.rfind('\n').map_or(0, |end| end + 1)];
+    whole
+        .lines()
         .map(|line| serde_json::from_str(line).with_context(|| format!("not JSON: {line}")))
         .collect()
 }
@@ -66,6 +69,11 @@ async fn ask(port: u16, name: &str, qtype: &str, extra: &[&str]) -> Result<Reply
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn each_class_of_reply_is_written_with_its_fields_and_its_source() -> Result<()> {
     let etcd = etcd_with_kubernetes()?;
+    // A pod of namespace `web` at 127.0.0.9, for an autopath walk.
+    etcd.put(
+        "/skydns/local/cluster/pod/web/127-0-0-9/1",
+        r#"{"host":"127.0.0.9"}"#,
+    )?;
     let upstream = SilentUpstream::bind()?;
     let nameservers = format!("-nameservers={}", upstream.addr());
     let dns = skydns(
@@ -76,6 +84,7 @@ async fn each_class_of_reply_is_written_with_its_fields_and_its_source() -> Resu
             &nameservers,
             "-no-rec=false",
             "-rtimeout=300ms",
+            "-autopath",
         ],
     )
     .await?;
@@ -100,6 +109,17 @@ async fn each_class_of_reply_is_written_with_its_fields_and_its_source() -> Resu
     ensure!(refused.status == "REFUSED", "{refused:?}");
     let failed = ask(port, "example.com.", "AAAA", &[]).await?;
     ensure!(failed.status == "SERVFAIL", "{failed:?}");
+    let badvers = ask(port, KUBERNETES, "A", &["+edns=1", "+noednsnegotiation"]).await?;
+    ensure!(badvers.status == "BADVERS", "{badvers:?}");
+    // The pod's walk tries three more names; only its own query is written.
+    let walked = ask(
+        port,
+        "missing.web.svc.cluster.local.",
+        "A",
+        &["-b", "127.0.0.9"],
+    )
+    .await?;
+    ensure!(walked.status == "NXDOMAIN", "{walked:?}");
 
     let log = dns.log();
     let lines = json_lines(&log)?;
@@ -132,7 +152,7 @@ async fn each_class_of_reply_is_written_with_its_fields_and_its_source() -> Resu
         ensure!(line[field] == want, "{field}: want {want} in {line}");
     }
     let duration = line["duration_seconds"].as_f64().context("duration")?;
-    ensure!(duration > 0.0 && duration < 5.0, "{line}");
+    ensure!(duration > 0.0, "{line}");
     ensure!(
         line["timestamp"].as_str().is_some_and(|t| t.ends_with('Z')),
         "{line}"
@@ -165,6 +185,35 @@ async fn each_class_of_reply_is_written_with_its_fields_and_its_source() -> Resu
         failed.len() == 1 && failed[0]["rcode"] == "SERVFAIL" && failed[0]["source"] == "forwarded",
         "{failed:?}"
     );
+    // (Its A lines may include a SERVFAIL of the readiness probe's, on a
+    // machine slow to load the records.)
+    let a_lines = query_lines(&log, KUBERNETES)?;
+    ensure!(
+        a_lines
+            .iter()
+            .any(|l| l["qtype"] == "A" && l["rcode"] == "BADVERS"),
+        "{a_lines:?}"
+    );
+    let walked = query_lines(&log, "missing.web.svc.cluster.local.")?;
+    ensure!(
+        walked.len() == 1
+            && walked[0]["source"] == "autopath"
+            && walked[0]["client"]
+                .as_str()
+                .is_some_and(|c| c.starts_with("127.0.0.9:")),
+        "{walked:?}"
+    );
+    for step in [
+        "missing.svc.cluster.local.",
+        "missing.cluster.local.",
+        "missing.",
+    ] {
+        let written = query_lines(&log, step)?;
+        ensure!(
+            written.is_empty(),
+            "the walk's step {step} was written:\n{log}"
+        );
+    }
     // The rest of skydns's log is JSON too (every line parsed above).
     ensure!(
         lines.iter().any(|l| l["target"] != "skydns::query"),
@@ -250,10 +299,9 @@ async fn exec_healthz_and_kube2sky_log_json_lines() -> Result<()> {
     let lines = json_lines(&healthz.stderr_after_exit())?;
     ensure!(!lines.is_empty(), "exec-healthz logged nothing");
     for line in &lines {
-        ensure!(
-            line["level"].is_string() && line["message"].is_string(),
-            "{line}"
-        );
+        for field in ["level", "message", "target", "timestamp"] {
+            ensure!(line[field].is_string(), "{field} in {line}");
+        }
     }
 
     // kube2sky against the API test server, through its first sync.

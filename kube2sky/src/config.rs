@@ -9,6 +9,7 @@
 //! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
 
 use clap::Parser;
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -311,9 +312,19 @@ impl Flags {
         args: I,
     ) -> Result<Self, clap::Error> {
         let (args, deprecated) = SPELLING.to_gnu_noting(args);
-        let mut flags = Flags::try_parse_from(args)?;
-        flags.deprecated_spellings = deprecated;
-        Ok(flags)
+        match Flags::try_parse_from(args) {
+            Ok(mut flags) => {
+                flags.deprecated_spellings = deprecated;
+                Ok(flags)
+            }
+            Err(e) => {
+                // No log to give them to: as pflag wrote them.
+                for warning in deprecated {
+                    let _ = writeln!(std::io::stderr(), "{warning}");
+                }
+                Err(e)
+            }
+        }
     }
 
     /// The tracing filter directive for `--v`: more detail from kube2sky

@@ -5,15 +5,18 @@
 //! the three write the same shape. A JSON line holds `timestamp` (RFC 3339,
 //! UTC), `level`, `target`, `message`, the fields of the spans the event is
 //! in and the event's own fields, each under its name (the event's field
-//! wins over a span's of the same name); numbers and booleans stay JSON
-//! numbers and booleans. Its own crate
+//! wins over a span's of the same name, the event's metadata over both);
+//! numbers and booleans stay JSON numbers and booleans; keys in
+//! alphabetical order. Its own crate
 //! because tracing-subscriber's `json` feature needs `tracing-serde`, one
 //! more dependency for what serde_json and one `FormatEvent` already do.
 
 use std::fmt;
+use std::io::Write as _;
 use std::str::FromStr;
 use tracing::field::{Field, Visit};
 use tracing::{Event, Subscriber};
+use tracing_log::NormalizeEvent;
 use tracing_subscriber::fmt::format::{FormatEvent, FormatFields, Writer};
 use tracing_subscriber::fmt::time::{FormatTime, SystemTime};
 use tracing_subscriber::fmt::{FmtContext, FormattedFields};
@@ -85,6 +88,18 @@ pub fn init(format: LogFormat, setup: Setup) {
     }
 }
 
+/// Says why the program stops: the bare line on stderr in text (as the
+/// programs always did), an ERROR event in JSON, so that a JSON log has no
+/// line that is not an object. A closed stderr is not an error here.
+pub fn fatal(format: LogFormat, message: &str) {
+    match format {
+        LogFormat::Text => {
+            let _ = writeln!(std::io::stderr(), "{message}");
+        }
+        LogFormat::Json => tracing::error!("{message}"),
+    }
+}
+
 /// The event's fields as JSON values, by name.
 #[derive(Default)]
 struct FieldValues(serde_json::Map<String, serde_json::Value>);
@@ -130,22 +145,14 @@ impl Visit for FieldValues {
 }
 
 /// One line's object: the event's metadata, its spans' fields, its own.
+/// The metadata goes in last, so no field can stand in for it; an event
+/// from the `log` crate gets its own target and level, not `log`'s.
 fn event_line<S, N>(ctx: &FmtContext<'_, S, N>, event: &Event<'_>) -> serde_json::Value
 where
     S: Subscriber + for<'a> LookupSpan<'a>,
     N: for<'a> FormatFields<'a> + 'static,
 {
-    let metadata = event.metadata();
     let mut line = serde_json::Map::new();
-    let mut timestamp = String::new();
-    if SystemTime
-        .format_time(&mut Writer::new(&mut timestamp))
-        .is_ok()
-    {
-        line.insert("timestamp".into(), timestamp.into());
-    }
-    line.insert("level".into(), metadata.level().as_str().into());
-    line.insert("target".into(), metadata.target().into());
     if let Some(scope) = ctx.event_scope() {
         for span in scope.from_root() {
             let extensions = span.extensions();
@@ -159,10 +166,19 @@ where
     }
     let mut fields = FieldValues::default();
     event.record(&mut fields);
-    if let Some(message) = fields.0.remove("message") {
-        line.insert("message".into(), message);
+    line.extend(fields.0.into_iter().filter(|(k, _)| !k.starts_with("log.")));
+    let normalized = event.normalized_metadata();
+    let metadata = normalized.as_ref().unwrap_or_else(|| event.metadata());
+    let mut timestamp = String::new();
+    if SystemTime
+        .format_time(&mut Writer::new(&mut timestamp))
+        .is_ok()
+    {
+        line.insert("timestamp".into(), timestamp.into());
     }
-    line.extend(fields.0);
+    line.insert("level".into(), metadata.level().as_str().into());
+    line.insert("target".into(), metadata.target().into());
+    line.entry("message").or_insert_with(|| "".into());
     serde_json::Value::Object(line)
 }
 

@@ -103,3 +103,12 @@ fn formats_are_named_text_and_json() {
         "{err}"
     );
 }
+
+#[test]
+fn the_metadata_cannot_be_overwritten_by_a_field() {
+    let lines = json_lines(|| tracing::error!(target: "t", level = "quiet", target = "x", "m"));
+    assert_eq!(lines[0]["level"], "ERROR");
+    assert_eq!(lines[0]["target"], "t");
+    let lines = json_lines(|| tracing::info!(n = 1u64));
+    assert_eq!(lines[0]["message"], "", "a line always has a message");
+}

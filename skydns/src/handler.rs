@@ -155,7 +155,8 @@ impl Inner {
             Ok(message) => message,
             Err(error) => {
                 tracing::debug!(%error, len = packet.len(), "undecodable request");
-                return Outcome::Done(format_error(packet));
+                let reply = format_error(packet);
+                return self.refused_early(client, tcp, Asked::Unknown, reply, start);
             }
         };
         if message.metadata.message_type != MessageType::Query {
@@ -163,14 +164,18 @@ impl Inner {
         }
         let dnssec_ok = message.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
         self.metrics.request(tcp, dnssec_ok);
+        let asked = match message.queries.first() {
+            Some(q) => Asked::Decoded(q.name(), q.query_type(), q.query_class()),
+            None => Asked::Unknown,
+        };
         if message.metadata.op_code != OpCode::Query {
             let reply = error_reply(&message, ResponseCode::NotImp).to_vec().ok();
-            return self.refused_early(client, tcp, &message, reply, start);
+            return self.refused_early(client, tcp, asked, reply, start);
         }
         let [query] = message.queries.as_slice() else {
             // None, or several: DNS has no meaning for more than one question.
             let reply = error_reply(&message, ResponseCode::FormErr).to_vec().ok();
-            return self.refused_early(client, tcp, &message, reply, start);
+            return self.refused_early(client, tcp, asked, reply, start);
         };
         if message.edns.as_ref().is_some_and(|e| e.version() > 0) {
             // RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak
@@ -178,7 +183,7 @@ impl Inner {
             let mut reply = error_reply(&message, ResponseCode::BADVERS);
             reply.queries = vec![query.clone()];
             reply.edns = Some(hickory_proto::op::Edns::new());
-            return Outcome::Done(reply.to_vec().ok());
+            return self.refused_early(client, tcp, asked, reply.to_vec().ok(), start);
         }
         let mut q = Question::new(
             query.name().clone(),
@@ -264,7 +269,8 @@ impl Inner {
                     let mut reply = base_reply(&request.message);
                     reply.metadata.authoritative = false;
                     reply.metadata.response_code = ResponseCode::ServFail;
-                    return Outcome::Done(self.send(&request, reply));
+                    // Refused here, not by an upstream.
+                    return Outcome::Done(self.send_from(&request, reply, Source::Local));
                 }
             },
         };
@@ -482,7 +488,7 @@ impl Inner {
             log.note(&Entry {
                 client: r.client,
                 tcp: r.tcp,
-                asked: Asked::Decoded(&r.q.qname_text, r.q.qtype, r.q.qclass),
+                asked: Asked::Decoded(&r.q.qname, r.q.qtype, r.q.qclass),
                 reply: bytes,
                 elapsed,
                 source,
@@ -490,25 +496,22 @@ impl Inner {
         }
     }
 
-    /// NOTIMP or FORMERR before the question was read: written to the
-    /// query log (the metrics count no reply for them, as SkyDNS's did not).
+    /// FORMERR, NOTIMP or BADVERS before the question is routed: written
+    /// to the query log (the metrics count no reply for them, as SkyDNS's
+    /// did not).
     fn refused_early(
         &self,
         client: Option<SocketAddr>,
         tcp: bool,
-        message: &Message,
+        asked: Asked<'_>,
         reply: Option<Vec<u8>>,
         start: Instant,
     ) -> Outcome {
         if let (Some(log), Some(bytes)) = (&self.options.query_log, &reply) {
-            let asked = match message.queries.first() {
-                Some(q) => (q.name().to_string(), q.query_type(), q.query_class()),
-                None => ("-".to_string(), RecordType::Unknown(0), DNSClass::IN),
-            };
             log.note(&Entry {
                 client,
                 tcp,
-                asked: Asked::Decoded(&asked.0, asked.1, asked.2),
+                asked,
                 reply: bytes,
                 elapsed: start.elapsed(),
                 source: Source::Local,

@@ -27,11 +27,12 @@ fn main() -> ExitCode {
         filter,
         target: true,
     };
-    logging::init(flags.log_format, setup);
+    let format = flags.log_format;
+    logging::init(format, setup);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            eprintln!("skydns: cannot start the runtime: {e}");
+            logging::fatal(format, &format!("skydns: cannot start the runtime: {e}"));
             return ExitCode::FAILURE;
         }
     };
@@ -40,7 +41,7 @@ fn main() -> ExitCode {
     match runtime.block_on(skydns::run(flags, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("{e:#}");
+            logging::fatal(format, &format!("{e:#}"));
             ExitCode::FAILURE
         }
     }

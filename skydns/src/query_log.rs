@@ -8,20 +8,25 @@
 //! handler holds an `Option<Arc<QueryLog>>`: off (the default) costs one
 //! branch per query, nothing is formatted or counted.
 
-use hickory_proto::rr::{DNSClass, RecordType};
+use hickory_proto::rr::{DNSClass, Name, RecordType};
 use std::fmt;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+use wire::{class_text, decode_question, name_text, rcode_name, type_text, ReplySummary};
+
+mod wire;
 
 /// Which replies a query log keeps, by what they say (CoreDNS's classes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
-    /// NOERROR with answers (or a truncated reply: the client asks again).
+    /// NOERROR with answers, a referral, or a truncated reply (the client
+    /// asks again over TCP).
     Success,
-    /// NXDOMAIN, or NODATA: NOERROR with no answer and the SOA.
+    /// NXDOMAIN, or NODATA: NOERROR with no answer and the SOA in authority.
     Denial,
-    /// Any other rcode: SERVFAIL, REFUSED, FORMERR, NOTIMP, BADVERS...
+    /// Any other rcode, extended ones included: SERVFAIL, REFUSED, FORMERR,
+    /// NOTIMP, BADVERS...
     Error,
 }
 
@@ -36,11 +41,12 @@ impl Class {
 
     /// The class of an encoded reply (`None`: shorter than a header).
     pub fn of(reply: &[u8]) -> Option<Class> {
-        let header = reply.get(..12)?;
-        let count = |i: usize| u16::from_be_bytes([header[i], header[i + 1]]);
-        Some(match header[3] & 0x0f {
+        let summary = ReplySummary::read(reply)?;
+        Some(match summary.rcode {
             3 => Class::Denial,
-            0 if count(6) == 0 && count(8) > 0 => Class::Denial,
+            0 if summary.answers == 0 && !summary.truncated && summary.soa_in_authority => {
+                Class::Denial
+            }
             0 => Class::Success,
             _ => Class::Error,
         })
@@ -84,7 +90,7 @@ impl Source {
 /// The question of a logged query.
 pub enum Asked<'a> {
     /// Decoded: the name as asked (case kept), type and class.
-    Decoded(&'a str, RecordType, DNSClass),
+    Decoded(&'a Name, RecordType, DNSClass),
     /// The question section's bytes (the hot path decodes nothing unless
     /// the line is written).
     Wire(&'a [u8]),
@@ -116,6 +122,9 @@ pub struct QueryLog {
     per_million: u64,
     /// Replies of the logged classes so far (for the sampling).
     matched: AtomicU64,
+    /// The source and full rcode of each line written (tests look).
+    #[cfg(test)]
+    pub(crate) written: std::sync::Mutex<Vec<(Source, u16)>>,
 }
 
 impl fmt::Debug for QueryLog {
@@ -136,7 +145,7 @@ impl PartialEq for QueryLog {
 impl QueryLog {
     /// The query log `classes` (a comma-separated list of `all`, `success`,
     /// `denial`, `error`; empty: off) and `sample` (the share of those
-    /// replies written, in (0, 1]) ask for; the error names the flag.
+    /// replies written, from 0.000001 to 1) ask for; the error names the flag.
     pub fn new(classes: &str, sample: f64) -> Result<Option<QueryLog>, String> {
         let mut bits = 0;
         for word in classes.split(',').map(str::trim).filter(|w| !w.is_empty()) {
@@ -152,9 +161,9 @@ impl QueryLog {
                 }
             };
         }
-        if !(sample > 0.0 && sample <= 1.0) {
+        if !(1e-6..=1.0).contains(&sample) {
             return Err(format!(
-                "-log-queries-sample must be more than 0 and at most 1: {sample}"
+                "-log-queries-sample must be from 0.000001 to 1: {sample}"
             ));
         }
         if bits == 0 {
@@ -164,13 +173,15 @@ impl QueryLog {
             classes: bits,
             per_million: ((sample * 1e6).round() as u64).max(1),
             matched: AtomicU64::new(0),
+            #[cfg(test)]
+            written: Default::default(),
         }))
     }
 
     /// Whether `reply` is written: its class is logged and it is among the
-    /// sampled share. Of every million replies of the logged classes,
-    /// exactly the rate's share is taken, spread evenly (the k-th is
-    /// taken when k × rate passes a whole number).
+    /// sampled share. Of every million replies of the logged classes (one
+    /// count for them all), exactly the rate's share is taken, spread
+    /// evenly (the k-th is taken when k × rate passes a whole number).
     pub fn admits(&self, reply: &[u8]) -> bool {
         let Some(class) = Class::of(reply) else {
             return false;
@@ -189,21 +200,28 @@ impl QueryLog {
     pub fn note(&self, entry: &Entry<'_>) {
         if self.admits(entry.reply) {
             write(entry);
+            #[cfg(test)]
+            if let Some(summary) = ReplySummary::read(entry.reply) {
+                let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
+                written.push((entry.source, summary.rcode));
+            }
         }
     }
 }
 
 /// The query log line of `entry`.
 fn write(entry: &Entry<'_>) {
+    let decoded = |(name, qtype, qclass): (String, RecordType, DNSClass)| {
+        (name, type_text(qtype), class_text(qclass))
+    };
+    let unknown = || ("-".to_string(), "-".to_string(), "-".to_string());
     let (name, qtype, qclass) = match entry.asked {
-        Asked::Decoded(name, qtype, qclass) => (name.to_string(), qtype, qclass),
-        Asked::Wire(question) => {
-            decode_question(question).unwrap_or(("-".into(), RecordType::Unknown(0), DNSClass::IN))
-        }
-        Asked::Unknown => ("-".into(), RecordType::Unknown(0), DNSClass::IN),
+        Asked::Decoded(name, qtype, qclass) => decoded((name_text(name.iter()), qtype, qclass)),
+        Asked::Wire(question) => decode_question(question).map_or_else(unknown, decoded),
+        Asked::Unknown => unknown(),
     };
     let reply = entry.reply;
-    let header = |i: usize| reply.get(i).copied().unwrap_or(0);
+    let summary = ReplySummary::read(reply);
     let client = entry
         .client
         .map_or_else(|| "-".to_string(), |c| c.to_string());
@@ -212,75 +230,16 @@ fn write(entry: &Entry<'_>) {
         client,
         proto = if entry.tcp { "tcp" } else { "udp" },
         name,
-        qtype = %qtype,
-        qclass = %qclass,
-        rcode = rcode_name(header(3) & 0x0f),
-        answers = u16::from_be_bytes([header(6), header(7)]),
-        truncated = header(2) & 0x02 != 0,
+        qtype,
+        qclass,
+        rcode = summary.map_or_else(|| "-".to_string(), |s| rcode_name(s.rcode)),
+        answers = summary.map_or(0, |s| s.answers),
+        truncated = summary.is_some_and(|s| s.truncated),
         size = reply.len(),
         duration_seconds = entry.elapsed.as_secs_f64(),
         source = entry.source.as_str(),
         "query"
     );
-}
-
-/// The name (as text, with the final dot), type and class of a question
-/// section in wire format (no compression: it is the first name).
-pub(crate) fn decode_question(question: &[u8]) -> Option<(String, RecordType, DNSClass)> {
-    let mut name = String::new();
-    let mut pos = 0;
-    loop {
-        let len = usize::from(*question.get(pos)?);
-        pos += 1;
-        if len == 0 {
-            break;
-        }
-        let label = question.get(pos..pos + len)?;
-        for &byte in label {
-            match byte {
-                b'.' | b'\\' => {
-                    name.push('\\');
-                    name.push(char::from(byte));
-                }
-                b'!'..=b'~' => name.push(char::from(byte)),
-                _ => name.push_str(&format!("\\{byte:03}")),
-            }
-        }
-        name.push('.');
-        pos += len;
-    }
-    if name.is_empty() {
-        name.push('.');
-    }
-    let field = |at: usize| {
-        Some(u16::from_be_bytes([
-            *question.get(at)?,
-            *question.get(at + 1)?,
-        ]))
-    };
-    Some((
-        name,
-        RecordType::from(field(pos)?),
-        DNSClass::from(field(pos + 2)?),
-    ))
-}
-
-/// An rcode's mnemonic (RFC 6895's registry), as dig prints it.
-fn rcode_name(rcode: u8) -> &'static str {
-    match rcode {
-        0 => "NOERROR",
-        1 => "FORMERR",
-        2 => "SERVFAIL",
-        3 => "NXDOMAIN",
-        4 => "NOTIMP",
-        5 => "REFUSED",
-        6 => "YXDOMAIN",
-        7 => "YXRRSET",
-        8 => "NXRRSET",
-        9 => "NOTAUTH",
-        10 => "NOTZONE",
-        _ => "RESERVED",
-    }
 }
 
 #[cfg(test)]

@@ -208,8 +208,8 @@ pub struct Flags {
     /// level INFO [default: off].
     #[arg(long = "log-queries", default_value = "", hide_default_value = true)]
     pub log_queries: String,
-    /// The share of the -log-queries classes' replies written, more than 0 and at most 1
-    /// (0.01: one in a hundred, evenly spread).
+    /// The share of the -log-queries classes' replies written, from 0.000001 to 1 (0.01: one
+    /// in a hundred, evenly spread).
     #[arg(long = "log-queries-sample", default_value_t = 1.0)]
     pub log_queries_sample: f64,
     /// The shape of log lines: text, or json (one object per line: timestamp, level, target,

@@ -67,8 +67,12 @@ impl Handler {
 
     /// Runs the handler with `zone` and `options` from now on; requests
     /// under way finish with the configuration they started with.
-    pub fn reconfigure(&self, zone: Zone, options: Options) {
+    pub fn reconfigure(&self, zone: Zone, mut options: Options) {
         let current = self.current.load_full();
+        if options.query_log == current.options.query_log {
+            // The same query log goes on counting for its sampling.
+            options.query_log.clone_from(&current.options.query_log);
+        }
         let shared = Shared {
             snapshot: current.snapshot.clone(),
             metrics: current.metrics.clone(),

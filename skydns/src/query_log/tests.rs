@@ -1,7 +1,8 @@
+use super::wire::{decode_question, name_text, rcode_name, type_text, ReplySummary};
 use super::*;
-use hickory_proto::op::{Message, OpCode, ResponseCode};
-use hickory_proto::rr::rdata::{A, SOA};
-use hickory_proto::rr::{Name, RData, Record};
+use hickory_proto::op::{Edns, Message, OpCode, ResponseCode};
+use hickory_proto::rr::rdata::{A, NS, SOA};
+use hickory_proto::rr::{RData, Record};
 use std::sync::{Arc, Mutex};
 
 fn reply(rcode: ResponseCode, answers: usize, soa: bool) -> Vec<u8> {
@@ -54,6 +55,50 @@ fn replies_are_classed_as_coredns_does() {
 }
 
 #[test]
+fn a_referral_and_a_truncated_reply_are_successes_and_badvers_an_error() {
+    let name = Name::from_ascii("stub.example.").unwrap();
+    let mut referral = Message::response(1, OpCode::Query);
+    let ns = RData::NS(NS(Name::from_ascii("ns.stub.example.").unwrap()));
+    referral
+        .authorities
+        .push(Record::from_rdata(name.clone(), 30, ns));
+    assert_eq!(Class::of(&referral.to_vec().unwrap()), Some(Class::Success));
+    let mut truncated = Message::response(2, OpCode::Query);
+    truncated.metadata.truncation = true;
+    let soa = SOA::new(name.clone(), name.clone(), 1, 2, 3, 4, 5);
+    truncated
+        .authorities
+        .push(Record::from_rdata(name, 5, RData::SOA(soa)));
+    assert_eq!(
+        Class::of(&truncated.to_vec().unwrap()),
+        Some(Class::Success)
+    );
+    // BADVERS (16): the header says 0, the OPT record the high bits.
+    let mut badvers = Message::response(3, OpCode::Query);
+    badvers.metadata.response_code = ResponseCode::BADVERS;
+    badvers.edns = Some(Edns::new());
+    let bytes = badvers.to_vec().unwrap();
+    assert_eq!(bytes[3] & 0x0f, 0, "the header alone reads NOERROR");
+    assert_eq!(Class::of(&bytes), Some(Class::Error));
+    assert_eq!(ReplySummary::read(&bytes).unwrap().rcode, 16);
+    assert_eq!(rcode_name(16), "BADVERS");
+    assert_eq!(rcode_name(99), "RCODE99");
+}
+
+#[test]
+fn a_reply_cut_short_is_read_as_far_as_it_goes() {
+    let full = reply(ResponseCode::NoError, 0, true);
+    for len in 12..full.len() {
+        let summary = ReplySummary::read(&full[..len]).unwrap();
+        assert_eq!(summary.rcode, 0);
+    }
+    let mut hostile = full[..12].to_vec();
+    hostile[9] = 0xff; // 255 authority records that are not there
+    hostile.extend_from_slice(&[0x80, 1, 2]); // a reserved label type
+    assert!(ReplySummary::read(&hostile).is_some());
+}
+
+#[test]
 fn the_flag_names_the_classes_and_off_is_none() {
     assert!(QueryLog::new("", 1.0).unwrap().is_none());
     let log = QueryLog::new("denial, error", 1.0).unwrap().unwrap();
@@ -69,7 +114,7 @@ fn the_flag_names_the_classes_and_off_is_none() {
         err.contains("-log-queries") && err.contains("\"errors\""),
         "{err}"
     );
-    for bad in [0.0, -0.5, 1.5, f64::NAN] {
+    for bad in [0.0, -0.5, 1.5, f64::NAN, 1e-7] {
         let err = QueryLog::new("all", bad).unwrap_err();
         assert!(err.contains("-log-queries-sample"), "{err}");
     }
@@ -107,6 +152,23 @@ fn a_wire_question_reads_back_as_dig_prints_it() {
     assert_eq!((qtype, qclass), (RecordType::AAAA, DNSClass::IN));
     assert_eq!(decode_question(&[0, 0, 2, 0, 3]).unwrap().0, ".");
     assert_eq!(decode_question(&[5, b'a']), None, "cut short");
+    let (_, qtype, _) = decode_question(&[0, 0xff, 0x00, 0, 1]).unwrap();
+    assert_eq!(type_text(qtype), "TYPE65280");
+}
+
+#[test]
+fn a_name_reads_the_same_from_the_wire_and_decoded() {
+    let labels: [&[u8]; 3] = [b"Sp ace", b"a.b", b"\xff\x00"];
+    let name = Name::from_labels(labels.iter().copied()).unwrap();
+    let mut wire = Vec::new();
+    for label in labels {
+        wire.push(label.len() as u8);
+        wire.extend_from_slice(label);
+    }
+    wire.extend_from_slice(&[0, 0, 1, 0, 1]);
+    let from_wire = decode_question(&wire).unwrap().0;
+    assert_eq!(from_wire, name_text(name.iter()));
+    assert_eq!(from_wire, "Sp\\032ace.a\\.b.\\255\\000.");
 }
 
 #[test]
@@ -119,15 +181,12 @@ fn a_written_line_has_every_field() {
         .finish();
     let log = QueryLog::new("all", 1.0).unwrap().unwrap();
     let bytes = reply(ResponseCode::NXDomain, 0, true);
+    let name = Name::from_ascii("Nope.default.svc.cluster.local.").unwrap();
     tracing::subscriber::with_default(subscriber, || {
         log.note(&Entry {
             client: Some("10.1.2.3:40000".parse().unwrap()),
             tcp: true,
-            asked: Asked::Decoded(
-                "Nope.default.svc.cluster.local.",
-                RecordType::AAAA,
-                DNSClass::IN,
-            ),
+            asked: Asked::Decoded(&name, RecordType::AAAA, DNSClass::IN),
             reply: &bytes,
             elapsed: Duration::from_micros(1500),
             source: Source::Local,
@@ -139,8 +198,8 @@ fn a_written_line_has_every_field() {
         "client=\"10.1.2.3:40000\"",
         "proto=\"tcp\"",
         "name=\"Nope.default.svc.cluster.local.\"",
-        "qtype=AAAA",
-        "qclass=IN",
+        "qtype=\"AAAA\"",
+        "qclass=\"IN\"",
         "rcode=\"NXDOMAIN\"",
         "answers=0",
         "truncated=false",

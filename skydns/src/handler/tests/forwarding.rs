@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::fake_upstream::{switchable, Switchable};
+use crate::query_log::{QueryLog, Source};
 use std::sync::atomic::Ordering;
 use test_support::wait::{eventually, DEADLINE};
 
@@ -30,6 +31,18 @@ fn ttls(m: &Message) -> Vec<u32> {
     m.answers.iter().map(|r| r.ttl).collect()
 }
 
+/// A query log of every reply.
+fn logging_all() -> Option<Arc<QueryLog>> {
+    Some(Arc::new(QueryLog::new("all", 1.0).unwrap().unwrap()))
+}
+
+/// The sources of the query log's lines so far.
+fn sources(h: &Handler) -> Vec<Source> {
+    let log = h.options().query_log.expect("a query log");
+    let written = log.written.lock().unwrap();
+    written.iter().map(|(source, _)| *source).collect()
+}
+
 fn metric(h: &Handler, line_start: &str) -> String {
     let text = h.metrics().render();
     text.lines()
@@ -46,6 +59,7 @@ async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
             rcache_stale: Duration::from_secs(6),
             // Longer than both timeouts of the silent upstream.
             rcache_stale_timeout: Duration::from_secs(10),
+            query_log: logging_all(),
             ..caching(&up)
         },
     );
@@ -62,6 +76,7 @@ async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
         ),
         "skydns_dns_cache_stale_replies_total{reason=\"failed\"} 1"
     );
+    assert_eq!(sources(&h), [Source::Forwarded, Source::Stale]);
     let seen = up.seen.load(Ordering::SeqCst);
     assert_eq!(ttls(&ask(&h, "www.example.org.").await), [30]);
     assert_eq!(
@@ -234,6 +249,7 @@ async fn a_cached_forward_is_answered_without_waiting() {
         Options {
             rcache_ttl: 60,
             max_pending_forwards: 1,
+            query_log: logging_all(),
             ..caching(&up)
         },
     );
@@ -263,5 +279,17 @@ async fn a_cached_forward_is_answered_without_waiting() {
     let reply = Message::from_vec(&bytes).unwrap();
     assert_eq!(reply.metadata.response_code, ResponseCode::NoError);
     assert_eq!(ttls(&reply), [60]);
+    // A miss while every place is taken: SERVFAIL decided here.
+    let refused = request(
+        Name::from_ascii("third.example.org.").unwrap(),
+        RecordType::A,
+    );
+    let refused = h.handle(&refused.to_vec().unwrap(), Transport::Udp);
+    assert!(matches!(refused, Outcome::Done(Some(_))));
+    assert_eq!(
+        sources(&h),
+        [Source::Forwarded, Source::Cached, Source::Local],
+        "the first relayed, the hit cached, the refusal local"
+    );
     drop(held);
 }
