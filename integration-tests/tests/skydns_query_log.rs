@@ -281,6 +281,21 @@ async fn a_bad_class_or_rate_is_refused_naming_the_flag() -> Result<()> {
     Ok(())
 }
 
+#[test]
+fn kube2sky_says_pflags_warnings_even_when_its_flags_do_not_parse() -> Result<()> {
+    let out = Command::new(built_binary("kube2sky"))
+        .args(["--kube_master_url=http://127.0.0.1:1", "--log-format=yaml"])
+        .output()?;
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    ensure!(out.status.code() == Some(2), "{stderr}");
+    ensure!(
+        stderr.contains("WARNING: kube_master_url is deprecated, use kube-master-url instead")
+            && stderr.contains("--log-format"),
+        "{stderr}"
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exec_healthz_and_kube2sky_log_json_lines() -> Result<()> {
     let command = |port: u16| {

@@ -88,15 +88,29 @@ pub fn init(format: LogFormat, setup: Setup) {
     }
 }
 
-/// Says why the program stops: the bare line on stderr in text (as the
-/// programs always did), an ERROR event in JSON, so that a JSON log has no
-/// line that is not an object. A closed stderr is not an error here.
-pub fn fatal(format: LogFormat, message: &str) {
+/// Says why the program stops, whatever the log filter lets through: the
+/// bare line on stderr in text (as the programs always did), an ERROR
+/// object of `target` in JSON, so that a JSON log has no line that is not
+/// an object. A closed stderr is not an error here.
+pub fn fatal(format: LogFormat, target: &str, message: &str) {
+    let _ = writeln!(std::io::stderr(), "{}", fatal_line(format, target, message));
+}
+
+/// The line [`fatal`] writes.
+fn fatal_line(format: LogFormat, target: &str, message: &str) -> String {
     match format {
-        LogFormat::Text => {
-            let _ = writeln!(std::io::stderr(), "{message}");
+        LogFormat::Text => message.to_string(),
+        LogFormat::Json => {
+            let mut timestamp = String::new();
+            let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
+            serde_json::json!({
+                "timestamp": timestamp,
+                "level": "ERROR",
+                "target": target,
+                "message": message,
+            })
+            .to_string()
         }
-        LogFormat::Json => tracing::error!("{message}"),
     }
 }
 

@@ -112,3 +112,36 @@ fn the_metadata_cannot_be_overwritten_by_a_field() {
     let lines = json_lines(|| tracing::info!(n = 1u64));
     assert_eq!(lines[0]["message"], "", "a line always has a message");
 }
+
+#[test]
+fn an_event_of_the_log_crate_keeps_its_own_target_and_level() {
+    // Installs the log-to-tracing bridge for this test binary (once).
+    let _ = tracing_log::LogTracer::init();
+    let lines = json_lines(|| log::warn!(target: "rustls::conn", "Sending fatal alert"));
+    let [line] = lines.as_slice() else {
+        panic!("{lines:?}")
+    };
+    assert_eq!(line["target"], "rustls::conn");
+    assert_eq!(line["level"], "WARN");
+    assert_eq!(line["message"], "Sending fatal alert");
+    let keys: Vec<&String> = line.as_object().unwrap().keys().collect();
+    assert!(keys.iter().all(|k| !k.starts_with("log.")), "{keys:?}");
+}
+
+#[test]
+fn a_fatal_line_is_the_bare_message_in_text_and_an_object_in_json() {
+    assert_eq!(
+        fatal_line(LogFormat::Text, "skydns", "addr is invalid"),
+        "addr is invalid"
+    );
+    let json: serde_json::Value = serde_json::from_str(&fatal_line(
+        LogFormat::Json,
+        "skydns",
+        "addr \"x\" is invalid",
+    ))
+    .unwrap();
+    assert_eq!(json["level"], "ERROR");
+    assert_eq!(json["target"], "skydns");
+    assert_eq!(json["message"], "addr \"x\" is invalid");
+    assert!(json["timestamp"].as_str().unwrap().ends_with('Z'));
+}

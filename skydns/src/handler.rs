@@ -156,7 +156,12 @@ impl Inner {
             Err(error) => {
                 tracing::debug!(%error, len = packet.len(), "undecodable request");
                 let reply = format_error(packet);
-                return self.refused_early(client, tcp, Asked::Unknown, reply, start);
+                // The question, when it is the one part that can be read.
+                let asked = match (packet.get(4..6), packet.get(12..)) {
+                    (Some([0, 1]), Some(question)) => Asked::Wire(question),
+                    _ => Asked::Unknown,
+                };
+                return self.refused_early(client, tcp, asked, reply, start);
             }
         };
         if message.metadata.message_type != MessageType::Query {

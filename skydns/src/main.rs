@@ -32,7 +32,11 @@ fn main() -> ExitCode {
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt,
         Err(e) => {
-            logging::fatal(format, &format!("skydns: cannot start the runtime: {e}"));
+            logging::fatal(
+                format,
+                "skydns",
+                &format!("skydns: cannot start the runtime: {e}"),
+            );
             return ExitCode::FAILURE;
         }
     };
@@ -41,7 +45,7 @@ fn main() -> ExitCode {
     match runtime.block_on(skydns::run(flags, shutdown)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            logging::fatal(format, &format!("{e:#}"));
+            logging::fatal(format, "skydns", &format!("{e:#}"));
             ExitCode::FAILURE
         }
     }

@@ -20,8 +20,8 @@ mod wire;
 /// Which replies a query log keeps, by what they say (CoreDNS's classes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Class {
-    /// NOERROR with answers, a referral, or a truncated reply (the client
-    /// asks again over TCP).
+    /// NOERROR with answers, a referral, or any other NOERROR without an
+    /// SOA in authority (CoreDNS's `Typify`, which does not look at TC).
     Success,
     /// NXDOMAIN, or NODATA: NOERROR with no answer and the SOA in authority.
     Denial,
@@ -44,9 +44,7 @@ impl Class {
         let summary = ReplySummary::read(reply)?;
         Some(match summary.rcode {
             3 => Class::Denial,
-            0 if summary.answers == 0 && !summary.truncated && summary.soa_in_authority => {
-                Class::Denial
-            }
+            0 if summary.answers == 0 && summary.soa_in_authority => Class::Denial,
             0 => Class::Success,
             _ => Class::Error,
         })
@@ -122,9 +120,9 @@ pub struct QueryLog {
     per_million: u64,
     /// Replies of the logged classes so far (for the sampling).
     matched: AtomicU64,
-    /// The source and full rcode of each line written (tests look).
+    /// The source, full rcode and name of each line written (tests look).
     #[cfg(test)]
-    pub(crate) written: std::sync::Mutex<Vec<(Source, u16)>>,
+    pub(crate) written: std::sync::Mutex<Vec<(Source, u16, String)>>,
 }
 
 impl fmt::Debug for QueryLog {
@@ -203,23 +201,29 @@ impl QueryLog {
             #[cfg(test)]
             if let Some(summary) = ReplySummary::read(entry.reply) {
                 let mut written = self.written.lock().unwrap_or_else(|e| e.into_inner());
-                written.push((entry.source, summary.rcode));
+                written.push((entry.source, summary.rcode, asked_text(&entry.asked).0));
             }
         }
     }
 }
 
-/// The query log line of `entry`.
-fn write(entry: &Entry<'_>) {
+/// The name, type and class of a line, as dig writes them (`-` for each
+/// when no question could be read).
+fn asked_text(asked: &Asked<'_>) -> (String, String, String) {
     let decoded = |(name, qtype, qclass): (String, RecordType, DNSClass)| {
         (name, type_text(qtype), class_text(qclass))
     };
     let unknown = || ("-".to_string(), "-".to_string(), "-".to_string());
-    let (name, qtype, qclass) = match entry.asked {
+    match *asked {
         Asked::Decoded(name, qtype, qclass) => decoded((name_text(name.iter()), qtype, qclass)),
         Asked::Wire(question) => decode_question(question).map_or_else(unknown, decoded),
         Asked::Unknown => unknown(),
-    };
+    }
+}
+
+/// The query log line of `entry`.
+fn write(entry: &Entry<'_>) {
+    let (name, qtype, qclass) = asked_text(&entry.asked);
     let reply = entry.reply;
     let summary = ReplySummary::read(reply);
     let client = entry

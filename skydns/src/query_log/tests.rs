@@ -1,6 +1,6 @@
 use super::wire::{decode_question, name_text, rcode_name, type_text, ReplySummary};
 use super::*;
-use hickory_proto::op::{Edns, Message, OpCode, ResponseCode};
+use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, NS, SOA};
 use hickory_proto::rr::{RData, Record};
 use std::sync::{Arc, Mutex};
@@ -9,6 +9,7 @@ fn reply(rcode: ResponseCode, answers: usize, soa: bool) -> Vec<u8> {
     let mut m = Message::response(7, OpCode::Query);
     m.metadata.response_code = rcode;
     let name = Name::from_ascii("a.example.").unwrap();
+    m.queries.push(Query::query(name.clone(), RecordType::A));
     for _ in 0..answers {
         m.answers.push(Record::from_rdata(
             name.clone(),
@@ -55,7 +56,7 @@ fn replies_are_classed_as_coredns_does() {
 }
 
 #[test]
-fn a_referral_and_a_truncated_reply_are_successes_and_badvers_an_error() {
+fn a_referral_is_a_success_a_truncated_nodata_a_denial_and_badvers_an_error() {
     let name = Name::from_ascii("stub.example.").unwrap();
     let mut referral = Message::response(1, OpCode::Query);
     let ns = RData::NS(NS(Name::from_ascii("ns.stub.example.").unwrap()));
@@ -69,6 +70,12 @@ fn a_referral_and_a_truncated_reply_are_successes_and_badvers_an_error() {
     truncated
         .authorities
         .push(Record::from_rdata(name, 5, RData::SOA(soa)));
+    assert_eq!(
+        Class::of(&truncated.to_vec().unwrap()),
+        Some(Class::Denial),
+        "TC does not count (CoreDNS's Typify)"
+    );
+    truncated.authorities.clear();
     assert_eq!(
         Class::of(&truncated.to_vec().unwrap()),
         Some(Class::Success)
@@ -88,9 +95,11 @@ fn a_referral_and_a_truncated_reply_are_successes_and_badvers_an_error() {
 #[test]
 fn a_reply_cut_short_is_read_as_far_as_it_goes() {
     let full = reply(ResponseCode::NoError, 0, true);
+    assert!(ReplySummary::read(&full).unwrap().soa_in_authority);
     for len in 12..full.len() {
         let summary = ReplySummary::read(&full[..len]).unwrap();
         assert_eq!(summary.rcode, 0);
+        assert!(!summary.soa_in_authority, "an SOA cut short at {len}");
     }
     let mut hostile = full[..12].to_vec();
     hostile[9] = 0xff; // 255 authority records that are not there
@@ -168,6 +177,8 @@ fn a_name_reads_the_same_from_the_wire_and_decoded() {
     wire.extend_from_slice(&[0, 0, 1, 0, 1]);
     let from_wire = decode_question(&wire).unwrap().0;
     assert_eq!(from_wire, name_text(name.iter()));
+    let special: &[u8] = b"x\"(y);@$";
+    assert_eq!(name_text([special].into_iter()), "x\\\"\\(y\\)\\;\\@\\$.");
     assert_eq!(from_wire, "Sp\\032ace.a\\.b.\\255\\000.");
 }
 

@@ -99,7 +99,8 @@ fn skip_name(packet: &[u8], mut pos: usize) -> Option<usize> {
     }
 }
 
-/// A name's labels as dig prints them: `\.` and `\\` inside a label,
+/// A name's labels as dig prints them: `\` before `.`, `\`, `"`, `(`,
+/// `)`, `;`, `@` and `$` inside a label (BIND's special characters),
 /// `\DDD` for bytes that are not printable ASCII, a dot after each label;
 /// the root is `.`.
 pub(crate) fn name_text<'a>(labels: impl Iterator<Item = &'a [u8]>) -> String {
@@ -107,7 +108,7 @@ pub(crate) fn name_text<'a>(labels: impl Iterator<Item = &'a [u8]>) -> String {
     for label in labels {
         for &byte in label {
             match byte {
-                b'.' | b'\\' => {
+                b'.' | b'\\' | b'"' | b'(' | b')' | b';' | b'@' | b'$' => {
                     name.push('\\');
                     name.push(char::from(byte));
                 }

@@ -40,7 +40,7 @@ fn logging_all() -> Option<Arc<QueryLog>> {
 fn sources(h: &Handler) -> Vec<Source> {
     let log = h.options().query_log.expect("a query log");
     let written = log.written.lock().unwrap();
-    written.iter().map(|(source, _)| *source).collect()
+    written.iter().map(|(source, ..)| *source).collect()
 }
 
 fn metric(h: &Handler, line_start: &str) -> String {

@@ -20,6 +20,7 @@ mod forwarding;
 mod hostile;
 mod limits;
 mod local_names;
+mod query_log;
 mod routing;
 mod sizes;
 mod spec;
