@@ -101,8 +101,9 @@ wait_for() { # description, command...
 }
 
 echo "==> etcd on ${etcd_url} (records through the ${etcd_api} API)"
+# Transactions of up to 1024 operations on v3, as the pod's manifests.
 ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" --enable-v2=true \
-  --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+  --max-txn-ops=1024 --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
   --listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
   --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
   --initial-cluster "local=http://127.0.0.1:${ETCD_PEER_PORT}" >"$work/etcd.log" 2>&1 &
@@ -131,6 +132,7 @@ fi
 
 echo "==> kube2sky (readiness on :${READINESS_PORT})"
 "$BIN_DIR/kube2sky" --domain="$DNS_DOMAIN" --etcd-server="$etcd_url" --etcd-api="$etcd_api" \
+  --etcd-max-txn-ops=1024 \
   --healthz-port="$READINESS_PORT" "${kube_args[@]}" >"$work/kube2sky.log" 2>&1 &
 pids+=($!)
 

@@ -41,14 +41,15 @@ def http_ok(url):
 
 
 def start_etcd(work, name="bench"):
-    """A fresh single-member etcd (v2 and v3 APIs) on free loopback ports: (Popen, url)."""
+    """A fresh single-member etcd (v2 and v3 APIs) on free loopback ports: (Popen, url).
+    It takes transactions of up to 1024 operations, as the pod's etcd (deploy/)."""
     client, peer = free_port(), free_port()
     url, peer_url = "http://127.0.0.1:%d" % client, "http://127.0.0.1:%d" % peer
     log = open(os.path.join(work, "etcd-%s.log" % name), "a")
     env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine)
     proc = subprocess.Popen(
         ["etcd", "--name", name, "--data-dir", os.path.join(work, "etcd-" + name),
-         "--enable-v2=true", "--quota-backend-bytes", str(8 << 30),
+         "--enable-v2=true", "--quota-backend-bytes", str(8 << 30), "--max-txn-ops", "1024",
          "--listen-client-urls", url, "--advertise-client-urls", url,
          "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
          "--initial-cluster", "%s=%s" % (name, peer_url)], stdout=log, stderr=log, env=env)

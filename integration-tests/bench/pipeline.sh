@@ -63,7 +63,7 @@ start_etcd() { # sets etcd_url: a fresh etcd (v2 and v3 APIs) on free ports
   etcd_url="http://127.0.0.1:${client_port}"
   rm -rf "$work/etcd"
   ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name bench --data-dir "$work/etcd" --enable-v2=true \
-    --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
+    --max-txn-ops=1024 --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
     --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
     --initial-cluster "bench=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &
   pids+=($!)
@@ -86,7 +86,7 @@ run() { # api
 
   local start; start=$(now_ms)
   RUST_LOG=warn "$bin/kube2sky" --etcd-server="$etcd_url" --etcd-api="$api" \
-    --kube-master-url="$api_url" --healthz-port="$k2s_port" ${KUBE2SKY_ARGS:-} >"$work/kube2sky.log" 2>&1 &
+    --kube-master-url="$api_url" --healthz-port="$k2s_port" --etcd-max-txn-ops=1024 ${KUBE2SKY_ARGS:-} >"$work/kube2sky.log" 2>&1 &
   pids+=($!)
   wait_dig "$dns_port" "s$((SERVICES - 1)).default.svc.cluster.local"
   local sync_ms=$(( $(now_ms) - start ))

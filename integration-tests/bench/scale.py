@@ -24,6 +24,8 @@ Per size (see scale_cluster.SIZES):
                zone, against the same writes outside the zone.
 
 Usage: scale.py BIN_DIR SIZES SAMPLES SECONDS OUT_DIR
+etcd and kube2sky run with transactions of up to 1024 operations, as in the
+pod's manifests (deploy/).
 KUBE2SKY_ARGS (environment): extra kube2sky flags, e.g. --full-sync-chunk=2000.
 Prints a markdown table; writes OUT_DIR/scale.json.
 """
@@ -100,7 +102,8 @@ class Pipeline:
     def start_kube2sky(self):
         self.kube2sky = spawn("kube2sky", [
             os.path.join(BIN, "kube2sky"), "--etcd-server", self.etcd_url, "--etcd-api", "v3",
-            "--kube-master-url", self.api_url, "--healthz-port", str(b.free_port())]
+            "--kube-master-url", self.api_url, "--healthz-port", str(b.free_port()),
+            "--etcd-max-txn-ops=1024"]
             + os.environ.get("KUBE2SKY_ARGS", "").split())
         return self.kube2sky
 

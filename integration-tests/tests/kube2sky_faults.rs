@@ -2,7 +2,8 @@
 //! a real etcd, the API test server): readiness only once the first lists
 //! are written, a killed sync leaves every service complete or absent, an
 //! API server restored to an older resourceVersion is listed again, an etcd
-//! with a smaller `--max-txn-ops` is written in smaller transactions, and
+//! with a smaller `--max-txn-ops` is written in smaller transactions and
+//! one with a larger one (the manifests' 1024) in larger ones, and
 //! fields that cannot become records are skipped with a warning.
 
 mod kube2sky_support;
@@ -250,6 +251,41 @@ async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Resul
     ensure!(
         k2s.log().contains("using 64"),
         "the smaller limit must be logged:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_with_the_manifests_max_txn_ops_takes_the_sync_in_fewer_transactions() -> Result<()>
+{
+    // deploy/: etcd -max-txn-ops=1024 and kube2sky --etcd-max-txn-ops=1024.
+    let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=1024"])?;
+    // One slice of 401 services × (A + 2 SRV) = 1,203 operations, then one
+    // of 401 PTRs: 3 transactions at 1024, 10 + 4 at etcd's default 128.
+    let api = apiserver_at(
+        "127.0.0.1:0".parse()?,
+        &services(400, &[("http", 80), ("dns", 53)]),
+    )
+    .await?;
+    let before = etcd.revision()?;
+    let flags = ["--pods=false", "--etcd-max-txn-ops=1024"];
+    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    let used = etcd.revision()? - before;
+    let keys: Vec<String> = (etcd.get_prefix("/skydns/")?.into_iter())
+        .map(|(k, _)| k)
+        .collect();
+    let written = services_in(&keys).len();
+    ensure!(
+        written == 401,
+        "every service written: {written}\n{}",
+        k2s.log()
+    );
+    // The 3 transactions, the data-loss marker and dns-version: no more.
+    ensure!(
+        used <= 6,
+        "{used} etcd revisions for the first sync: transactions of 128?\n{}",
         k2s.log()
     );
     Ok(())

@@ -139,6 +139,7 @@ mod scripts;
 mod shared;
 mod support;
 mod systemd;
+mod txn_limits;
 
 use args::*;
 use support::*;
@@ -349,7 +350,10 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
         "periodic",
         "-auto-compaction-retention",
         "1h",
+        "-max-txn-ops",
+        "1024",
         "--etcd-api=v3",
+        "--etcd-max-txn-ops=1024",
         "-etcd3=true",
     ];
     // The legacy pod keeps 1.2's key set (the DNS specification's extra

@@ -23,7 +23,10 @@ use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use std::collections::BTreeSet;
 use std::time::Duration;
-use support::{build_images, container_pid, missing_privilege, podman, podman_objects, RunningPod};
+use support::{
+    build_images, container_log, container_pid, missing_privilege, podman, podman_objects,
+    RunningPod,
+};
 use test_support::dns::{dig_at, query_at, Transport};
 use test_support::http::get;
 use test_support::kubectl::Kubectl;
@@ -293,5 +296,9 @@ async fn the_modern_deployment_runs_in_podman() {
         "kube2sky untouched"
     );
     a_new_service_answers(&pod, "after-restarts").await.unwrap();
+    // The pod's etcd takes kube2sky's transactions of 1024 operations.
+    let log = container_log(&pod.container("kube2sky"), None).unwrap();
+    assert!(log.contains("ready: "), "{log}");
+    assert!(!log.contains("etcd refused a transaction"), "{log}");
     stops_without_leftovers(pod, &before).unwrap();
 }

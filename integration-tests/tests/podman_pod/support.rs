@@ -185,11 +185,48 @@ impl RunningPod {
 }
 
 impl Drop for RunningPod {
-    /// On a failed test: stop run.sh (its group too), then remove the pod
-    /// and its volumes in case run.sh could not.
+    /// On a failed test: print each container's log (the pod's logs go
+    /// with it), stop run.sh (its group too), then remove the pod and its
+    /// volumes in case run.sh could not.
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            print_container_logs(&self.pod);
+        }
         self.run.stop();
         remove_pods(&self.pod);
+    }
+}
+
+/// What container `name` wrote on stdout and stderr (podman keeps them
+/// apart), its last `tail` lines with `Some`.
+pub(crate) fn container_log(name: &str, tail: Option<usize>) -> Result<String> {
+    let mut command = podman_command()?;
+    command.args(["logs", "--timestamps"]);
+    if let Some(tail) = tail {
+        command.args(["--tail", &tail.to_string()]);
+    }
+    let out = command.arg(name).stdin(Stdio::null()).output()?;
+    ensure!(
+        out.status.success(),
+        "podman logs {name}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    ))
+}
+
+/// The last lines of the log of every container of `pod`, on stderr.
+fn print_container_logs(pod: &str) {
+    let filter = format!("pod={pod}");
+    let names = podman(&["ps", "--all", "--filter", &filter, "--format", "{{.Names}}"]);
+    for name in names.unwrap_or_default().lines() {
+        match container_log(name, Some(300)) {
+            Ok(log) => eprintln!("---- podman logs {name} (last 300 lines) ----\n{log}"),
+            Err(error) => eprintln!("---- podman logs {name}: {error:#}"),
+        }
     }
 }
 
