@@ -3,7 +3,6 @@
 //! a fatal error (etcd unreachable, a mutation timing out, bad flags).
 
 use kube2sky::config::Flags;
-use std::io::Write as _;
 use tokio_util::sync::CancellationToken;
 use tracing_subscriber::EnvFilter;
 
@@ -27,14 +26,8 @@ async fn main() {
     };
     logging::init(flags.log_format, setup);
     for warning in &flags.deprecated_spellings {
-        match flags.log_format {
-            // As kube2sky 1.2's pflag wrote it.
-            // (Not eprintln!: a closed stderr must not panic.)
-            logging::LogFormat::Text => {
-                let _ = writeln!(std::io::stderr(), "{warning}");
-            }
-            logging::LogFormat::Json => tracing::warn!("{warning}"),
-        }
+        // As kube2sky 1.2's pflag wrote it, or a WARN object in JSON.
+        logging::say(flags.log_format, tracing::Level::WARN, "kube2sky", warning);
     }
     let config = match flags.into_config() {
         Ok(config) => config,

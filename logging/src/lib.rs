@@ -23,8 +23,10 @@ use tracing_subscriber::fmt::{FmtContext, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 use tracing_subscriber::EnvFilter;
 
+mod captured;
 mod json;
 
+pub use captured::Captured;
 pub use json::{JsonFields, JsonLines};
 
 /// The shape of each log line.
@@ -93,11 +95,22 @@ pub fn init(format: LogFormat, setup: Setup) {
 /// object of `target` in JSON, so that a JSON log has no line that is not
 /// an object. A closed stderr is not an error here.
 pub fn fatal(format: LogFormat, target: &str, message: &str) {
-    let _ = writeln!(std::io::stderr(), "{}", fatal_line(format, target, message));
+    say(format, tracing::Level::ERROR, target, message);
 }
 
-/// The line [`fatal`] writes.
-fn fatal_line(format: LogFormat, target: &str, message: &str) -> String {
+/// Writes `message` whatever the log filter lets through, as [`fatal`]
+/// does, at `level`: for what a program has always printed bare on stderr
+/// (kube2sky's pflag warnings), which JSON logs make an object.
+pub fn say(format: LogFormat, level: tracing::Level, target: &str, message: &str) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "{}",
+        said_line(format, level, target, message)
+    );
+}
+
+/// The line [`say`] writes.
+fn said_line(format: LogFormat, level: tracing::Level, target: &str, message: &str) -> String {
     match format {
         LogFormat::Text => message.to_string(),
         LogFormat::Json => {
@@ -105,7 +118,7 @@ fn fatal_line(format: LogFormat, target: &str, message: &str) -> String {
             let _ = SystemTime.format_time(&mut Writer::new(&mut timestamp));
             serde_json::json!({
                 "timestamp": timestamp,
-                "level": "ERROR",
+                "level": level.as_str(),
                 "target": target,
                 "message": message,
             })

@@ -1,32 +1,17 @@
 use super::*;
-use std::sync::{Arc, Mutex};
 
 /// The lines a JSON subscriber writes while `f` runs.
 fn json_lines(f: impl FnOnce()) -> Vec<serde_json::Value> {
-    let out = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let sink = out.clone();
+    let out = Captured::default();
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || Sink(sink.clone()))
+        .with_writer(out.clone())
         .fmt_fields(JsonFields)
         .event_format(JsonLines)
         .finish();
     tracing::subscriber::with_default(subscriber, f);
-    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
-    text.lines()
+    (out.text().lines())
         .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
         .collect()
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
 }
 
 #[test]
@@ -129,13 +114,15 @@ fn an_event_of_the_log_crate_keeps_its_own_target_and_level() {
 }
 
 #[test]
-fn a_fatal_line_is_the_bare_message_in_text_and_an_object_in_json() {
+fn a_said_line_is_the_bare_message_in_text_and_an_object_of_its_level_in_json() {
+    let error = tracing::Level::ERROR;
     assert_eq!(
-        fatal_line(LogFormat::Text, "skydns", "addr is invalid"),
+        said_line(LogFormat::Text, error, "skydns", "addr is invalid"),
         "addr is invalid"
     );
-    let json: serde_json::Value = serde_json::from_str(&fatal_line(
+    let json: serde_json::Value = serde_json::from_str(&said_line(
         LogFormat::Json,
+        error,
         "skydns",
         "addr \"x\" is invalid",
     ))
@@ -144,4 +131,10 @@ fn a_fatal_line_is_the_bare_message_in_text_and_an_object_in_json() {
     assert_eq!(json["target"], "skydns");
     assert_eq!(json["message"], "addr \"x\" is invalid");
     assert!(json["timestamp"].as_str().unwrap().ends_with('Z'));
+    let warning = said_line(LogFormat::Json, tracing::Level::WARN, "kube2sky", "w");
+    let json: serde_json::Value = serde_json::from_str(&warning).unwrap();
+    assert_eq!(
+        (json["level"].as_str(), json["target"].as_str()),
+        (Some("WARN"), Some("kube2sky"))
+    );
 }

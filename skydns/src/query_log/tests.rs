@@ -3,7 +3,6 @@ use super::*;
 use hickory_proto::op::{Edns, Message, OpCode, Query, ResponseCode};
 use hickory_proto::rr::rdata::{A, NS, SOA};
 use hickory_proto::rr::{RData, Record};
-use std::sync::{Arc, Mutex};
 
 fn reply(rcode: ResponseCode, answers: usize, soa: bool) -> Vec<u8> {
     let mut m = Message::response(7, OpCode::Query);
@@ -184,10 +183,9 @@ fn a_name_reads_the_same_from_the_wire_and_decoded() {
 
 #[test]
 fn a_written_line_has_every_field() {
-    let out = Arc::new(Mutex::new(Vec::<u8>::new()));
-    let sink = out.clone();
+    let out = logging::Captured::default();
     let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || Sink(sink.clone()))
+        .with_writer(out.clone())
         .with_ansi(false)
         .finish();
     let log = QueryLog::new("all", 1.0).unwrap().unwrap();
@@ -203,7 +201,7 @@ fn a_written_line_has_every_field() {
             source: Source::Local,
         });
     });
-    let text = String::from_utf8(out.lock().unwrap().clone()).unwrap();
+    let text = out.text();
     for field in [
         "skydns::query: query",
         "client=\"10.1.2.3:40000\"",
@@ -219,17 +217,5 @@ fn a_written_line_has_every_field() {
         "source=\"local\"",
     ] {
         assert!(text.contains(field), "{field} missing from {text}");
-    }
-}
-
-struct Sink(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Sink {
-    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(buf);
-        Ok(buf.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
     }
 }
