@@ -16,7 +16,7 @@ KEYS=${1:-300007}
 OPS=${OPS:-1024}
 cargo build --release -p integration-tests --example etcd_put_floor
 source integration-tests/bench/lib.sh
-ETCD_FLAGS="--max-txn-ops=$OPS" bench_start floor
+bench_start floor "--max-txn-ops=$OPS"
 etcd_pid=${pids[0]}
 ticks() { awk '{print $14 + $15}' "/proc/$etcd_pid/stat"; }
 before=$(ticks)

@@ -12,8 +12,9 @@ bench_cleanup() {
   rm -rf "$work"
 }
 
-# bench_start NAME: the work directory, the cleanup trap, and etcd (member
-# NAME) on free ports with the sample records; ETCD_FLAGS: more etcd flags.
+# bench_start NAME [ETCD_FLAG...]: the work directory, the cleanup trap, and
+# etcd (member NAME, with the flags given) on free ports with the sample
+# records.
 bench_start() {
   local name=$1
   work=$(mktemp -d)
@@ -22,8 +23,7 @@ bench_start() {
   local etcd_port peer_port
   etcd_port=$(free_port); peer_port=$(free_port)
   etcd_url="http://127.0.0.1:${etcd_port}"
-  # shellcheck disable=SC2086 # ETCD_FLAGS: several words
-  ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name "$name" --data-dir "$work/etcd" ${ETCD_FLAGS:-} \
+  ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name "$name" --data-dir "$work/etcd" "${@:2}" \
     --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
     --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
     --initial-cluster "${name}=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &

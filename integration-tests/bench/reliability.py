@@ -154,7 +154,8 @@ class Kube2sky:
         self.proc = subprocess.Popen(
             [os.path.join(BIN, "kube2sky"), "--etcd-api=v3", "--etcd-server=" + self.etcd.url,
              "--kube-master-url=" + self.api.url, "--healthz-port=%d" % self.port,
-             "--pods=false", "--etcd-loss-check-interval=1s"], stdout=log, stderr=log)
+             "--pods=false", "--etcd-loss-check-interval=1s", "--etcd-max-txn-ops=1024"],
+            stdout=log, stderr=log)
 
     def supervise(self):
         """Restarts kube2sky if it exited (restartPolicy: Always)."""

@@ -261,8 +261,9 @@ async fn an_etcd_with_the_manifests_max_txn_ops_takes_the_sync_in_fewer_transact
 {
     // deploy/: etcd -max-txn-ops=1024 and kube2sky --etcd-max-txn-ops=1024.
     let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=1024"])?;
-    // One slice of 401 services × (A + 2 SRV) = 1,203 operations, then one
-    // of 401 PTRs: 3 transactions at 1024, 10 + 4 at etcd's default 128.
+    // One slice of 400 services × (A + 2 SRV) and `kubernetes` (A + 1 SRV):
+    // 1,202 operations, then one of 401 PTRs: 3 transactions at 1024,
+    // 10 + 4 at etcd's default 128.
     let api = apiserver_at(
         "127.0.0.1:0".parse()?,
         &services(400, &[("http", 80), ("dns", 53)]),

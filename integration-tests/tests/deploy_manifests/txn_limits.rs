@@ -12,10 +12,10 @@ use super::*;
 const DEFAULT: usize = 128;
 
 /// The value of `flag` in `list` (`flag value`, `flag=value`, with one
-/// dash or two).
+/// dash or two); the last one given, as Go's flag package and clap take.
 fn flag_value(list: &[String], flag: &str) -> Option<usize> {
     let names = [format!("-{flag}"), format!("--{flag}")];
-    list.iter().enumerate().find_map(|(i, arg)| {
+    list.iter().enumerate().rev().find_map(|(i, arg)| {
         let value = names.iter().find_map(|name| {
             if arg == name {
                 list.get(i + 1).map(String::as_str)
@@ -133,4 +133,14 @@ fn txn_limit_checks_catch_an_etcd_or_a_kube2sky_left_at_another_limit() {
         Some(9)
     );
     assert_eq!(flag_value(&["-max-txn-opsx=1".into()], "max-txn-ops"), None);
+    let twice = [
+        "--max-txn-ops=64".into(),
+        "-max-txn-ops".into(),
+        "1024".into(),
+    ];
+    assert_eq!(
+        flag_value(&twice, "max-txn-ops"),
+        Some(1024),
+        "the last one"
+    );
 }

@@ -174,6 +174,31 @@ async fn a_new_service_answers(pod: &RunningPod, name: &str) -> Result<()> {
     Ok(())
 }
 
+/// A Service of 130 named ports: its A, 130 SRVs and its PTR are one unit
+/// of 132 operations, one transaction over etcd's default 128. Waits until
+/// its last SRV answers (a service is written whole or not at all).
+async fn a_service_of_many_ports_answers(pod: &RunningPod) -> Result<()> {
+    let ports: Vec<String> = (1..=130)
+        .map(|p| format!(r#"{{"name":"p{p}","protocol":"TCP","port":{p}}}"#))
+        .collect();
+    let manifest = format!(
+        r#"{{"apiVersion":"v1","kind":"Service","metadata":{{"name":"ports","namespace":"default"}},
+            "spec":{{"ports":[{}]}}}}"#,
+        ports.join(",")
+    );
+    Kubectl::new(&pod.api)?.with_manifest("create", &manifest)?;
+    let srv = "_p130._tcp.ports.default.svc.cluster.local";
+    eventually(&format!("{srv} SRV"), DEADLINE, async || {
+        let reply = query_at(pod.dns(), srv, "SRV", Transport::Udp).await?;
+        ensure!(
+            reply.answer.iter().any(|a| a.contains(" SRV ")),
+            "{reply:?}"
+        );
+        Ok(())
+    })
+    .await
+}
+
 /// Stops run.sh and checks that no pod, container or volume of its pod is
 /// left, and that the networks are those there were before.
 fn stops_without_leftovers(pod: RunningPod, before: &BTreeSet<String>) -> Result<()> {
@@ -296,7 +321,9 @@ async fn the_modern_deployment_runs_in_podman() {
         "kube2sky untouched"
     );
     a_new_service_answers(&pod, "after-restarts").await.unwrap();
-    // The pod's etcd takes kube2sky's transactions of 1024 operations.
+    // The pod's etcd takes kube2sky's transactions of 1024 operations: one
+    // of 132 is not refused.
+    a_service_of_many_ports_answers(&pod).await.unwrap();
     let log = container_log(&pod.container("kube2sky"), None).unwrap();
     assert!(log.contains("ready: "), "{log}");
     assert!(!log.contains("etcd refused a transaction"), "{log}");

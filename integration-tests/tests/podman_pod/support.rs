@@ -218,15 +218,22 @@ pub(crate) fn container_log(name: &str, tail: Option<usize>) -> Result<String> {
     ))
 }
 
-/// The last lines of the log of every container of `pod`, on stderr.
+/// The last lines of the log of every container of `pod`, on stderr
+/// (with `writeln!`: this runs while a test panics, and a failed write
+/// must not panic again).
 fn print_container_logs(pod: &str) {
+    use std::io::Write as _;
     let filter = format!("pod={pod}");
     let names = podman(&["ps", "--all", "--filter", &filter, "--format", "{{.Names}}"]);
+    let mut stderr = std::io::stderr();
     for name in names.unwrap_or_default().lines() {
-        match container_log(name, Some(300)) {
-            Ok(log) => eprintln!("---- podman logs {name} (last 300 lines) ----\n{log}"),
-            Err(error) => eprintln!("---- podman logs {name}: {error:#}"),
-        }
+        let _ = match container_log(name, Some(300)) {
+            Ok(log) => writeln!(
+                stderr,
+                "---- podman logs {name} (last 300 lines) ----\n{log}"
+            ),
+            Err(error) => writeln!(stderr, "---- podman logs {name}: {error:#}"),
+        };
     }
 }
 

@@ -173,7 +173,8 @@ pub struct Flags {
     #[arg(long = "log-format", default_value = "text")]
     pub log_format: logging::LogFormat,
     /// pflag's warnings for the flags spelled with `_` (`WARNING: kube_master_url is
-    /// deprecated, use kube-master-url instead`), logged once logging is set up.
+    /// deprecated, use kube-master-url instead`), written once the log format is known
+    /// (`logging::say`, whatever the log filter).
     #[arg(skip)]
     pub deprecated_spellings: Vec<String>,
     /// Accepted for compatibility; logs always go to stderr.

@@ -1,5 +1,5 @@
 //! Writing through the etcd v3 API. Each batch is one transaction (at most
-//! 128 operations, etcd's `--max-txn-ops`), up to [`TXNS_IN_FLIGHT`] at once. Prefixes are read in pages of
+//! `--etcd-max-txn-ops` operations, within etcd's `--max-txn-ops`), up to [`TXNS_IN_FLIGHT`] at once. Prefixes are read in pages of
 //! [`PAGE_SIZE`] keys, all at the revision of the first page, so no single
 //! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
 //! owns. Each request runs under the per-request deadline.
