@@ -237,12 +237,7 @@ async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Resul
     .await?;
     let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
     k2s.wait_ready().await?;
-    let keys: Vec<String> = etcd
-        .get_prefix("/skydns/")?
-        .into_iter()
-        .map(|(k, _)| k)
-        .collect();
-    let written = services_in(&keys).len();
+    let written = services_in(&keys_under(&etcd, "/skydns/")?).len();
     ensure!(
         written == 41,
         "every service written: {written}\n{}",
@@ -274,10 +269,7 @@ async fn an_etcd_with_the_manifests_max_txn_ops_takes_the_sync_in_fewer_transact
     let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
     k2s.wait_ready().await?;
     let used = etcd.revision()? - before;
-    let keys: Vec<String> = (etcd.get_prefix("/skydns/")?.into_iter())
-        .map(|(k, _)| k)
-        .collect();
-    let written = services_in(&keys).len();
+    let written = services_in(&keys_under(&etcd, "/skydns/")?).len();
     ensure!(
         written == 401,
         "every service written: {written}\n{}",
