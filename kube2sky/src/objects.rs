@@ -6,11 +6,14 @@
 //!
 //! They are [`ObjectKey`] (`namespace/name`), [`ServiceInfo`] with its
 //! [`PortInfo`]s (a Service's type, IPs and ports), [`PodInfo`] (a pod's
-//! IPs) and [`SliceInfo`] (an EndpointSlice's ready addresses and ports).
+//! IPs, made from a [`WatchedPod`], which decodes nothing else) and
+//! [`SliceInfo`] (an EndpointSlice's ready addresses and ports).
 
+mod pod;
 mod service;
 mod slice;
 
+pub(crate) use pod::{PodInfo, WatchedPod};
 pub(crate) use service::ServiceInfo;
 pub(crate) use slice::SliceInfo;
 #[cfg(test)]
@@ -33,13 +36,4 @@ impl ObjectKey {
             name: meta.name.clone().unwrap_or_default(),
         }
     }
-}
-
-/// All a pod contributes to DNS (k/k#22290: never keep whole Pods).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct PodInfo {
-    /// Namespace and name.
-    pub key: ObjectKey,
-    /// `status.podIPs` (`status.podIP` first), empty when not assigned.
-    pub ips: Vec<String>,
 }

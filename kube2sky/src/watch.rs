@@ -19,17 +19,17 @@
 //! set after every (re)list, including the one the watcher does after a
 //! 410 Gone, and can delete whatever is no longer there. Objects are reduced
 //! before they are buffered or sent: Pods to `(namespace, name, ip)`
-//! (k/k#22290), Services to a [`ServiceInfo`] and Endpoints to the fields
-//! records use.
+//! (k/k#22290; they are decoded as [`WatchedPod`]s, which skip the rest),
+//! Services to a [`ServiceInfo`] and Endpoints to the fields records use.
 
 use crate::config::EndpointsSource;
 use crate::index::{Change, Update};
 use crate::metrics::{Kind, Metrics, SkippedLabels};
-use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
+use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo, WatchedPod};
 use crate::records::HOSTNAMES_ANNOTATION;
 use crate::validate::{self, Problem};
 use k8s_openapi::api::core::v1::{
-    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Pod, Service,
+    EndpointAddress, EndpointPort, EndpointSubset, Endpoints, Service,
 };
 use k8s_openapi::api::discovery::v1::EndpointSlice;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -195,8 +195,8 @@ pub(crate) fn spawn_all(
     if pods {
         set.spawn(
             run(
-                Api::<Pod>::all(client.clone()),
-                pod_info,
+                Api::<WatchedPod>::all(client.clone()),
+                PodInfo::from,
                 Change::Pod,
                 ctx(Kind::Pods),
             )
@@ -405,26 +405,6 @@ pub(crate) fn slim_endpoints(ep: Endpoints) -> Endpoints {
     Endpoints {
         metadata: slim_meta(ep.metadata, Some(HOSTNAMES_ANNOTATION)),
         subsets,
-    }
-}
-
-/// The only part of a Pod kube2sky keeps: `status.podIP` first, then the
-/// other `status.podIPs` (dual-stack).
-pub(crate) fn pod_info(pod: Pod) -> PodInfo {
-    let status = pod.status.unwrap_or_default();
-    let mut ips: Vec<String> = status
-        .pod_ip
-        .into_iter()
-        .filter(|ip| !ip.is_empty())
-        .collect();
-    for ip in status.pod_ips.into_iter().flatten().map(|p| p.ip) {
-        if !ip.is_empty() && !ips.contains(&ip) {
-            ips.push(ip);
-        }
-    }
-    PodInfo {
-        key: ObjectKey::of(&pod.metadata),
-        ips,
     }
 }
 
