@@ -2,8 +2,9 @@
 //! a real etcd, the API test server): readiness only once the first lists
 //! are written, a killed sync leaves every service complete or absent, an
 //! API server restored to an older resourceVersion is listed again, an etcd
-//! with a smaller `--max-txn-ops` is written in smaller transactions and
-//! one with a larger one (the manifests' 1024) in larger ones, and
+//! with a smaller `--max-txn-ops` is written in smaller transactions (and
+//! in larger ones again once it allows them) and one with a larger one (the
+//! manifests' 1024) in larger ones, and
 //! fields that cannot become records are skipped with a warning.
 
 mod kube2sky_support;
@@ -12,6 +13,7 @@ use anyhow::{ensure, Context, Result};
 use kube2sky_support::*;
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
 use test_support::etcd::Api;
 use test_support::http::metric;
 
@@ -244,7 +246,7 @@ async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Resul
         k2s.log()
     );
     ensure!(
-        k2s.log().contains("using 64"),
+        k2s.log().contains("using 64 for 10m0s"),
         "the smaller limit must be logged:\n{}",
         k2s.log()
     );
@@ -279,6 +281,69 @@ async fn an_etcd_with_the_manifests_max_txn_ops_takes_the_sync_in_fewer_transact
     ensure!(
         used <= 6,
         "{used} etcd revisions for the first sync: transactions of 128?\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lowered_transaction_size_is_raised_again_once_etcd_allows_it() -> Result<()> {
+    // docs/install.md's upgrade of a shared etcd: kube2sky met a member still
+    // at a smaller --max-txn-ops, and the member restarts with the larger one.
+    let mut etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=64"])?;
+    // One slice of 40 services × (A + 2 SRV) = 120 operations: refused at 64.
+    let api = apiserver_at(
+        "127.0.0.1:0".parse()?,
+        &services(40, &[("http", 80), ("dns", 53)]),
+    )
+    .await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let retry = Duration::from_secs(1);
+    let flags = [
+        "--pods=false",
+        "--etcd-max-txn-ops=128",
+        "--etcd-max-txn-ops-retry=1s",
+    ];
+    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    let lowered = Instant::now();
+    ensure!(k2s.log().contains("using 64 for 1s"), "{}", k2s.log());
+    etcd.restart_with_flags(&["--max-txn-ops=128"])?;
+    // The period kube2sky keeps the smaller size is what is under test.
+    tokio::time::sleep_until((lowered + retry).into()).await;
+    // A + 100 SRV + PTR: 102 operations of one service, two transactions at 64.
+    let names: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
+    let ports: Vec<(&str, &str, u16)> = names
+        .iter()
+        .zip(1000..)
+        .map(|(name, port)| (name.as_str(), "TCP", port))
+        .collect();
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    let mut events = client.watch("/skydns/", Some(options)).await?;
+    kubectl.with_manifest("create", &svc_manifest("wide", "10.0.0.50", &ports))?;
+    let mut puts: BTreeMap<String, i64> = BTreeMap::new();
+    while puts.len() < 102 {
+        let resp = events.message().await?.context("watch ended")?;
+        for e in resp.events() {
+            let Some(kv) = e.kv() else { continue };
+            let key = kv.key_str()?.to_string();
+            if key.contains("/default/wide/") || key == "/skydns/arpa/in-addr/10/0/0/50" {
+                puts.insert(key, kv.mod_revision());
+            }
+        }
+    }
+    let revisions: BTreeSet<i64> = puts.values().copied().collect();
+    ensure!(
+        revisions.len() == 1,
+        "wide's 102 records in {} transactions: still at 64?\n{}",
+        revisions.len(),
+        k2s.log()
+    );
+    ensure!(
+        k2s.log()
+            .contains("trying etcd transactions of 128 operations again"),
+        "{}",
         k2s.log()
     );
     Ok(())

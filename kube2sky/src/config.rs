@@ -34,6 +34,8 @@ pub struct Config {
     pub loss_check: Option<Duration>,
     /// `--etcd-max-txn-ops`.
     pub max_txn_ops: usize,
+    /// `--etcd-max-txn-ops-retry`; zero: never.
+    pub max_txn_ops_retry: Duration,
     /// `--full-sync-chunk`.
     pub full_sync_chunk: usize,
     /// `--initial-sync-timeout`; zero: ready at once (1.2).
@@ -136,6 +138,7 @@ impl Flags {
             endpoints_source,
             etcd_loss_check_interval,
             etcd_max_txn_ops,
+            etcd_max_txn_ops_retry,
             full_sync_chunk,
             initial_sync_timeout,
             ..
@@ -202,6 +205,7 @@ impl Flags {
             },
             loss_check: (!etcd_loss_check_interval.is_zero()).then_some(etcd_loss_check_interval),
             max_txn_ops: etcd_max_txn_ops,
+            max_txn_ops_retry: etcd_max_txn_ops_retry,
             full_sync_chunk,
             initial_sync_timeout,
             leader_election,

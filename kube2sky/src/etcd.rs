@@ -6,7 +6,8 @@
 //! records minus keys holding foreign values, apply each batch as one v3
 //! transaction of at most `--etcd-max-txn-ops` operations that never splits
 //! a service (see [`crate::reconcile::pack`]); an etcd that allows fewer
-//! ([`EtcdError::TooManyOps`]) halves the limit, with a warning. The index
+//! ([`EtcdError::TooManyOps`]) halves the limit, with a warning, until
+//! `--etcd-max-txn-ops-retry` has passed ([`TxnLimit`]). The index
 //! is seen only through [`DesiredState`]. Every etcd request has its own
 //! timeout. A failed scope is
 //! retried as a whole every 50 ms; after `--etcd-mutation-timeout` without
@@ -31,9 +32,11 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
+use txn_limit::TxnLimit;
 
 mod attempt;
 mod backend;
+mod txn_limit;
 mod v2;
 mod v3;
 
@@ -86,6 +89,8 @@ pub(crate) struct WriterOptions {
     pub connect_attempts: (u32, Duration),
     /// Operations per v3 transaction at most (`--etcd-max-txn-ops`).
     pub max_txn_ops: usize,
+    /// How long a lowered transaction size is kept (`--etcd-max-txn-ops-retry`).
+    pub txn_limit_retry: Duration,
     /// Pods or services per slice of a full sync on etcd v3 (`--full-sync-chunk`).
     pub sync_chunk: usize,
 }
@@ -102,8 +107,8 @@ pub(crate) struct Writer {
     /// from here or from the scope's first attempt, whichever is later.
     last_progress: Instant,
     /// Operations per transaction: `--etcd-max-txn-ops`, halved each time
-    /// etcd refuses a transaction as too large.
-    txn_limit: usize,
+    /// etcd refuses a transaction as too large, for a while.
+    txn_limit: TxnLimit,
     shutdown: CancellationToken,
 }
 
@@ -132,7 +137,7 @@ impl Writer {
                 )))
             }
         };
-        let txn_limit = options.max_txn_ops.max(1);
+        let txn_limit = TxnLimit::new(options.max_txn_ops, options.txn_limit_retry);
         let mut writer = Writer {
             txn_limit,
             options,
@@ -350,7 +355,8 @@ impl Writer {
                     names.unit_of(key, actual.records.get(key).map(String::as_str))
                 }
             };
-            diff(desired, &actual.records, mode, self.txn_limit, &unit)
+            let limit = self.txn_limit.at(Instant::now());
+            diff(desired, &actual.records, mode, limit, &unit)
         } else {
             diff_unbounded(desired, &actual.records, mode)
         };
@@ -358,23 +364,12 @@ impl Writer {
             return Err(EtcdError::ShuttingDown);
         }
         if let Err(error) = self.apply(&batches).await {
-            self.learn_txn_limit(&error);
+            if error.is_too_many_ops() {
+                self.txn_limit.refused(Instant::now());
+            }
             return Err(error);
         }
         Ok(())
-    }
-
-    /// Halves the transaction size after etcd refused one as too large.
-    fn learn_txn_limit(&mut self, error: &EtcdError) {
-        if error.is_too_many_ops() && self.txn_limit > 1 {
-            let smaller = self.txn_limit / 2;
-            tracing::warn!(
-                "etcd refused a transaction of up to {} operations ({error}); its --max-txn-ops \
-                 is lower than --etcd-max-txn-ops: using {smaller}",
-                self.txn_limit
-            );
-            self.txn_limit = smaller;
-        }
     }
 
     /// Applies `batches`, counting what each wrote as it is done.
@@ -396,15 +391,17 @@ impl Writer {
             }
             counts.push((puts, deletes));
         }
-        let (metrics, last_revision, last_progress) = (
+        let (metrics, last_revision, last_progress, txn_limit) = (
             &self.metrics,
             &mut self.last_revision,
             &mut self.last_progress,
+            &mut self.txn_limit,
         );
         self.backend
             .apply_all(batches, |i, revision| {
                 *last_revision = (*last_revision).max(revision);
                 *last_progress = Instant::now();
+                txn_limit.accepted(batches[i].len());
                 metrics.records_written.inc_by(counts[i].0);
                 metrics.records_deleted.inc_by(counts[i].1);
             })

@@ -98,6 +98,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         features,
         loss_check,
         max_txn_ops,
+        max_txn_ops_retry,
         full_sync_chunk,
         initial_sync_timeout,
         leader_election,
@@ -119,6 +120,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         reverse: features.reverse,
         connect_attempts: ETCD_CONNECT_ATTEMPTS,
         max_txn_ops,
+        txn_limit_retry: max_txn_ops_retry,
         sync_chunk: full_sync_chunk,
     };
     let mut writer = tokio::select! {

@@ -186,6 +186,14 @@ impl Etcd {
         self.respawn_on_same_ports()
     }
 
+    /// Starts the server again on the same data and ports with `flags` in
+    /// place of the ones it was started with (an operator's rolling change).
+    pub fn restart_with_flags(&mut self, flags: &[&str]) -> Result<()> {
+        self.stop();
+        self.flags = flags.iter().map(|f| f.to_string()).collect();
+        self.respawn_on_same_ports()
+    }
+
     /// Starts the server again on the same ports with an empty data directory.
     pub fn restart_empty(&mut self) -> Result<()> {
         self.stop();

@@ -119,6 +119,11 @@ pub struct Flags {
     /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
     #[arg(long, default_value_t = MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
+    /// After etcd refused a transaction as too large, how long the smaller size
+    /// is kept before --etcd-max-txn-ops is tried again (an etcd restarted with
+    /// a larger --max-txn-ops is then used at that size; 0s: never).
+    #[arg(long, default_value = "10m", value_parser = parse_duration)]
+    pub etcd_max_txn_ops_retry: Duration,
     /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods
     /// or services, then PTRs by IP): the desired and actual records of one
     /// slice are held at a time, not a whole subtree's, and a change made

@@ -136,6 +136,23 @@ fn duration_flags_take_go_durations_and_name_a_bad_value() {
 }
 
 #[test]
+fn a_lowered_transaction_size_is_retried_after_ten_minutes_by_default() {
+    let config = |list: &[&str]| parse(list).into_config().expect("valid");
+    assert_eq!(config(&[]).max_txn_ops_retry, Duration::from_secs(600));
+    assert_eq!(
+        config(&["--etcd-max-txn-ops-retry=0s"]).max_txn_ops_retry,
+        Duration::ZERO
+    );
+    let err =
+        Flags::parse_from_go_style(args(&["--etcd-max-txn-ops-retry=soon"])).expect_err("bad");
+    let text = err.to_string();
+    assert!(
+        text.contains("soon") && text.contains("--etcd-max-txn-ops-retry"),
+        "{text}"
+    );
+}
+
+#[test]
 fn loss_check_zero_disables() {
     assert_eq!(
         parse(&["--etcd-loss-check-interval=0s"])

@@ -1,0 +1,166 @@
+//! How many operations go in one etcd v3 transaction: `--etcd-max-txn-ops`
+//! until etcd refuses a transaction as larger than its `--max-txn-ops`, then
+//! half of it, and half again, until etcd accepts. After
+//! `--etcd-max-txn-ops-retry` the configured size is tried once more, so an
+//! etcd restarted with a larger limit (the members of a shared etcd upgraded
+//! one at a time) is used at that size again without restarting kube2sky; if
+//! etcd still refuses, the size it last accepted comes back at once. A
+//! refused transaction changes nothing (etcd applies one whole or not at
+//! all), so a try costs one request and the 50 ms pause before the retry.
+
+use gocompat::duration::format;
+use std::time::{Duration, Instant};
+
+/// The transaction size in force; see the module docs.
+#[derive(Debug)]
+pub(crate) struct TxnLimit {
+    /// `--etcd-max-txn-ops`.
+    configured: usize,
+    /// The size used now.
+    current: usize,
+    /// `--etcd-max-txn-ops-retry`; zero: never try the configured size again.
+    retry_after: Duration,
+    /// When etcd last refused a transaction, while `current` is lowered.
+    refused_at: Option<Instant>,
+    /// While the configured size is being tried again: the size etcd last
+    /// accepted, to go back to if it refuses.
+    accepted: Option<usize>,
+}
+
+impl TxnLimit {
+    /// Starts at `configured` (at least 1).
+    pub(crate) fn new(configured: usize, retry_after: Duration) -> Self {
+        let configured = configured.max(1);
+        TxnLimit {
+            configured,
+            current: configured,
+            retry_after,
+            refused_at: None,
+            accepted: None,
+        }
+    }
+
+    /// The size to use for a sync starting `now`: the configured one again
+    /// once `retry_after` has passed since the last refusal.
+    pub(crate) fn at(&mut self, now: Instant) -> usize {
+        if let Some(at) = self.refused_at {
+            if !self.retry_after.is_zero() && now.saturating_duration_since(at) >= self.retry_after
+            {
+                tracing::info!(
+                    "trying etcd transactions of {} operations again (--etcd-max-txn-ops) after {} \
+                     at {} since etcd refused a larger one",
+                    self.configured,
+                    format(self.retry_after),
+                    self.current
+                );
+                self.accepted = Some(self.current);
+                self.current = self.configured;
+                self.refused_at = None;
+            }
+        }
+        self.current
+    }
+
+    /// Etcd refused a transaction of up to [`TxnLimit::at`] operations as too
+    /// large at `now`: goes back to the size it last accepted after a try of
+    /// the configured one, or halves. `None` at one operation already.
+    pub(crate) fn refused(&mut self, now: Instant) -> Option<usize> {
+        let smaller = match self.accepted.take() {
+            Some(accepted) => accepted,
+            None if self.current > 1 => self.current / 2,
+            None => return None,
+        };
+        let refused = std::mem::replace(&mut self.current, smaller);
+        self.refused_at = Some(now);
+        let again = match self.retry_after.is_zero() {
+            true => "until kube2sky restarts".to_string(),
+            false => format!("for {}", format(self.retry_after)),
+        };
+        tracing::warn!(
+            "etcd refused a transaction of up to {refused} operations: its --max-txn-ops is lower \
+             than --etcd-max-txn-ops; using {smaller} {again}"
+        );
+        Some(smaller)
+    }
+
+    /// Etcd accepted a transaction of `ops` operations: once that is more
+    /// than the size it last accepted, the configured size holds again.
+    pub(crate) fn accepted(&mut self, ops: usize) {
+        if self.accepted.is_some_and(|before| ops > before) {
+            self.accepted = None;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const RETRY: Duration = Duration::from_secs(600);
+
+    #[test]
+    fn a_refused_size_is_halved_until_one() {
+        let now = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        assert_eq!(limit.at(now), 1024);
+        assert_eq!(limit.refused(now), Some(512));
+        assert_eq!(limit.refused(now), Some(256));
+        assert_eq!(limit.at(now), 256);
+        let mut one = TxnLimit::new(1, RETRY);
+        assert_eq!(one.refused(now), None);
+        assert_eq!(one.at(now), 1);
+    }
+
+    #[test]
+    fn the_configured_size_is_tried_again_after_the_retry_period() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        limit.refused(start);
+        limit.refused(start);
+        limit.refused(start);
+        assert_eq!(limit.at(start + RETRY - Duration::from_secs(1)), 128);
+        assert_eq!(limit.at(start + RETRY), 1024);
+        // Transactions no larger than before prove nothing.
+        limit.accepted(128);
+        assert_eq!(limit.refused(start + RETRY), Some(128));
+        assert_eq!(limit.at(start + RETRY * 2), 1024);
+        // A larger one accepted: it stays, however long after.
+        limit.accepted(129);
+        assert_eq!(limit.at(start + RETRY * 5), 1024);
+        assert_eq!(limit.refused(start + RETRY * 5), Some(512));
+    }
+
+    #[test]
+    fn a_refused_retry_goes_straight_back_to_the_size_last_accepted() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        limit.refused(start);
+        limit.refused(start);
+        let later = start + RETRY;
+        assert_eq!(limit.at(later), 1024);
+        assert_eq!(limit.refused(later), Some(256));
+        // And the period starts again from this refusal.
+        assert_eq!(limit.at(later + RETRY / 2), 256);
+        assert_eq!(limit.at(later + RETRY), 1024);
+    }
+
+    #[test]
+    fn the_configured_size_halves_as_before_once_accepted_after_a_retry() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        limit.refused(start);
+        assert_eq!(limit.at(start + RETRY), 1024);
+        limit.accepted(1000);
+        // A member at a lower limit later on: halving, not the old 512.
+        assert_eq!(limit.refused(start + RETRY * 2), Some(512));
+        assert_eq!(limit.refused(start + RETRY * 2), Some(256));
+    }
+
+    #[test]
+    fn a_zero_retry_period_keeps_the_lowered_size() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, Duration::ZERO);
+        limit.refused(start);
+        assert_eq!(limit.at(start + Duration::from_secs(86_400)), 512);
+    }
+}
