@@ -17,7 +17,8 @@
 //! [`Writer::sync`] returns `Ok`. [`Writer::data_lost`] detects an etcd that came back empty
 //! or older: kube2sky keeps a marker key outside `/skydns` and remembers the
 //! highest revision it saw; a missing marker or a lower revision means every
-//! record must be rewritten.
+//! record must be rewritten. A full sync's slices are written one behind
+//! the other (`slices`): the next is planned while etcd applies the last.
 
 use crate::config::EtcdApi;
 use crate::kube_dns_config::upstream_records;
@@ -28,6 +29,7 @@ use crate::scope::{DesiredState, Scope};
 pub(crate) use attempt::EtcdError;
 use backend::Backend;
 use etcd_access::EtcdOptions;
+use slices::PendingSlice;
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -36,6 +38,7 @@ use txn_limit::TxnLimit;
 
 mod attempt;
 mod backend;
+mod slices;
 mod txn_limit;
 mod v2;
 mod v3;
@@ -109,6 +112,9 @@ pub(crate) struct Writer {
     /// Operations per transaction: `--etcd-max-txn-ops`, halved each time
     /// etcd refuses a transaction as too large, for a while.
     txn_limit: TxnLimit,
+    /// The full sync's slice whose transactions etcd is applying while
+    /// the writer plans the next one (`slices`).
+    pending: Option<PendingSlice>,
     shutdown: CancellationToken,
 }
 
@@ -147,6 +153,7 @@ impl Writer {
             marker,
             last_revision: 0,
             last_progress: Instant::now(),
+            pending: None,
             shutdown,
         };
         let endpoints = writer.options.etcd.endpoints.join(",");
@@ -224,44 +231,6 @@ impl Writer {
         Ok(())
     }
 
-    /// The slices a full sync of `whole` ([`Scope::AllServices`] or
-    /// [`Scope::AllPods`]) is written in. On etcd v3, about `sync_chunk`
-    /// objects each ([`DesiredState::pod_chunks`],
-    /// [`DesiredState::service_chunks`]: services by namespace, then the
-    /// PTRs): at 150,000 pods the desired and actual records of the whole
-    /// subtree at once were 50 MB, and a slice is as long as a change made
-    /// during the sync waits. v2 reads a subtree in one request: one slice.
-    pub(crate) fn full_sync_slices(&self, state: &impl DesiredState, whole: &Scope) -> Vec<Scope> {
-        let chunk = self.options.sync_chunk;
-        match whole {
-            Scope::AllPods if self.backend.has_transactions() => state.pod_chunks(chunk),
-            Scope::AllServices if self.backend.has_transactions() => state.service_chunks(chunk),
-            _ => vec![whole.clone()],
-        }
-    }
-
-    /// Writes one slice of a full sync as the state stands now
-    /// ([`DesiredState::current_slice`]); returns the keys it wrote and
-    /// deleted.
-    pub(crate) async fn sync_slice(
-        &mut self,
-        state: &impl DesiredState,
-        slice: &Scope,
-    ) -> Result<(u64, u64), WriteError> {
-        let (written, deleted) = (
-            self.metrics.records_written.get(),
-            self.metrics.records_deleted.get(),
-        );
-        if !self.shutdown.is_cancelled() {
-            self.sync_with_retry(state, &[state.current_slice(slice)])
-                .await?;
-        }
-        Ok((
-            self.metrics.records_written.get() - written,
-            self.metrics.records_deleted.get() - deleted,
-        ))
-    }
-
     /// Whether shutdown was requested: nothing new is written.
     pub(crate) fn is_shutting_down(&self) -> bool {
         self.shutdown.is_cancelled()
@@ -319,6 +288,28 @@ impl Writer {
         state: &impl DesiredState,
         scopes: &[Scope],
     ) -> Result<(), EtcdError> {
+        let batches = self.plan(state, scopes).await?;
+        if let Err(error) = self.apply(&batches).await {
+            self.refused(&error);
+            return Err(error);
+        }
+        Ok(())
+    }
+
+    /// Notes a transaction etcd refused as too large ([`TxnLimit`]).
+    fn refused(&mut self, error: &EtcdError) {
+        if error.is_too_many_ops() {
+            self.txn_limit.refused(Instant::now());
+        }
+    }
+
+    /// The batches that make `scopes` in etcd what `state` desires: the
+    /// desired records, the scopes' keys read from etcd, the diff.
+    async fn plan(
+        &mut self,
+        state: &impl DesiredState,
+        scopes: &[Scope],
+    ) -> Result<Vec<Vec<Op>>, EtcdError> {
         let mut desired = Records::new();
         for scope in scopes {
             desired.extend(state.desired(scope));
@@ -363,34 +354,12 @@ impl Writer {
         if self.shutdown.is_cancelled() {
             return Err(EtcdError::ShuttingDown);
         }
-        if let Err(error) = self.apply(&batches).await {
-            if error.is_too_many_ops() {
-                self.txn_limit.refused(Instant::now());
-            }
-            return Err(error);
-        }
-        Ok(())
+        Ok(batches)
     }
 
     /// Applies `batches`, counting what each wrote as it is done.
     async fn apply(&mut self, batches: &[Vec<Op>]) -> Result<(), EtcdError> {
-        let mut counts = Vec::with_capacity(batches.len());
-        for batch in batches {
-            let (mut puts, mut deletes) = (0u64, 0u64);
-            for op in batch {
-                match op {
-                    Op::Put { key, value } => {
-                        tracing::debug!("Setting DNS record: {key} -> {value:?}");
-                        puts += 1;
-                    }
-                    Op::Delete { key } => {
-                        tracing::debug!("Removing {key} from DNS");
-                        deletes += 1;
-                    }
-                }
-            }
-            counts.push((puts, deletes));
-        }
+        let counts = counts_of(batches);
         let (metrics, last_revision, last_progress, txn_limit) = (
             &self.metrics,
             &mut self.last_revision,
@@ -448,6 +417,29 @@ impl Writer {
 /// included).
 fn lost(marker_missing: bool, revision: i64, seen: i64) -> bool {
     marker_missing || revision < seen
+}
+
+/// The puts and deletes of each batch, each logged at debug level as 1.2
+/// logged them.
+fn counts_of(batches: &[Vec<Op>]) -> Vec<(u64, u64)> {
+    let mut counts = Vec::with_capacity(batches.len());
+    for batch in batches {
+        let (mut puts, mut deletes) = (0u64, 0u64);
+        for op in batch {
+            match op {
+                Op::Put { key, value } => {
+                    tracing::debug!("Setting DNS record: {key} -> {value:?}");
+                    puts += 1;
+                }
+                Op::Delete { key } => {
+                    tracing::debug!("Removing {key} from DNS");
+                    deletes += 1;
+                }
+            }
+        }
+        counts.push((puts, deletes));
+    }
+    counts
 }
 
 #[cfg(test)]

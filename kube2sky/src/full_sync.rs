@@ -8,7 +8,8 @@
 //! [`Writer::full_sync_slices`]); the write loop writes one slice, then
 //! applies the watch events that arrived meanwhile and writes their scopes,
 //! then the next slice. A change made during a full sync waits for at most
-//! the slice in flight. Each slice is diffed against the index as it stands
+//! the slice in flight (the writer plans each slice while etcd applies
+//! the one before: see `crate::etcd::slices`). Each slice is diffed against the index as it stands
 //! when the slice is written ([`DesiredState::current_slice`]), so what an
 //! event wrote between two slices is neither undone nor lost, and a
 //! service is still written whole or not at all. A relist of a subtree
@@ -90,6 +91,15 @@ impl FullSyncs {
             .sort_by_key(|s| !matches!(s.whole, Scope::AllServices));
     }
 
+    /// Counts keys that a slice of the running pass wrote and deleted, as
+    /// [`Writer::settle`] reports them when something else waited for it.
+    pub(crate) fn count(&mut self, (written, deleted): (u64, u64)) {
+        if let Some(sync) = self.running.first_mut() {
+            sync.written += written;
+            sync.deleted += deleted;
+        }
+    }
+
     /// Whether a slice is waiting to be written.
     pub(crate) fn is_running(&self) -> bool {
         !self.running.is_empty()
@@ -120,6 +130,12 @@ impl FullSyncs {
         };
         if let Some(slice) = sync.slices.pop_front() {
             let (written, deleted) = writer.sync_slice(state, &slice).await?;
+            sync.written += written;
+            sync.deleted += deleted;
+        }
+        if sync.slices.is_empty() {
+            // The last slice is in etcd before the pass is done.
+            let (written, deleted) = writer.settle(state).await?;
             sync.written += written;
             sync.deleted += deleted;
         }

@@ -1,7 +1,8 @@
 //! The single writer: takes the watches' changes off one channel, applies
 //! them to the [`Index`], and writes the scopes they touched; writes the
 //! full syncs a relist asks for a slice at a time ([`FullSyncs`]), with
-//! the changes that arrive meanwhile written between two slices; and
+//! the changes that arrive meanwhile written between two slices, once the
+//! slice in flight is in etcd ([`Writer::settle`]); and
 //! periodically checks etcd for data loss. One writer means no races
 //! between handlers. `/readiness` opens once the first lists of services
 //! and endpoints are written.
@@ -46,7 +47,8 @@ enum SliceTurn {
 /// events, so steady churn cannot starve it; it is ready at most once per
 /// interval, so it cannot starve the events either. A full sync's slices
 /// and rounds of queued events take turns ([`SliceTurn`]): a change waits
-/// for at most one slice, and a full sync moves on under any churn.
+/// for at most the slices in flight, and a full sync moves on under any
+/// churn.
 async fn next_work(
     rx: &mut mpsc::Receiver<Change>,
     ticker: &mut tokio::time::Interval,
@@ -104,7 +106,12 @@ impl WriteLoop<'_> {
                 (true, false) => SliceTurn::AfterEvents,
             };
             let due = (loss_check.is_some(), turn);
-            let scopes: Vec<Scope> = match next_work(&mut rx, &mut ticker, due, shutdown).await {
+            let work = next_work(&mut rx, &mut ticker, due, shutdown).await;
+            if !matches!(work, Work::Slice) {
+                // Nothing but the next slice goes on beside a slice in flight.
+                full.count(writer.settle(index).await?);
+            }
+            let scopes: Vec<Scope> = match work {
                 Work::Stop => return Ok(()),
                 Work::Changes(changes) => {
                     tracing::trace!(changes = changes.len(), "round of changes received");

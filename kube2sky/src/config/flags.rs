@@ -127,7 +127,7 @@ pub struct Flags {
     /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods
     /// or services, then PTRs by IP): the desired and actual records of one
     /// slice are held at a time, not a whole subtree's, and a change made
-    /// during the sync waits for one slice at most.
+    /// during the sync waits for the slices in flight (two at most).
     #[arg(long, default_value_t = 1_000, value_parser = parse_full_sync_chunk)]
     pub full_sync_chunk: usize,
     /// How long /readiness waits for the first complete write of services and

@@ -9,10 +9,11 @@
 
 use super::attempt::EtcdError;
 use super::v2::V2;
-use super::v3::V3;
+use super::v3::{Applied, V3};
 use crate::reconcile::{Actual, Op};
 use crate::records::Records;
 use crate::scope::Read;
+use tokio::task::JoinHandle;
 
 /// Which etcd API the records are written through.
 pub(super) enum Backend {
@@ -75,6 +76,19 @@ impl Backend {
                 }
                 Ok(())
             }
+        }
+    }
+
+    /// Starts applying `batches` on a task of its own (v3; `None` on v2,
+    /// whose writes the caller then makes in place with
+    /// [`Backend::apply_all`]).
+    pub(super) async fn start_apply(
+        &mut self,
+        batches: Vec<Vec<Op>>,
+    ) -> Result<Option<JoinHandle<Applied>>, EtcdError> {
+        match self {
+            Backend::V3(b) => b.start_apply(batches).await.map(Some),
+            Backend::V2(_) => Ok(None),
         }
     }
 

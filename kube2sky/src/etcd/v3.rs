@@ -12,6 +12,7 @@ use etcd_access::member::MemberClient;
 use etcd_access::{prefix_end, EtcdOptions};
 use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
 use futures::StreamExt;
+use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
@@ -92,27 +93,25 @@ impl V3 {
     pub(in crate::etcd) async fn apply_all(
         &mut self,
         batches: &[Vec<Op>],
-        mut applied: impl FnMut(usize, i64),
+        applied: impl FnMut(usize, i64),
     ) -> Result<(), EtcdError> {
         let client = self.client().await?;
-        let shutdown = &self.shutdown;
-        let mut results = futures::stream::iter(batches.iter().enumerate())
-            .map(|(i, batch)| {
-                let mut client = client.clone();
-                async move {
-                    if shutdown.is_cancelled() {
-                        return Err(EtcdError::ShuttingDown);
-                    }
-                    let resp = bounded(shutdown, client.txn(txn_of(batch))).await?;
-                    Ok((i, revision(resp.header())))
-                }
-            })
-            .buffered(TXNS_IN_FLIGHT);
-        while let Some(result) = results.next().await {
-            let (i, revision) = result?;
-            applied(i, revision);
-        }
-        Ok(())
+        apply_batches(client, &self.shutdown, batches, applied).await
+    }
+
+    /// [`V3::apply_all`] on a task of its own, so the writer can go on
+    /// (plan the next slice of a full sync) while etcd applies these.
+    pub(in crate::etcd) async fn start_apply(
+        &mut self,
+        batches: Vec<Vec<Op>>,
+    ) -> Result<JoinHandle<Applied>, EtcdError> {
+        let client = self.client().await?;
+        let shutdown = self.shutdown.clone();
+        Ok(tokio::spawn(async move {
+            let mut revisions = Vec::with_capacity(batches.len());
+            let result = apply_batches(client, &shutdown, batches, |_, r| revisions.push(r)).await;
+            (revisions, result)
+        }))
     }
 
     /// The actual records of `reads`; foreign PTR values are set apart.
@@ -221,6 +220,41 @@ impl V3 {
             Err(_) => {}
         }
     }
+}
+
+/// What a batch of transactions applied on its own task did: each
+/// transaction's revision, in order, up to the first error (later ones may
+/// have been applied too; the writer reads again and retries).
+pub(in crate::etcd) type Applied = (Vec<i64>, Result<(), EtcdError>);
+
+/// Applies `batches` through `client`; see [`V3::apply_all`].
+async fn apply_batches<B: AsRef<[Op]>>(
+    client: Client,
+    shutdown: &CancellationToken,
+    batches: impl IntoIterator<Item = B>,
+    mut applied: impl FnMut(usize, i64),
+) -> Result<(), EtcdError> {
+    // Each future owns what it uses: a spawned apply takes its batches by
+    // value (borrowed ones make the stream's closure too general to be
+    // proven `Send`).
+    let mut results = futures::stream::iter(batches.into_iter().enumerate())
+        .map(|(i, batch)| {
+            let (mut client, shutdown) = (client.clone(), shutdown.clone());
+            let txn = txn_of(batch.as_ref());
+            async move {
+                if shutdown.is_cancelled() {
+                    return Err(EtcdError::ShuttingDown);
+                }
+                let resp = bounded(&shutdown, client.txn(txn)).await?;
+                Ok((i, revision(resp.header())))
+            }
+        })
+        .buffered(TXNS_IN_FLIGHT);
+    while let Some(result) = results.next().await {
+        let (i, revision) = result?;
+        applied(i, revision);
+    }
+    Ok(())
 }
 
 fn revision(header: Option<&etcd_client::ResponseHeader>) -> i64 {
