@@ -323,16 +323,22 @@ async fn a_lowered_transaction_size_is_raised_again_once_etcd_allows_it() -> Res
     let mut events = client.watch("/skydns/", Some(options)).await?;
     kubectl.with_manifest("create", &svc_manifest("wide", "10.0.0.50", &ports))?;
     let mut puts: BTreeMap<String, i64> = BTreeMap::new();
-    while puts.len() < 102 {
-        let resp = events.message().await?.context("watch ended")?;
-        for e in resp.events() {
-            let Some(kv) = e.kv() else { continue };
-            let key = kv.key_str()?.to_string();
-            if key.contains("/default/wide/") || key == "/skydns/arpa/in-addr/10/0/0/50" {
-                puts.insert(key, kv.mod_revision());
+    let all_written = async {
+        while puts.len() < 102 {
+            let resp = events.message().await?.context("watch ended")?;
+            for e in resp.events() {
+                let Some(kv) = e.kv() else { continue };
+                let key = kv.key_str()?.to_string();
+                if key.contains("/default/wide/") || key == "/skydns/arpa/in-addr/10/0/0/50" {
+                    puts.insert(key, kv.mod_revision());
+                }
             }
         }
-    }
+        anyhow::Ok(())
+    };
+    tokio::time::timeout(DEADLINE, all_written)
+        .await
+        .context("wide's 102 records were not all written")??;
     let revisions: BTreeSet<i64> = puts.values().copied().collect();
     ensure!(
         revisions.len() == 1,

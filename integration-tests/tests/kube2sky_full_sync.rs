@@ -12,6 +12,8 @@ use etcd_client::{GetOptions, Txn, TxnOp};
 use kube2sky_support::*;
 
 const POD_ROOT: &str = "/skydns/local/cluster/pod/";
+/// For syncs of thousands of small transactions on a loaded machine.
+const LONG: std::time::Duration = std::time::Duration::from_secs(120);
 
 /// How many keys etcd holds under `prefix` (without fetching them).
 async fn count(client: &mut etcd_client::Client, prefix: &str) -> Result<i64> {
@@ -318,10 +320,10 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
-    // A slice a namespace: 12 slices of 300 pods, in transactions of one
-    // operation, so a slice in flight is still being sent (8 transactions
+    // A slice a namespace: 12 slices of 300 pods, in transactions of two
+    // operations, so a slice in flight is still being sent (8 transactions
     // at a time) when the next round of deletes reads etcd.
-    let flags = ["--full-sync-chunk=300", "--etcd-max-txn-ops=1"];
+    let flags = ["--full-sync-chunk=300", "--etcd-max-txn-ops=2"];
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
     eventually("the full sync of pods to start", DEADLINE, async || {
         let n = count(&mut client, POD_ROOT).await?;
@@ -352,12 +354,13 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     namespace(&api, "zz-probe")?;
     create_pod(&api, "zz-probe", "probe", "10.245.0.9")?;
     let probe = format!("{POD_ROOT}zz-probe/10-245-0-9/");
-    eventually("the probe pod's key", DEADLINE, async || {
+    eventually("the probe pod's key", LONG, async || {
         ensure!(keys_under(&etcd, &probe)?.len() == 1);
         Ok(())
     })
     .await?;
-    k2s.wait_for_log("full sync of pods done").await?;
+    k2s.wait_for_log_within("full sync of pods done", LONG)
+        .await?;
     let left = keys_under(&etcd, POD_ROOT)?;
     ensure!(
         left.len() == 1 && left[0].starts_with(&probe),
@@ -376,7 +379,7 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
 
 /// A slice in flight when etcd goes away is written again once it is
 /// back: etcd is restarted in the middle of a full sync whose slices go in
-/// transactions of one operation (each slice is in flight for a while),
+/// transactions of two operations (each slice is in flight for a while),
 /// and every pod is in etcd when the sync is done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
@@ -387,7 +390,7 @@ async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
     let flags = [
         "--full-sync-chunk=300",
-        "--etcd-max-txn-ops=1",
+        "--etcd-max-txn-ops=2",
         "--etcd-mutation-timeout=60s",
     ];
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
@@ -400,7 +403,8 @@ async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
     .await?;
     etcd.restart()?;
     let during = !k2s.log().contains("full sync of pods done");
-    k2s.wait_for_log("full sync of pods done").await?;
+    k2s.wait_for_log_within("full sync of pods done", LONG)
+        .await?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let n = count(&mut client, POD_ROOT).await?;
     ensure!(

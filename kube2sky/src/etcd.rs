@@ -288,28 +288,30 @@ impl Writer {
         state: &impl DesiredState,
         scopes: &[Scope],
     ) -> Result<(), EtcdError> {
-        let batches = self.plan(state, scopes).await?;
+        let (batches, limit) = self.plan(state, scopes).await?;
         if let Err(error) = self.apply(&batches).await {
-            self.refused(&error);
+            self.refused(&error, limit);
             return Err(error);
         }
         Ok(())
     }
 
-    /// Notes a transaction etcd refused as too large ([`TxnLimit`]).
-    fn refused(&mut self, error: &EtcdError) {
+    /// Notes a transaction etcd refused as too large, of batches cut at
+    /// `limit` operations ([`TxnLimit`]).
+    fn refused(&mut self, error: &EtcdError, limit: usize) {
         if error.is_too_many_ops() {
-            self.txn_limit.refused(Instant::now());
+            self.txn_limit.refused(limit, Instant::now(), error);
         }
     }
 
-    /// The batches that make `scopes` in etcd what `state` desires: the
-    /// desired records, the scopes' keys read from etcd, the diff.
+    /// The batches that make `scopes` in etcd what `state` desires (the
+    /// desired records, the scopes' keys read from etcd, the diff), and
+    /// the transaction size they were cut at.
     async fn plan(
         &mut self,
         state: &impl DesiredState,
         scopes: &[Scope],
-    ) -> Result<Vec<Vec<Op>>, EtcdError> {
+    ) -> Result<(Vec<Vec<Op>>, usize), EtcdError> {
         let mut desired = Records::new();
         for scope in scopes {
             desired.extend(state.desired(scope));
@@ -339,6 +341,7 @@ impl Writer {
             true => Mode::Reconcile,
             false => self.options.mode,
         };
+        let limit = self.txn_limit.at(Instant::now());
         let batches = if self.backend.has_transactions() {
             let unit = |op: &Op| match op {
                 Op::Put { key, value } => names.unit_of(key, Some(value)),
@@ -346,7 +349,6 @@ impl Writer {
                     names.unit_of(key, actual.records.get(key).map(String::as_str))
                 }
             };
-            let limit = self.txn_limit.at(Instant::now());
             diff(desired, &actual.records, mode, limit, &unit)
         } else {
             diff_unbounded(desired, &actual.records, mode)
@@ -354,7 +356,7 @@ impl Writer {
         if self.shutdown.is_cancelled() {
             return Err(EtcdError::ShuttingDown);
         }
-        Ok(batches)
+        Ok((batches, limit))
     }
 
     /// Applies `batches`, counting what each wrote as it is done.

@@ -126,6 +126,31 @@ pub(crate) enum Read {
     },
 }
 
+impl Read {
+    /// The keys this read covers, from the first (included) to the end (not
+    /// included; `None`: every key after the first).
+    fn keys(&self) -> (&[u8], Option<Vec<u8>>) {
+        let end = |prefix: &[u8]| Some(etcd_access::prefix_end(prefix)).filter(|e| e != &[0]);
+        match self {
+            Read::Prefix(p) | Read::OwnedPtrs(p) => (p.as_bytes(), end(p.as_bytes())),
+            // The key, and the leaves below it.
+            Read::OwnedPtr(key) => (key.as_bytes(), end(format!("{key}/").as_bytes())),
+            Read::Key(key) => (key.as_bytes(), Some([key.as_bytes(), &[0]].concat())),
+            Read::Range { from, to } | Read::OwnedRange { from, to } => {
+                (from.as_bytes(), Some(to.as_bytes().to_vec()))
+            }
+        }
+    }
+
+    /// Whether some key could be covered by both reads (a scope writes only
+    /// keys its reads cover, so scopes whose reads do not overlap can be
+    /// written in any order).
+    pub(crate) fn overlaps(&self, other: &Read) -> bool {
+        let ((a, a_end), (b, b_end)) = (self.keys(), other.keys());
+        a_end.is_none_or(|end| b < end.as_slice()) && b_end.is_none_or(|end| a < end.as_slice())
+    }
+}
+
 impl Scope {
     /// The etcd reads that give this scope's actual records.
     pub(crate) fn reads(&self, names: &Names, reverse: bool) -> Vec<Read> {
@@ -193,4 +218,103 @@ fn namespace_range(root: &str, from: &Option<String>, to: &Option<String>) -> Re
 /// The first key after every key under `root` (which ends in `/`).
 fn end_of(root: &str) -> String {
     format!("{}0", root.trim_end_matches('/'))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names() -> Names {
+        Names::new("cluster.local.")
+    }
+
+    fn overlap(a: &Scope, b: &Scope) -> bool {
+        let n = names();
+        let (a, b) = (a.reads(&n, true), b.reads(&n, true));
+        let any = a.iter().any(|x| b.iter().any(|y| x.overlaps(y)));
+        let back = b.iter().any(|y| a.iter().any(|x| y.overlaps(x)));
+        assert_eq!(any, back, "overlap is symmetric");
+        any
+    }
+
+    fn pod(namespace: &str, ip: &str) -> Scope {
+        Scope::PodDir {
+            namespace: namespace.into(),
+            ip: ip.parse().expect("ip"),
+        }
+    }
+
+    fn service(namespace: &str, name: &str) -> Scope {
+        Scope::Service(ObjectKey {
+            namespace: namespace.into(),
+            name: name.into(),
+        })
+    }
+
+    #[test]
+    fn a_slice_of_namespaces_overlaps_the_objects_in_them_only() {
+        let pods = Scope::PodChunk {
+            namespaces: vec!["b".into()],
+            from: Some("b".into()),
+            to: Some("d".into()),
+        };
+        assert!(overlap(&pods, &pod("b", "10.0.0.1")));
+        assert!(overlap(&pods, &pod("c", "10.0.0.1")));
+        assert!(!overlap(&pods, &pod("a", "10.0.0.1")));
+        assert!(!overlap(&pods, &pod("d", "10.0.0.1")));
+        // In key order "bx/" is after "b/", and "b-x/" before it.
+        assert!(overlap(&pods, &pod("bx", "10.0.0.1")));
+        assert!(!overlap(&pods, &pod("b-x", "10.0.0.1")));
+        assert!(!overlap(&pods, &service("b", "web")));
+        let services = Scope::ServiceChunk {
+            namespaces: vec![],
+            from: None,
+            to: Some("m".into()),
+        };
+        assert!(overlap(&services, &service("a", "web")));
+        assert!(!overlap(&services, &service("m", "web")));
+        assert!(!overlap(&services, &pod("a", "10.0.0.1")));
+        assert!(!overlap(
+            &services,
+            &Scope::Ptr("10.0.0.1".parse().expect("ip"))
+        ));
+        let last = Scope::ServiceChunk {
+            namespaces: vec![],
+            from: Some("m".into()),
+            to: None,
+        };
+        assert!(overlap(&last, &service("zzz", "web")));
+        assert!(!overlap(&last, &service("a", "web")));
+    }
+
+    #[test]
+    fn a_slice_of_ptrs_overlaps_the_ips_in_its_range_only() {
+        let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
+        let ptrs = Scope::PtrChunk {
+            from: Some(ip("10.0.0.5")),
+            to: Some(ip("10.0.0.9")),
+        };
+        assert!(overlap(&ptrs, &Scope::Ptr(ip("10.0.0.5"))));
+        assert!(overlap(&ptrs, &Scope::Ptr(ip("10.0.0.7"))));
+        assert!(!overlap(&ptrs, &Scope::Ptr(ip("10.0.0.9"))));
+        assert!(!overlap(&ptrs, &Scope::Ptr(ip("10.0.0.4"))));
+        assert!(!overlap(&ptrs, &service("default", "web")));
+        // 10.0.0.4's PTR and the keys below it, not 10.0.0.40's.
+        let four = Scope::Ptr(ip("10.0.0.4"));
+        assert!(!overlap(&four, &Scope::Ptr(ip("10.0.0.40"))));
+        assert!(overlap(&four, &Scope::Ptr(ip("10.0.0.4"))));
+    }
+
+    #[test]
+    fn whole_subtrees_and_single_keys() {
+        assert!(overlap(&Scope::AllPods, &pod("x", "10.1.1.1")));
+        assert!(!overlap(&Scope::AllPods, &service("x", "y")));
+        assert!(overlap(
+            &Scope::AllServices,
+            &Scope::Ptr("10.0.0.1".parse().expect("ip"))
+        ));
+        assert!(!overlap(&Scope::DnsVersion, &Scope::AllServices));
+        assert!(overlap(&Scope::DnsVersion, &Scope::DnsVersion));
+        assert!(!overlap(&Scope::Upstreams, &Scope::AllPods));
+    }
 }

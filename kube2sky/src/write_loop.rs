@@ -1,8 +1,9 @@
 //! The single writer: takes the watches' changes off one channel, applies
 //! them to the [`Index`], and writes the scopes they touched; writes the
 //! full syncs a relist asks for a slice at a time ([`FullSyncs`]), with
-//! the changes that arrive meanwhile written between two slices, once the
-//! slice in flight is in etcd ([`Writer::settle`]); and
+//! the changes that arrive meanwhile written between two slices (once the
+//! slice in flight is in etcd if they touch its keys: [`Writer::settle`]);
+//! and
 //! periodically checks etcd for data loss. One writer means no races
 //! between handlers. `/readiness` opens once the first lists of services
 //! and endpoints are written.
@@ -106,13 +107,11 @@ impl WriteLoop<'_> {
                 (true, false) => SliceTurn::AfterEvents,
             };
             let due = (loss_check.is_some(), turn);
-            let work = next_work(&mut rx, &mut ticker, due, shutdown).await;
-            if !matches!(work, Work::Slice) {
-                // Nothing but the next slice goes on beside a slice in flight.
-                full.count(writer.settle(index).await?);
-            }
-            let scopes: Vec<Scope> = match work {
-                Work::Stop => return Ok(()),
+            let scopes: Vec<Scope> = match next_work(&mut rx, &mut ticker, due, shutdown).await {
+                Work::Stop => {
+                    full.count(writer.settle(index).await?);
+                    return Ok(());
+                }
                 Work::Changes(changes) => {
                     tracing::trace!(changes = changes.len(), "round of changes received");
                     after_changes = true;
@@ -127,6 +126,11 @@ impl WriteLoop<'_> {
                 }
             };
             let (now, whole) = split_whole(scopes);
+            // A slice in flight goes on beside writes of other keys only:
+            // changes to its keys, or a new pass, wait for it to be in etcd.
+            if !whole.is_empty() || writer.in_flight_overlaps(&now) {
+                full.count(writer.settle(index).await?);
+            }
             for subtree in whole {
                 if full.request(&subtree) {
                     let slices = writer.full_sync_slices(index, &subtree);

@@ -161,7 +161,13 @@ impl Kube2sky {
 
     /// Waits until kube2sky has logged `text`.
     pub async fn wait_for_log(&self, text: &str) -> Result<()> {
-        eventually(&format!("kube2sky to log {text:?}"), DEADLINE, async || {
+        self.wait_for_log_within(text, DEADLINE).await
+    }
+
+    /// [`Kube2sky::wait_for_log`] for work that takes longer than
+    /// [`DEADLINE`] on a loaded machine.
+    pub async fn wait_for_log_within(&self, text: &str, within: Duration) -> Result<()> {
+        eventually(&format!("kube2sky to log {text:?}"), within, async || {
             let log = self.log();
             ensure!(log.contains(text), "log so far:\n{log}");
             Ok(())

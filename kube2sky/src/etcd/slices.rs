@@ -5,32 +5,43 @@
 //! planned, and kube2sky while etcd applied: at 50,000 services and
 //! 150,000 pods the planning was about a third of the sync.
 //!
-//! Only the next slice of the same pass overlaps the one in flight, and the
-//! slices of a pass cover disjoint key ranges (`crate::index::chunks`), so
-//! the keys one reads are never the keys the other writes. Everything else
-//! waits for the slice in flight first ([`Writer::settle`]): the write loop
-//! before it applies watch events or checks for data loss, and the last
-//! slice of a pass before the pass is logged done. So an event is diffed
-//! against etcd with the slice's writes in it, and a slice planned before
-//! an event never lands after the event's own writes. If etcd did not take
-//! the whole slice, it is written again as the index stands now, as a
-//! failed scope always was.
+//! Only the next slice of the same pass is planned beside the one in
+//! flight, and the slices of a pass cover disjoint key ranges
+//! (`crate::index::chunks`), so the keys one reads are never the keys the
+//! other writes. Other writes wait for the slice in flight
+//! ([`Writer::settle`]) when their keys could be its keys
+//! ([`Writer::in_flight_overlaps`]: a round of events that touches its
+//! namespaces or IPs), and so do a new pass and the end of a pass: a
+//! change is diffed against etcd with the slice's writes in it, and a slice
+//! planned before a change never lands after the change's own writes.
+//! Changes elsewhere (a Service created while pods are synced) are written
+//! at once, beside it. If etcd did not take the whole slice, it is written
+//! again as the index stands now, as a failed scope always was, and the
+//! next slice, read before that, is planned again.
 
-use super::{counts_of, WriteError, Writer};
+use super::v3::Applied;
+use super::{counts_of, EtcdError, WriteError, Writer};
 use crate::scope::{DesiredState, Scope};
 use std::time::Instant;
 use tokio::task::JoinHandle;
 
-use super::v3::Applied;
-
-/// A slice whose transactions etcd is applying.
+/// A slice whose transactions etcd is applying; dropped (the writer
+/// stopped, or lost the leader election), it stops sending them.
 pub(super) struct PendingSlice {
     /// The slice, to write again should a transaction fail.
     slice: Scope,
+    /// The transaction size its batches were cut at.
+    limit: usize,
     /// Each transaction's operations, and of those the puts and deletes.
     sizes: Vec<usize>,
     counts: Vec<(u64, u64)>,
     applying: JoinHandle<Applied>,
+}
+
+impl Drop for PendingSlice {
+    fn drop(&mut self) {
+        self.applying.abort();
+    }
 }
 
 impl Writer {
@@ -68,10 +79,15 @@ impl Writer {
             true => Some(self.plan(state, std::slice::from_ref(&scope)).await),
             false => None,
         };
-        let mut done = self.settle(state).await?;
-        let batches = match planned {
-            Some(Ok(batches)) if batches.is_empty() => return Ok(done),
-            Some(Ok(batches)) => batches,
+        let (mut done, clean) = self.wait_in_flight(state).await?;
+        let (batches, limit) = match planned {
+            // The slice before was written again (etcd failed or refused):
+            // what was read then may be out of date, or cut too large.
+            Some(Ok(_)) if !clean => {
+                return Ok(add(done, self.sync_slice_now(state, &scope).await?));
+            }
+            Some(Ok((batches, _))) if batches.is_empty() => return Ok(done),
+            Some(Ok(planned)) => planned,
             // v2, or a read that failed: written in place, with retries.
             _ => return Ok(add(done, self.sync_slice_now(state, &scope).await?)),
         };
@@ -80,6 +96,7 @@ impl Writer {
             Ok(Some(applying)) => {
                 self.pending = Some(PendingSlice {
                     slice: scope,
+                    limit,
                     sizes,
                     counts,
                     applying,
@@ -90,6 +107,20 @@ impl Writer {
         Ok(done)
     }
 
+    /// Whether writing `scopes` could touch a key of the slice in flight
+    /// (their etcd reads overlap): then [`Writer::settle`] must come first.
+    pub(crate) fn in_flight_overlaps(&self, scopes: &[Scope]) -> bool {
+        let Some(pending) = &self.pending else {
+            return false;
+        };
+        let reverse = self.options.reverse;
+        let in_flight = pending.slice.reads(&self.names, reverse);
+        scopes
+            .iter()
+            .flat_map(|s| s.reads(&self.names, reverse))
+            .any(|read| in_flight.iter().any(|r| r.overlaps(&read)))
+    }
+
     /// Waits for the slice in flight, if any, and writes it again as the
     /// index stands now if etcd did not take all of it. Returns the keys
     /// written and deleted.
@@ -97,14 +128,22 @@ impl Writer {
         &mut self,
         state: &impl DesiredState,
     ) -> Result<(u64, u64), WriteError> {
-        let Some(pending) = self.pending.take() else {
-            return Ok((0, 0));
+        Ok(self.wait_in_flight(state).await?.0)
+    }
+
+    /// [`Writer::settle`], and whether etcd took the slice as it was sent
+    /// (`false`: it was written again).
+    async fn wait_in_flight(
+        &mut self,
+        state: &impl DesiredState,
+    ) -> Result<((u64, u64), bool), WriteError> {
+        let Some(mut pending) = self.pending.take() else {
+            return Ok(((0, 0), true));
         };
-        let (revisions, result) = match pending.applying.await {
+        let (revisions, result) = match (&mut pending.applying).await {
             Ok(applied) => applied,
             Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            // The runtime is shutting down.
-            Err(_) => return Ok((0, 0)),
+            Err(e) => (Vec::new(), Err(EtcdError::Failed(e.to_string()))),
         };
         let mut done = (0, 0);
         for (i, revision) in revisions.into_iter().enumerate() {
@@ -119,18 +158,19 @@ impl Writer {
         match result {
             Ok(()) => {
                 self.metrics.set_etcd_ok(true);
-                Ok(done)
+                Ok((done, true))
             }
-            Err(_) if self.shutdown.is_cancelled() => Ok(done),
+            Err(_) if self.shutdown.is_cancelled() => Ok((done, true)),
             Err(error) => {
-                self.refused(&error);
+                self.metrics.set_etcd_ok(false);
+                self.refused(&error, pending.limit);
                 self.backend.reset();
                 tracing::debug!(
-                    "Failed to mutate etcd: a slice of a full sync ({}) due to: {error}. Writing it again",
+                    "Failed to mutate etcd using mutator: sync {} due to: {error}. Writing it again",
                     pending.slice.describe(&self.names)
                 );
                 let slice = state.current_slice(&pending.slice);
-                Ok(add(done, self.sync_slice_now(state, &slice).await?))
+                Ok((add(done, self.sync_slice_now(state, &slice).await?), false))
             }
         }
     }

@@ -61,24 +61,34 @@ impl TxnLimit {
         self.current
     }
 
-    /// Etcd refused a transaction of up to [`TxnLimit::at`] operations as too
-    /// large at `now`: goes back to the size it last accepted after a try of
-    /// the configured one, or halves. `None` at one operation already.
-    pub(crate) fn refused(&mut self, now: Instant) -> Option<usize> {
+    /// Etcd refused (`why`) a transaction of a batch cut at `planned`
+    /// operations at `now`: goes back to the size it last accepted after a
+    /// try of the configured one, or halves `planned`. A batch cut before
+    /// the size was lowered (a full sync's next slice, planned while the
+    /// one before was refused) changes nothing. `None`: no change.
+    pub(crate) fn refused(
+        &mut self,
+        planned: usize,
+        now: Instant,
+        why: &impl std::fmt::Display,
+    ) -> Option<usize> {
+        if planned > self.current {
+            return None;
+        }
         let smaller = match self.accepted.take() {
-            Some(accepted) => accepted,
-            None if self.current > 1 => self.current / 2,
-            None => return None,
+            Some(accepted) if accepted < planned => accepted,
+            _ if planned > 1 => planned / 2,
+            _ => return None,
         };
-        let refused = std::mem::replace(&mut self.current, smaller);
+        self.current = smaller;
         self.refused_at = Some(now);
         let again = match self.retry_after.is_zero() {
             true => "until kube2sky restarts".to_string(),
             false => format!("for {}", format(self.retry_after)),
         };
         tracing::warn!(
-            "etcd refused a transaction of up to {refused} operations: its --max-txn-ops is lower \
-             than --etcd-max-txn-ops; using {smaller} {again}"
+            "etcd refused a transaction of up to {planned} operations ({why}): its --max-txn-ops \
+             is lower than --etcd-max-txn-ops; using {smaller} {again}"
         );
         Some(smaller)
     }
@@ -97,17 +107,24 @@ mod tests {
     use super::*;
 
     const RETRY: Duration = Duration::from_secs(600);
+    const WHY: &str = "too many operations in txn request";
+
+    /// A batch cut at the size in force at `now`, refused.
+    fn refuse(limit: &mut TxnLimit, now: Instant) -> Option<usize> {
+        let planned = limit.at(now);
+        limit.refused(planned, now, &WHY)
+    }
 
     #[test]
     fn a_refused_size_is_halved_until_one() {
         let now = Instant::now();
         let mut limit = TxnLimit::new(1024, RETRY);
         assert_eq!(limit.at(now), 1024);
-        assert_eq!(limit.refused(now), Some(512));
-        assert_eq!(limit.refused(now), Some(256));
+        assert_eq!(refuse(&mut limit, now), Some(512));
+        assert_eq!(refuse(&mut limit, now), Some(256));
         assert_eq!(limit.at(now), 256);
         let mut one = TxnLimit::new(1, RETRY);
-        assert_eq!(one.refused(now), None);
+        assert_eq!(one.refused(1, now, &WHY), None);
         assert_eq!(one.at(now), 1);
     }
 
@@ -115,30 +132,30 @@ mod tests {
     fn the_configured_size_is_tried_again_after_the_retry_period() {
         let start = Instant::now();
         let mut limit = TxnLimit::new(1024, RETRY);
-        limit.refused(start);
-        limit.refused(start);
-        limit.refused(start);
+        refuse(&mut limit, start);
+        refuse(&mut limit, start);
+        refuse(&mut limit, start);
         assert_eq!(limit.at(start + RETRY - Duration::from_secs(1)), 128);
         assert_eq!(limit.at(start + RETRY), 1024);
         // Transactions no larger than before prove nothing.
         limit.accepted(128);
-        assert_eq!(limit.refused(start + RETRY), Some(128));
+        assert_eq!(refuse(&mut limit, start + RETRY), Some(128));
         assert_eq!(limit.at(start + RETRY * 2), 1024);
         // A larger one accepted: it stays, however long after.
         limit.accepted(129);
         assert_eq!(limit.at(start + RETRY * 5), 1024);
-        assert_eq!(limit.refused(start + RETRY * 5), Some(512));
+        assert_eq!(refuse(&mut limit, start + RETRY * 5), Some(512));
     }
 
     #[test]
     fn a_refused_retry_goes_straight_back_to_the_size_last_accepted() {
         let start = Instant::now();
         let mut limit = TxnLimit::new(1024, RETRY);
-        limit.refused(start);
-        limit.refused(start);
+        refuse(&mut limit, start);
+        refuse(&mut limit, start);
         let later = start + RETRY;
         assert_eq!(limit.at(later), 1024);
-        assert_eq!(limit.refused(later), Some(256));
+        assert_eq!(refuse(&mut limit, later), Some(256));
         // And the period starts again from this refusal.
         assert_eq!(limit.at(later + RETRY / 2), 256);
         assert_eq!(limit.at(later + RETRY), 1024);
@@ -148,19 +165,48 @@ mod tests {
     fn the_configured_size_halves_as_before_once_accepted_after_a_retry() {
         let start = Instant::now();
         let mut limit = TxnLimit::new(1024, RETRY);
-        limit.refused(start);
+        refuse(&mut limit, start);
         assert_eq!(limit.at(start + RETRY), 1024);
         limit.accepted(1000);
         // A member at a lower limit later on: halving, not the old 512.
-        assert_eq!(limit.refused(start + RETRY * 2), Some(512));
-        assert_eq!(limit.refused(start + RETRY * 2), Some(256));
+        assert_eq!(refuse(&mut limit, start + RETRY * 2), Some(512));
+        assert_eq!(refuse(&mut limit, start + RETRY * 2), Some(256));
     }
 
     #[test]
     fn a_zero_retry_period_keeps_the_lowered_size() {
         let start = Instant::now();
         let mut limit = TxnLimit::new(1024, Duration::ZERO);
-        limit.refused(start);
+        refuse(&mut limit, start);
         assert_eq!(limit.at(start + Duration::from_secs(86_400)), 512);
+    }
+
+    #[test]
+    fn a_batch_cut_before_the_size_was_lowered_changes_nothing() {
+        let now = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        // Two slices cut at 1024; the first is refused, then halved to 128.
+        let planned = limit.at(now);
+        assert_eq!(limit.refused(planned, now, &WHY), Some(512));
+        assert_eq!(limit.refused(512, now, &WHY), Some(256));
+        assert_eq!(limit.refused(256, now, &WHY), Some(128));
+        // The second, cut at 1024 before all that, is refused too.
+        assert_eq!(limit.refused(planned, now, &WHY), None);
+        assert_eq!(limit.at(now), 128);
+    }
+
+    #[test]
+    fn a_retry_refused_twice_stays_at_the_size_last_accepted() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        limit.refused(1024, start, &WHY);
+        limit.refused(512, start, &WHY);
+        let later = start + RETRY;
+        let planned = limit.at(later);
+        assert_eq!(planned, 1024);
+        assert_eq!(limit.refused(planned, later, &WHY), Some(256));
+        // A second slice cut at 1024 during the try: no further halving.
+        assert_eq!(limit.refused(planned, later, &WHY), None);
+        assert_eq!(limit.at(later), 256);
     }
 }

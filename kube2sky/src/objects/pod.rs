@@ -35,7 +35,6 @@ pub(crate) struct WatchedPod {
 
 /// The IP fields of a Pod's status.
 #[derive(Clone, Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
 pub(crate) struct PodAddresses {
     /// `status.podIP`.
     #[serde(default, rename = "podIP")]
