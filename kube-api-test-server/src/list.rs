@@ -430,6 +430,36 @@ mod tests {
         }
         assert_eq!(lists[0].2, after_write);
         assert_eq!(lists[1].2, vec![(3, Some(5)), (3, Some(2)), (2, None)]);
+        // Deletes and creates in the rest of a list begun before them: its
+        // pages keep the counts of its version.
+        let mut q = Params::from([("limit".to_string(), "3".to_string())]);
+        let mut counts = Vec::new();
+        loop {
+            let page = read_page(&store, ResourceKind::Pod, None, &q).unwrap();
+            counts.push((
+                page.items.len(),
+                page.metadata["remainingItemCount"].as_u64(),
+            ));
+            let Some(token) = page.metadata["continue"].as_str() else {
+                break;
+            };
+            q.insert("continue".into(), token.into());
+            if counts.len() == 2 {
+                for name in ["p5", "p6"] {
+                    let key = Key {
+                        kind: ResourceKind::Pod,
+                        namespace: "b".into(),
+                        name: name.into(),
+                    };
+                    store.delete(&key, &Default::default()).unwrap();
+                }
+                let body = json!({"metadata": {"name": "zz"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+                store
+                    .create(ResourceKind::Pod, Some("b"), body, false)
+                    .unwrap();
+            }
+        }
+        assert_eq!(counts, after_write);
     }
 
     /// A `metadata.name` field selector (what a kube-rs watcher of one

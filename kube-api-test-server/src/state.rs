@@ -24,10 +24,10 @@ pub(crate) struct State {
     pub(crate) ips: IpAllocator,
     /// Which slices mirror which Endpoints.
     pub(crate) mirrored: MirrorIndex,
-    /// The last `remainingItemCount` counted per kind and namespace at the
-    /// current version (see [`RemainingCount`]): lists of several kinds
-    /// page at the same time (kube2sky lists Services, Endpoints and Pods
-    /// at once).
+    /// The last `remainingItemCount` counted per kind, namespace and
+    /// version (see [`RemainingCount`]): lists of several kinds page at the
+    /// same time (kube2sky lists Services, Endpoints and Pods at once),
+    /// each at the version it started at.
     pub(crate) remaining: Vec<RemainingCount>,
 }
 

@@ -354,9 +354,12 @@ impl Store {
 
     /// How many objects of `kind` (optionally in one namespace) follow `after`
     /// as of version `at`: [`Store::visit`]'s count, without looking at the
-    /// objects when `at` is the current version (a list page's
-    /// `remainingItemCount`, so paging through N objects costs O(N) in all
-    /// instead of a selector check of every remaining object per page).
+    /// objects (a list page's `remainingItemCount`). The next page of the
+    /// same list subtracts the objects it passed from the last page's count
+    /// (see [`RemainingCount`]), so paging through N objects costs O(N) in
+    /// all instead of a count of every remaining object per page, also when
+    /// objects were written since the list's version (the writes since
+    /// then are undone over the range counted, as [`Store::visit`] does).
     pub fn count_after(
         &self,
         kind: ResourceKind,
@@ -369,54 +372,58 @@ impl Store {
             namespace: after.0.to_string(),
             name: after.1.to_string(),
         };
-        {
-            let mut inner = self.lock();
-            if inner.rv == at {
-                let counted =
-                    |k: &Key| k.kind == kind && namespace.is_none_or(|ns| k.namespace == ns);
-                // Counts of an older version are of no use any more.
-                inner.remaining.retain(|r| r.rv == at);
-                let same_list = inner
-                    .remaining
-                    .iter()
-                    .position(|r| r.kind == kind && r.namespace.as_deref() == namespace);
-                let earlier = same_list
-                    .map(|i| inner.remaining.swap_remove(i))
-                    .filter(|r| r.after <= start);
-                let count = match earlier {
-                    // The same list a page further on, nothing written since.
-                    Some(r) => {
-                        let between = (Bound::Excluded(&r.after), Bound::Included(&start));
-                        let passed = inner
-                            .objects
-                            .range::<Key, _>(between)
-                            .filter(|(k, _)| counted(k));
-                        r.count - passed.count()
-                    }
-                    None => inner
-                        .objects
-                        .range((Bound::Excluded(&start), Bound::Unbounded))
-                        .map(|(k, _)| k)
-                        .take_while(|k| k.kind == kind)
-                        .filter(|k| counted(k))
-                        .count(),
-                };
-                inner.remaining.push(RemainingCount {
-                    kind,
-                    namespace: namespace.map(str::to_string),
-                    rv: at,
-                    after: start,
-                    count,
-                });
-                return Ok(count);
-            }
+        let mut inner = self.lock();
+        if at > inner.rv || (at < inner.rv && !inner.history.covers(at)) {
+            drop(inner);
+            // The errors (410, too large) are visit's.
+            let mut n = 0;
+            self.visit(kind, namespace, Some(at), Some(after), |_, _| {
+                n += 1;
+                true
+            })?;
+            return Ok(n);
         }
-        let mut n = 0;
-        self.visit(kind, namespace, Some(at), Some(after), |_, _| {
-            n += 1;
-            true
-        })?;
-        Ok(n)
+        let undone = match at < inner.rv {
+            true => inner.history.undone_since(kind, at),
+            false => BTreeMap::new(),
+        };
+        let same_list = inner
+            .remaining
+            .iter()
+            .position(|r| r.kind == kind && r.namespace.as_deref() == namespace && r.rv == at);
+        let earlier = same_list
+            .map(|i| inner.remaining.remove(i))
+            .filter(|r| r.after <= start);
+        let objects = &inner.objects;
+        // The objects of the list in `range` as of version `at`.
+        let count_in = |range: (Bound<&Key>, Bound<&Key>)| {
+            let now = objects.range::<Key, _>(range).map(|(k, v)| (k, Some(v)));
+            let then = undone.range::<Key, _>(range).map(|(k, v)| (k, v.as_ref()));
+            merge_preferring_right(now, then)
+                .take_while(|(k, _)| k.kind == kind)
+                .filter(|(k, v)| v.is_some() && namespace.is_none_or(|ns| k.namespace == ns))
+                .count()
+        };
+        let count = match earlier {
+            // The same list a page further on.
+            Some(r) => r.count.saturating_sub(count_in((
+                Bound::Excluded(&r.after),
+                Bound::Included(&start),
+            ))),
+            None => count_in((Bound::Excluded(&start), Bound::Unbounded)),
+        };
+        // Lists of several kinds and versions page at once; a few suffice.
+        if inner.remaining.len() >= REMAINING_COUNTS_KEPT {
+            inner.remaining.remove(0);
+        }
+        inner.remaining.push(RemainingCount {
+            kind,
+            namespace: namespace.map(str::to_string),
+            rv: at,
+            after: start,
+            count,
+        });
+        Ok(count)
     }
 
     /// Starts a watch of `kind`. With `from = Some(rv)`, replays newer events
@@ -477,6 +484,9 @@ impl Store {
 
 /// Two key-sorted sequences as one, key-sorted; where both hold a key, the
 /// right one's item.
+/// How many lists' last counts [`Store::count_after`] keeps.
+const REMAINING_COUNTS_KEPT: usize = 16;
+
 fn merge_preferring_right<'a, K: Ord + 'a, V: 'a>(
     left: impl Iterator<Item = (&'a K, V)>,
     right: impl Iterator<Item = (&'a K, V)>,
