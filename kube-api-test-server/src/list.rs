@@ -430,8 +430,9 @@ mod tests {
         }
         assert_eq!(lists[0].2, after_write);
         assert_eq!(lists[1].2, vec![(3, Some(5)), (3, Some(2)), (2, None)]);
-        // Deletes and creates in the rest of a list begun before them: its
-        // pages keep the counts of its version.
+        // Deletes and a create in the rest of a list begun before them,
+        // in the range the next page's count subtracts (the second page,
+        // a/p3..a/p5) and beyond: its pages keep its version's counts.
         let mut q = Params::from([("limit".to_string(), "3".to_string())]);
         let mut counts = Vec::new();
         loop {
@@ -444,18 +445,18 @@ mod tests {
                 break;
             };
             q.insert("continue".into(), token.into());
-            if counts.len() == 2 {
-                for name in ["p5", "p6"] {
+            if counts.len() == 1 {
+                for (ns, name) in [("a", "p4"), ("a", "p5"), ("b", "p6")] {
                     let key = Key {
                         kind: ResourceKind::Pod,
-                        namespace: "b".into(),
+                        namespace: ns.into(),
                         name: name.into(),
                     };
                     store.delete(&key, &Default::default()).unwrap();
                 }
-                let body = json!({"metadata": {"name": "zz"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
+                let body = json!({"metadata": {"name": "p35"}, "spec": {"containers": [{"name": "c", "image": "i"}]}});
                 store
-                    .create(ResourceKind::Pod, Some("b"), body, false)
+                    .create(ResourceKind::Pod, Some("a"), body, false)
                     .unwrap();
             }
         }

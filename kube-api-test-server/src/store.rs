@@ -357,9 +357,9 @@ impl Store {
     /// objects (a list page's `remainingItemCount`). The next page of the
     /// same list subtracts the objects it passed from the last page's count
     /// (see [`RemainingCount`]), so paging through N objects costs O(N) in
-    /// all instead of a count of every remaining object per page, also when
-    /// objects were written since the list's version (the writes since
-    /// then are undone over the range counted, as [`Store::visit`] does).
+    /// all (plus, per page, the writes made since the list's version, which
+    /// are undone over the range counted as [`Store::visit`] does) instead
+    /// of a count of every remaining object per page.
     pub fn count_after(
         &self,
         kind: ResourceKind,
@@ -406,10 +406,13 @@ impl Store {
         };
         let count = match earlier {
             // The same list a page further on.
-            Some(r) => r.count.saturating_sub(count_in((
-                Bound::Excluded(&r.after),
-                Bound::Included(&start),
-            ))),
+            Some(r) => {
+                let passed = count_in((Bound::Excluded(&r.after), Bound::Included(&start)));
+                // A version's objects never change: the page passed is
+                // part of what was counted after the page before.
+                debug_assert!(passed <= r.count, "{passed} > {}", r.count);
+                r.count.saturating_sub(passed)
+            }
             None => count_in((Bound::Excluded(&start), Bound::Unbounded)),
         };
         // Lists of several kinds and versions page at once; a few suffice.
@@ -482,11 +485,11 @@ impl Store {
     }
 }
 
-/// Two key-sorted sequences as one, key-sorted; where both hold a key, the
-/// right one's item.
 /// How many lists' last counts [`Store::count_after`] keeps.
 const REMAINING_COUNTS_KEPT: usize = 16;
 
+/// Two key-sorted sequences as one, key-sorted; where both hold a key, the
+/// right one's item.
 fn merge_preferring_right<'a, K: Ord + 'a, V: 'a>(
     left: impl Iterator<Item = (&'a K, V)>,
     right: impl Iterator<Item = (&'a K, V)>,

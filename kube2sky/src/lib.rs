@@ -195,6 +195,7 @@ pub async fn run(config: Config, shutdown: CancellationToken) -> Result<(), Erro
         why = http_failed => Err(Error::Serve(why)),
         why = lost(leadership) => Err(Error::Leadership(why)),
     };
+    writer.abandon_in_flight();
     ready_anyway.abort();
     shutdown.cancel();
     watches.abort_all();

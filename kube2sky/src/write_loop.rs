@@ -117,8 +117,15 @@ impl WriteLoop<'_> {
                     after_changes = true;
                     changes.into_iter().flat_map(|c| index.apply(c)).collect()
                 }
-                Work::CheckLoss if writer.data_lost().await => index.all_scopes(),
-                Work::CheckLoss => continue,
+                Work::CheckLoss => {
+                    // The slice in flight first: revisions it reports after
+                    // a loss was seen would look like another loss.
+                    full.count(writer.settle(index).await?);
+                    match writer.data_lost().await {
+                        true => index.all_scopes(),
+                        false => continue,
+                    }
+                }
                 Work::Slice => {
                     after_changes = false;
                     let again = full.write_next(writer, index, metrics).await?;

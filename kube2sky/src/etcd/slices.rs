@@ -107,6 +107,12 @@ impl Writer {
         Ok(done)
     }
 
+    /// Stops sending the slice in flight, if any (the writer is stopping:
+    /// shutdown, or the leader election was lost).
+    pub(crate) fn abandon_in_flight(&mut self) {
+        self.pending = None;
+    }
+
     /// Whether writing `scopes` could touch a key of the slice in flight
     /// (their etcd reads overlap): then [`Writer::settle`] must come first.
     pub(crate) fn in_flight_overlaps(&self, scopes: &[Scope]) -> bool {
