@@ -378,6 +378,36 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     Ok(())
 }
 
+/// etcd (v3), the API test server seeded with `seed_pods(namespaces,
+/// each)` and kube2sky syncing them in slices of 300 pods in transactions
+/// of two operations (each slice in flight for a while) with `extra`
+/// flags, once more than `written` pod keys are in etcd.
+async fn slow_sync_started(
+    namespaces: usize,
+    each: usize,
+    extra: &[&str],
+    written: i64,
+) -> Result<(Etcd, kube_api_test_server::ApiServerHandle, Kube2sky)> {
+    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    seed_pods(&api, namespaces, each)?;
+    let mut flags = vec![
+        "--full-sync-chunk=300",
+        "--etcd-max-txn-ops=2",
+        "--etcd-mutation-timeout=60s",
+    ];
+    flags.extend_from_slice(extra);
+    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    eventually("the full sync of pods to start", DEADLINE, async || {
+        let n = count(&mut client, POD_ROOT).await?;
+        ensure!(n > written, "{n} pod keys, not more than {written} yet");
+        Ok(())
+    })
+    .await?;
+    Ok((etcd, api, k2s))
+}
+
 /// A slice in flight when etcd goes away is written again once it is
 /// back: etcd is restarted in the middle of a full sync whose slices go in
 /// transactions of two operations (each slice is in flight for a while),
@@ -386,22 +416,7 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
 async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
     const NAMESPACES: usize = 12;
     const PODS_EACH: usize = 300;
-    let mut etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    seed_pods(&api, NAMESPACES, PODS_EACH)?;
-    let flags = [
-        "--full-sync-chunk=300",
-        "--etcd-max-txn-ops=2",
-        "--etcd-mutation-timeout=60s",
-    ];
-    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    eventually("the full sync of pods to start", DEADLINE, async || {
-        let n = count(&mut client, POD_ROOT).await?;
-        ensure!(n > 0, "no pod key yet");
-        Ok(())
-    })
-    .await?;
+    let (mut etcd, _api, k2s) = slow_sync_started(NAMESPACES, PODS_EACH, &[], 0).await?;
     etcd.restart()?;
     let during = !k2s.log().contains("full sync of pods done");
     k2s.wait_for_log_within("full sync of pods done", LONG)
@@ -431,25 +446,8 @@ async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
 async fn etcd_wiped_during_a_full_sync_is_one_data_loss() -> Result<()> {
     const NAMESPACES: usize = 12;
     const PODS_EACH: usize = 300;
-    let mut etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    seed_pods(&api, NAMESPACES, PODS_EACH)?;
-    let flags = [
-        "--full-sync-chunk=300",
-        "--etcd-max-txn-ops=2",
-        "--etcd-loss-check-interval=100ms",
-        "--etcd-mutation-timeout=60s",
-    ];
-    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    eventually("the full sync of pods to start", DEADLINE, async || {
-        ensure!(
-            count(&mut client, POD_ROOT).await? > 300,
-            "no slice written yet"
-        );
-        Ok(())
-    })
-    .await?;
+    let loss_check = ["--etcd-loss-check-interval=100ms"];
+    let (mut etcd, _api, k2s) = slow_sync_started(NAMESPACES, PODS_EACH, &loss_check, 300).await?;
     etcd.restart_empty()?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let total = (NAMESPACES * PODS_EACH) as i64;
