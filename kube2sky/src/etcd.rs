@@ -343,11 +343,10 @@ impl Writer {
         };
         let limit = self.txn_limit.at(Instant::now());
         let batches = if self.backend.has_transactions() {
+            let units = names.units();
             let unit = |op: &Op| match op {
-                Op::Put { key, value } => names.unit_of(key, Some(value)),
-                Op::Delete { key } => {
-                    names.unit_of(key, actual.records.get(key).map(String::as_str))
-                }
+                Op::Put { key, value } => units.of(key, Some(value)),
+                Op::Delete { key } => units.of(key, actual.records.get(key).map(String::as_str)),
             };
             diff(desired, &actual.records, mode, limit, &unit)
         } else {

@@ -20,8 +20,9 @@ use crate::config::Features;
 use crate::kube_dns_config::KubeDnsConfig;
 use crate::objects::{ObjectKey, PodInfo, ServiceInfo, SliceInfo};
 use crate::records::{
-    cluster_ips, dns_version_records, endpoint_ptr_names, log_port_problems, pod_records,
-    ptr_records, service_kind, service_records, Names, Options, PtrName, Records, ServiceKind,
+    cluster_ips, dns_version_records, endpoint_ptr_names, log_port_problems, pod_record,
+    pod_records, ptr_records, service_kind, service_records, Names, Options, PtrName, Records,
+    ServiceKind,
 };
 use crate::scope::{DesiredState, Scope};
 use k8s_openapi::api::core::v1::Endpoints;
@@ -83,12 +84,9 @@ pub(crate) struct Index {
     /// Each pod's IPs, space-separated (one allocation per pod).
     pods: BTreeMap<ObjectKey, Box<str>>,
     pod_ips: BTreeMap<(String, String), usize>,
-    /// The names each IP's PTR points at, sorted (without the
-    /// specification's records the first alone gets the PTR), so a PTR
-    /// costs O(log n) instead of a scan of every service. (A sorted Vec,
-    /// not a set: almost every IP has one name, and a one-element B-tree
-    /// set costs a whole node.)
-    reverse: BTreeMap<IpAddr, Vec<PtrName>>,
+    /// The names each IP's PTR points at, so a PTR costs O(log n)
+    /// instead of a scan of every service.
+    reverse: ReverseIndex,
     services_listed: bool,
     endpoints_listed: bool,
     /// kube-dns's ConfigMap; `None` until one (or its absence) was listed.
@@ -107,7 +105,7 @@ impl Index {
             slices: Slices::default(),
             pods: BTreeMap::new(),
             pod_ips: BTreeMap::new(),
-            reverse: BTreeMap::new(),
+            reverse: ReverseIndex::default(),
             services_listed: false,
             endpoints_listed: false,
             kube_dns: None,
@@ -255,7 +253,7 @@ impl Index {
 
     /// Every IP with a PTR name.
     fn ptr_ips(&self) -> BTreeSet<IpAddr> {
-        self.reverse.keys().copied().collect()
+        self.reverse.ips().collect()
     }
 
     /// Applies `change` to the objects of service `key`; returns its scope
@@ -270,11 +268,11 @@ impl Index {
         let after: BTreeSet<(IpAddr, PtrName)> = self.ptr_names(key).into_iter().collect();
         let mut ips = BTreeSet::new();
         for gone in before.difference(&after) {
-            self.release_ptr(gone);
+            self.reverse.release(gone.0, &gone.1);
             ips.insert(gone.0);
         }
         for new in after.difference(&before) {
-            self.hold_ptr(new.clone());
+            self.reverse.hold(new.0, new.1.clone());
             ips.insert(new.0);
         }
         let mut out = vec![Scope::Service(key.clone())];
@@ -311,34 +309,13 @@ impl Index {
         }
     }
 
-    fn hold_ptr(&mut self, (ip, name): (IpAddr, PtrName)) {
-        // Almost every IP has one name: room for one, not the four of a
-        // first push.
-        let holders = self
-            .reverse
-            .entry(ip)
-            .or_insert_with(|| Vec::with_capacity(1));
-        if let Err(at) = holders.binary_search(&name) {
-            holders.insert(at, name);
-        }
-    }
-
-    fn release_ptr(&mut self, (ip, name): &(IpAddr, PtrName)) {
-        if let Some(holders) = self.reverse.get_mut(ip) {
-            holders.retain(|n| n != name);
-            if holders.is_empty() {
-                self.reverse.remove(ip);
-            }
-        }
-    }
-
     /// Every IP's PTR names from scratch (after a relist).
     fn rebuild_reverse(&mut self) {
         self.reverse.clear();
         let keys: Vec<ObjectKey> = self.services.keys().cloned().collect();
         for key in keys {
-            for name in self.ptr_names(&key) {
-                self.hold_ptr(name);
+            for (ip, name) in self.ptr_names(&key) {
+                self.reverse.hold(ip, name);
             }
         }
     }
@@ -359,7 +336,7 @@ impl Index {
             return vec![Scope::AllServices];
         }
         let mut out: Vec<Scope> = self.services.keys().cloned().map(Scope::Service).collect();
-        out.extend(self.reverse.keys().copied().map(Scope::Ptr));
+        out.extend(self.reverse.ips().map(Scope::Ptr));
         out
     }
 
@@ -488,7 +465,7 @@ impl Index {
             Scope::PodDir { .. } => Records::new(),
             Scope::AllServices => {
                 let mut out: Records = self.services.keys().flat_map(|k| self.service(k)).collect();
-                out.extend(self.reverse.keys().flat_map(|ip| self.ptr(*ip)));
+                out.extend(self.reverse.ips().flat_map(|ip| self.ptr(ip)));
                 out
             }
             Scope::PodChunk { namespaces, .. } => namespaces
@@ -498,7 +475,7 @@ impl Index {
                     self.pod_ips
                         .range(from..)
                         .take_while(move |((n, _), _)| n == ns)
-                        .flat_map(|((n, ip), _)| pod_records(&self.names, n, ip))
+                        .map(|((n, ip), _)| pod_record(&self.names, n, ip))
                 })
                 .collect(),
             Scope::ServiceChunk { namespaces, .. } => namespaces
@@ -515,14 +492,15 @@ impl Index {
                 })
                 .collect(),
             Scope::PtrChunk { from, to } => self
-                .ptrs_in(*from, *to)
+                .reverse
+                .in_key_range(*from, *to)
                 .into_iter()
                 .flat_map(|ip| self.ptr(ip))
                 .collect(),
             Scope::AllPods => self
                 .pod_ips
                 .keys()
-                .flat_map(|(ns, ip)| pod_records(&self.names, ns, ip))
+                .map(|(ns, ip)| pod_record(&self.names, ns, ip))
                 .collect(),
         }
     }
@@ -557,7 +535,9 @@ impl Index {
 }
 
 mod chunks;
+mod reverse;
 mod slices;
+use reverse::ReverseIndex;
 use slices::Slices;
 
 impl DesiredState for Index {

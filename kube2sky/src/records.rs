@@ -17,11 +17,12 @@
 use crate::name_rules;
 use k8s_openapi::api::core::v1::{Endpoints, Service};
 use skydns_msg::path::{fqdn, in_domain, PathPrefix};
-use skydns_msg::record::Record;
+use skydns_msg::record::{key_label_of, Record};
 use std::collections::BTreeMap;
 
 mod headless;
 mod reverse;
+mod units;
 pub(crate) use headless::{endpoint_labels, headless_records, HOSTNAMES_ANNOTATION};
 pub(crate) use reverse::{endpoint_ptr_names, ptr_records, PtrName, PtrOrder};
 
@@ -83,7 +84,12 @@ impl Names {
     /// TTL rewrites values in place and never renames an endpoint.
     pub(crate) fn address(&self, host: &str) -> (String, String) {
         let record = Record::kube2sky_address(host);
-        (record.key_label(), self.value(record))
+        let label_json = record.to_json();
+        let label = key_label_of(&label_json);
+        match record.ttl == self.ttl {
+            true => (label, label_json), // the value is the JSON just hashed
+            false => (label, self.value(record)),
+        }
     }
 
     /// The SRV-type JSON for `target` and `port`.
@@ -211,37 +217,6 @@ impl Names {
             .into_iter()
             .find(|root| key.starts_with(root.as_str()))
             .map(|root| root.trim_end_matches('/').to_string())
-    }
-
-    /// The unit a key belongs to, which the writer never splits across
-    /// transactions: the directory of its service (`.../svc/<ns>/<name>/`)
-    /// or pod IP (`.../pod/<ns>/<ip>/`); for a PTR key the directory of the
-    /// service its `value` names, so a PTR is written with its service.
-    /// Any other key is its own unit.
-    pub(crate) fn unit_of(&self, key: &str, value: Option<&str>) -> String {
-        for root in [self.svc_root(), self.pod_root()] {
-            if let Some(rest) = key.strip_prefix(&root) {
-                let mut parts = rest.splitn(3, '/');
-                if let (Some(a), Some(b), Some(_)) = (parts.next(), parts.next(), parts.next()) {
-                    return format!("{root}{a}/{b}/");
-                }
-            }
-        }
-        if key.starts_with(&self.ptr_root()) {
-            // `<name>.<ns>.svc.<domain>` or `<hostname>.<name>.<ns>.svc.<domain>`.
-            let service = value
-                .and_then(|v| Record::from_json(v.as_bytes()).ok())
-                .and_then(|r| {
-                    let suffix = format!(".svc.{}", self.domain);
-                    let (rest, namespace) = r.host.strip_suffix(&suffix)?.rsplit_once('.')?;
-                    let name = rest.rsplit('.').next()?;
-                    Some(self.service_dir(namespace, name))
-                });
-            if let Some(dir) = service {
-                return dir;
-            }
-        }
-        key.to_string()
     }
 
     /// Whether `key` is a PTR key (`in-addr.arpa` or `ip6.arpa`).
@@ -461,11 +436,15 @@ fn version_record(version: &str) -> Record {
 /// The record of one pod IP (1.2's `handlePodCreate`): `/skydns/.../pod/<ns>/1-2-3-4/<hash>`
 /// (AAAA for an IPv6 pod IP: `.../pod/<ns>/2001-db8--1/<hash>`).
 pub(crate) fn pod_records(names: &Names, namespace: &str, ip: &str) -> Records {
+    Records::from([pod_record(names, namespace, ip)])
+}
+
+/// The one record of [`pod_records`], as a pair: a sync of 150k pods
+/// collects these without a map per pod.
+pub(crate) fn pod_record(names: &Names, namespace: &str, ip: &str) -> (String, String) {
     let (label, json) = names.address(ip);
-    Records::from([(
-        names.key(&format!("{label}.{}", names.pod_fqdn(namespace, ip))),
-        json,
-    )])
+    let key = names.key(&format!("{label}.{}", names.pod_fqdn(namespace, ip)));
+    (key, json)
 }
 
 #[cfg(test)]

@@ -126,7 +126,7 @@ impl Record {
     /// The etcd key label kube2sky derives from a record: lowercase hex
     /// FNV-1a 32 of [`Record::to_json`], without zero padding.
     pub fn key_label(&self) -> String {
-        format!("{:x}", fnv1a32(self.to_json().as_bytes()))
+        key_label_of(&self.to_json())
     }
 
     /// Classifies the `host` field. An IPv4-mapped IPv6 address
@@ -165,6 +165,12 @@ pub fn go_float_to_uint16(f: f64) -> u16 {
         return 0;
     }
     go_uint16(f as i64)
+}
+
+/// [`Record::key_label`] of a record whose [`Record::to_json`] is `json`
+/// (for a caller that needs the JSON too, without building it twice).
+pub fn key_label_of(json: &str) -> String {
+    format!("{:x}", fnv1a32(json.as_bytes()))
 }
 
 /// FNV-1a, 32 bits (offset basis 2166136261, prime 16777619).

@@ -14,10 +14,8 @@
 
 use super::Index;
 use crate::objects::ObjectKey;
-use crate::records::PtrOrder;
 use crate::scope::Scope;
 use std::collections::BTreeMap;
-use std::net::IpAddr;
 
 impl Index {
     /// [`Scope::AllPods`] as [`Scope::PodChunk`]s of about `pods` pods
@@ -57,10 +55,8 @@ impl Index {
             })
             .collect();
         if self.features.reverse {
-            let mut ips: Vec<IpAddr> = self.reverse.keys().copied().collect();
-            ips.sort_unstable_by_key(|ip| PtrOrder::of(*ip));
             let mut from = None;
-            let weighted = ips.into_iter().map(|ip| (ip, 1)).collect();
+            let weighted = self.reverse.ips_in_key_order().map(|ip| (ip, 1)).collect();
             out.extend(
                 chunked(weighted, services)
                     .into_iter()
@@ -71,21 +67,6 @@ impl Index {
             );
         }
         out
-    }
-
-    /// The IPs with a name whose PTR key is from that of `from` up to that
-    /// of `to` (an open end when `None`). O(IPs), with no key built: the
-    /// index keeps IPs in address order, not in key order.
-    pub(super) fn ptrs_in(&self, from: Option<IpAddr>, to: Option<IpAddr>) -> Vec<IpAddr> {
-        let (from, to) = (from.map(PtrOrder::of), to.map(PtrOrder::of));
-        self.reverse
-            .keys()
-            .filter(|ip| {
-                let at = PtrOrder::of(**ip);
-                from.is_none_or(|f| f <= at) && to.is_none_or(|t| at < t)
-            })
-            .copied()
-            .collect()
     }
 
     /// `slice`, planned earlier, as the index stands now: the same key
