@@ -101,8 +101,9 @@ wait_for() { # description, command...
 }
 
 echo "==> etcd on ${etcd_url} (records through the ${etcd_api} API)"
-# Transactions of up to 1024 operations on v3, as the pod's manifests.
-ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" --enable-v2=true \
+# Transactions of up to 1024 operations on v3 and Go's GC settings, as the
+# pod's manifests.
+GOGC=200 GOMEMLIMIT=400MiB ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name local --data-dir "$work/etcd" --enable-v2=true \
   --max-txn-ops=1024 --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
   --listen-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \
   --initial-advertise-peer-urls "http://127.0.0.1:${ETCD_PEER_PORT}" \

@@ -42,11 +42,12 @@ def http_ok(url):
 
 def start_etcd(work, name="bench"):
     """A fresh single-member etcd (v2 and v3 APIs) on free loopback ports: (Popen, url).
-    It takes transactions of up to 1024 operations, as the pod's etcd (deploy/)."""
+    It takes transactions of up to 1024 operations and runs Go's GC as the pod's etcd
+    (deploy/kubernetes: GOGC=200, GOMEMLIMIT=400MiB)."""
     client, peer = free_port(), free_port()
     url, peer_url = "http://127.0.0.1:%d" % client, "http://127.0.0.1:%d" % peer
     log = open(os.path.join(work, "etcd-%s.log" % name), "a")
-    env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine)
+    env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine, GOGC="200", GOMEMLIMIT="400MiB")
     proc = subprocess.Popen(
         ["etcd", "--name", name, "--data-dir", os.path.join(work, "etcd-" + name),
          "--enable-v2=true", "--quota-backend-bytes", str(8 << 30), "--max-txn-ops", "1024",

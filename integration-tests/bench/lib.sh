@@ -23,7 +23,8 @@ bench_start() {
   local etcd_port peer_port
   etcd_port=$(free_port); peer_port=$(free_port)
   etcd_url="http://127.0.0.1:${etcd_port}"
-  ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name "$name" --data-dir "$work/etcd" "${@:2}" \
+  # Go's GC settings as the pod's etcd (deploy/kubernetes).
+  GOGC=200 GOMEMLIMIT=400MiB ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name "$name" --data-dir "$work/etcd" "${@:2}" \
     --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
     --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
     --initial-cluster "${name}=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &

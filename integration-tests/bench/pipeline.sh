@@ -62,7 +62,8 @@ start_etcd() { # sets etcd_url: a fresh etcd (v2 and v3 APIs) on free ports
   client_port=$(free_port); peer_port=$(free_port)
   etcd_url="http://127.0.0.1:${client_port}"
   rm -rf "$work/etcd"
-  ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name bench --data-dir "$work/etcd" --enable-v2=true \
+  # Go's GC settings and transaction size as the pod's etcd (deploy/kubernetes).
+  GOGC=200 GOMEMLIMIT=400MiB ETCD_UNSUPPORTED_ARCH=$(uname -m) etcd --name bench --data-dir "$work/etcd" --enable-v2=true \
     --max-txn-ops=1024 --listen-client-urls "$etcd_url" --advertise-client-urls "$etcd_url" \
     --listen-peer-urls "http://127.0.0.1:${peer_port}" --initial-advertise-peer-urls "http://127.0.0.1:${peer_port}" \
     --initial-cluster "bench=http://127.0.0.1:${peer_port}" >"$work/etcd.log" 2>&1 &

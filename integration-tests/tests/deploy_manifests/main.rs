@@ -134,6 +134,7 @@ fn read(rel: &str) -> String {
 mod args;
 mod autoscaler;
 mod config_map;
+mod etcd_gc;
 mod ha;
 mod scripts;
 mod shared;
