@@ -233,7 +233,7 @@ fn sizes(server: &ApiServerHandle) -> Vec<(String, usize)> {
     let mut out = Vec::new();
     let store = server.store();
     store
-        .visit(ResourceKind::EndpointSlice, None, None, None, |k, v| {
+        .visit(ResourceKind::EndpointSlice, None, None, None, |k, v, _| {
             out.push((k.name.clone(), v["endpoints"].as_array().unwrap().len()));
             true
         })

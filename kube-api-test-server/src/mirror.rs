@@ -132,7 +132,7 @@ pub(crate) fn reconcile(state: &mut State, key: &Key, endpoints: Option<&Value>)
             namespace: key.namespace.clone(),
             name: name.clone(),
         };
-        if let Some(old) = state.objects.get(&slice_key) {
+        if let Some(old) = state.objects.get(&slice_key).map(|s| &s.value) {
             writes.push(Write {
                 event_type: EventType::Deleted,
                 key: slice_key,
@@ -160,7 +160,7 @@ fn create(state: &mut State, key: &Key, slice: Value) -> Result<Option<Write>, S
 }
 
 fn update(state: &mut State, key: &Key, slice: Value) -> Result<Option<Write>, String> {
-    let Some(old) = state.objects.get(key).cloned() else {
+    let Some(old) = state.objects.get(key).map(|s| s.value.clone()) else {
         return Ok(None);
     };
     let obj = ResourceKind::EndpointSlice

@@ -59,6 +59,9 @@ impl Selector {
 
     /// Whether `obj` satisfies every requirement.
     pub(crate) fn matches(&self, obj: &Value) -> bool {
+        if self.is_empty() {
+            return true;
+        }
         let labels = &obj["metadata"]["labels"];
         let label = |k: &str| labels.get(k).and_then(Value::as_str).map(str::to_string);
         let field = |path: &str| field_value(obj, path);

@@ -21,7 +21,7 @@ use super::ipalloc::{IpAllocator, Ipv4Cidr};
 use super::mirror;
 use super::mirrored::MirrorIndex;
 use super::resource::{set_status, status_of, ResourceKind};
-use super::state::{RemainingCount, State};
+use super::state::{RemainingCount, State, Stored};
 use super::status::ApiError;
 use super::writes;
 
@@ -139,7 +139,9 @@ impl Store {
         if event_type == EventType::Deleted {
             inner.objects.remove(&key);
         } else {
-            inner.objects.insert(key.clone(), object.clone());
+            inner
+                .objects
+                .insert(key.clone(), Stored::new(object.clone()));
         }
         inner
             .mirrored
@@ -162,7 +164,7 @@ impl Store {
         self.lock()
             .objects
             .get(key)
-            .cloned()
+            .map(|s| s.value.clone())
             .ok_or_else(|| ApiError::not_found(key.kind.plural(), &key.name))
     }
 
@@ -192,7 +194,7 @@ impl Store {
         let mut obj = key.kind.decode(body)?;
         writes::check_identity(key, &mut obj)?;
         let mut inner = self.lock();
-        let Some(old) = inner.objects.get(key).cloned() else {
+        let Some(old) = inner.objects.get(key).map(|s| s.value.clone()) else {
             if key.kind.create_on_update() && !status_only {
                 let ns = key.kind.namespaced().then_some(key.namespace.as_str());
                 let key = writes::prepare_create(&mut inner, key.kind, ns, &mut obj, false)?;
@@ -233,7 +235,7 @@ impl Store {
         let old = inner
             .objects
             .get(key)
-            .cloned()
+            .map(|s| s.value.clone())
             .ok_or_else(|| ApiError::not_found(key.kind.plural(), &key.name))?;
         let (plural, name) = (key.kind.plural(), key.name.as_str());
         if let Some(uid) = pre
@@ -270,7 +272,7 @@ impl Store {
                 .objects
                 .iter()
                 .filter(|(k, _)| k.kind.namespaced() && k.namespace == key.name)
-                .map(|(k, v)| (k.clone(), v.clone()))
+                .map(|(k, v)| (k.clone(), v.value.clone()))
                 .collect();
             for (k, v) in contents {
                 if !inner.objects.contains_key(&k) {
@@ -294,14 +296,16 @@ impl Store {
     /// namespace) in key order, as of `at` (None: now), from the first key
     /// after `after` (`(namespace, name)`), until it returns false; returns
     /// the version they reflect. Nothing is copied, so a page of a large
-    /// list costs its own objects, not all of them.
+    /// list costs its own objects, not all of them. Each object comes with
+    /// its bytes as a list item ([`Stored`]) when it is the current version,
+    /// `None` when it is an older one rebuilt from history.
     pub fn visit(
         &self,
         kind: ResourceKind,
         namespace: Option<&str>,
         at: Option<u64>,
         after: Option<(&str, &str)>,
-        mut visit: impl FnMut(&Key, &Value) -> bool,
+        mut visit: impl FnMut(&Key, &Value, Option<&[u8]>) -> bool,
     ) -> Result<u64, ApiError> {
         let inner = self.lock();
         let (rv, undone) = match at {
@@ -332,20 +336,20 @@ impl Store {
             }),
         };
         let range = (start, Bound::Unbounded);
-        let now = inner
-            .objects
-            .range(range.clone())
-            .map(|(k, v)| (k, Some(v)));
-        let then = undone.range(range).map(|(k, v)| (k, v.as_ref()));
+        let now = (inner.objects.range(range.clone()))
+            .map(|(k, v)| (k, Some((&v.value, Some(&*v.list_item)))));
+        let then = (undone.range(range)).map(|(k, v)| (k, v.as_ref().map(|v| (v, None))));
         for (key, value) in merge_preferring_right(now, then) {
             if key.kind != kind {
                 break;
             }
-            let Some(value) = value else { continue };
+            let Some((value, list_item)) = value else {
+                continue;
+            };
             if namespace.is_some_and(|ns| key.namespace != ns) {
                 continue;
             }
-            if !visit(key, value) {
+            if !visit(key, value, list_item) {
                 break;
             }
         }
@@ -377,7 +381,7 @@ impl Store {
             drop(inner);
             // The errors (410, too large) are visit's.
             let mut n = 0;
-            self.visit(kind, namespace, Some(at), Some(after), |_, _| {
+            self.visit(kind, namespace, Some(at), Some(after), |_, _, _| {
                 n += 1;
                 true
             })?;
@@ -397,7 +401,7 @@ impl Store {
         let objects = &inner.objects;
         // The objects of the list in `range` as of version `at`.
         let count_in = |range: (Bound<&Key>, Bound<&Key>)| {
-            let now = objects.range::<Key, _>(range).map(|(k, v)| (k, Some(v)));
+            let now = (objects.range::<Key, _>(range)).map(|(k, v)| (k, Some(&v.value)));
             let then = undone.range::<Key, _>(range).map(|(k, v)| (k, v.as_ref()));
             merge_preferring_right(now, then)
                 .take_while(|(k, _)| k.kind == kind)
@@ -464,7 +468,7 @@ impl Store {
                     rv: inner.rv,
                     event_type: EventType::Added,
                     key: k.clone(),
-                    object: v.clone(),
+                    object: v.value.clone(),
                     prev: None,
                 })
                 .collect(),
