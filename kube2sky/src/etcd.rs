@@ -29,7 +29,7 @@ use crate::scope::{DesiredState, Scope};
 pub(crate) use attempt::EtcdError;
 use backend::Backend;
 use etcd_access::EtcdOptions;
-use slices::PendingSlice;
+use slices::{PendingSlice, PlannedSlice};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -115,6 +115,8 @@ pub(crate) struct Writer {
     /// The full sync's slice whose transactions etcd is applying while
     /// the writer plans the next one (`slices`).
     pending: Option<PendingSlice>,
+    /// The full sync's next slice, planned while `pending` is applied.
+    planned: Option<PlannedSlice>,
     shutdown: CancellationToken,
 }
 
@@ -154,6 +156,7 @@ impl Writer {
             last_revision: 0,
             last_progress: Instant::now(),
             pending: None,
+            planned: None,
             shutdown,
         };
         let endpoints = writer.options.etcd.endpoints.join(",");

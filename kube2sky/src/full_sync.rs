@@ -8,7 +8,7 @@
 //! [`Writer::full_sync_slices`]); the write loop writes one slice, then
 //! applies the watch events that arrived meanwhile and writes their scopes,
 //! then the next slice. A change made during a full sync waits for at most
-//! the slices in flight (the writer plans each slice while etcd applies
+//! the slice being planned (the writer plans each slice while etcd applies
 //! the one before, and a change to a slice's keys waits for that slice:
 //! see `crate::etcd::slices`). Each slice is diffed against the index as it stands
 //! when the slice is written ([`DesiredState::current_slice`]), so what an
@@ -129,18 +129,19 @@ impl FullSyncs {
         let Some(sync) = self.running.first_mut() else {
             return Ok(None);
         };
-        if let Some(slice) = sync.slices.pop_front() {
-            let (written, deleted) = writer.sync_slice(state, &slice).await?;
-            sync.written += written;
-            sync.deleted += deleted;
+        // Sends the slice planned at the last step and plans the next one.
+        let next = sync.slices.pop_front();
+        let (written, deleted) = writer.sync_slice(state, next.as_ref()).await?;
+        sync.written += written;
+        sync.deleted += deleted;
+        if next.is_some() || writer.has_planned() || writer.is_shutting_down() {
+            return Ok(None);
         }
-        if sync.slices.is_empty() {
-            // The last slice is in etcd before the pass is done.
-            let (written, deleted) = writer.settle(state).await?;
-            sync.written += written;
-            sync.deleted += deleted;
-        }
-        if !sync.slices.is_empty() || writer.is_shutting_down() {
+        // The last slice was sent: it is in etcd before the pass is done.
+        let (written, deleted) = writer.settle(state).await?;
+        sync.written += written;
+        sync.deleted += deleted;
+        if writer.is_shutting_down() {
             return Ok(None);
         }
         let done = self.running.remove(0);

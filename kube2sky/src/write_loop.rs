@@ -1,9 +1,9 @@
 //! The single writer: takes the watches' changes off one channel, applies
 //! them to the [`Index`], and writes the scopes they touched; writes the
 //! full syncs a relist asks for a slice at a time ([`FullSyncs`]), with
-//! the changes that arrive meanwhile written between two slices (once the
-//! slice in flight is in etcd if they touch its keys: [`Writer::settle`]);
-//! and
+//! the changes that arrive meanwhile written between two slices, and
+//! while etcd applies one (once it is in etcd if they touch its keys:
+//! [`Writer::settle`]); and
 //! periodically checks etcd for data loss. One writer means no races
 //! between handlers. `/readiness` opens once the first lists of services
 //! and endpoints are written.
@@ -13,6 +13,8 @@ use crate::full_sync::{split_whole, FullSyncs};
 use crate::index::{Change, Index};
 use crate::metrics::Metrics;
 use crate::scope::Scope;
+use futures::future::OptionFuture;
+use std::future::Future;
 use std::time::Duration;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -48,19 +50,28 @@ enum SliceTurn {
 /// events, so steady churn cannot starve it; it is ready at most once per
 /// interval, so it cannot starve the events either. A full sync's slices
 /// and rounds of queued events take turns ([`SliceTurn`]): a change waits
-/// for at most the slices in flight, and a full sync moves on under any
-/// churn.
+/// for at most the slice being planned, and a full sync moves on under any
+/// churn. A slice's turn comes once `in_flight` (the slice etcd is
+/// applying) is done; events are taken meanwhile.
 async fn next_work(
     rx: &mut mpsc::Receiver<Change>,
     ticker: &mut tokio::time::Interval,
     (check_loss, turn): (bool, SliceTurn),
+    in_flight: impl Future<Output = ()>,
     shutdown: &CancellationToken,
 ) -> Work {
+    let mut in_flight = std::pin::pin!(in_flight);
+    // One future, in the branch before the events or in the one after.
+    let (mut before, mut after): (OptionFuture<_>, OptionFuture<_>) = match turn {
+        SliceTurn::BeforeEvents => (Some(in_flight.as_mut()).into(), None.into()),
+        SliceTurn::AfterEvents => (None.into(), Some(in_flight.as_mut()).into()),
+        SliceTurn::None => (None.into(), None.into()),
+    };
     tokio::select! {
         biased;
         _ = shutdown.cancelled() => Work::Stop,
         _ = ticker.tick(), if check_loss => Work::CheckLoss,
-        _ = std::future::ready(()), if turn == SliceTurn::BeforeEvents => Work::Slice,
+        _ = &mut before, if turn == SliceTurn::BeforeEvents => Work::Slice,
         change = rx.recv() => {
             let Some(change) = change else { return Work::Stop };
             let mut changes = vec![change];
@@ -72,7 +83,7 @@ async fn next_work(
             }
             Work::Changes(changes)
         }
-        _ = std::future::ready(()), if turn == SliceTurn::AfterEvents => Work::Slice,
+        _ = &mut after, if turn == SliceTurn::AfterEvents => Work::Slice,
     }
 }
 
@@ -107,7 +118,9 @@ impl WriteLoop<'_> {
                 (true, false) => SliceTurn::AfterEvents,
             };
             let due = (loss_check.is_some(), turn);
-            let scopes: Vec<Scope> = match next_work(&mut rx, &mut ticker, due, shutdown).await {
+            let in_flight = writer.in_flight_finished();
+            let work = next_work(&mut rx, &mut ticker, due, in_flight, shutdown).await;
+            let scopes: Vec<Scope> = match work {
                 Work::Stop => {
                     full.count(writer.settle(index).await?);
                     return Ok(());
@@ -138,6 +151,10 @@ impl WriteLoop<'_> {
             if !whole.is_empty() || writer.in_flight_overlaps(&now) {
                 full.count(writer.settle(index).await?);
             }
+            // A slice planned before these writes is read again if they
+            // could touch its keys, or its pass starts over.
+            writer.forget_planned(&now);
+            writer.forget_planned(&whole);
             for subtree in whole {
                 if full.request(&subtree) {
                     let slices = writer.full_sync_slices(index, &subtree);
@@ -158,6 +175,7 @@ mod tests {
     use super::*;
     use crate::index::Update;
     use crate::objects::{ObjectKey, PodInfo};
+    use std::future::{pending, ready};
 
     fn pod_change(i: usize) -> Change {
         Change::Pod(Update::Apply(PodInfo {
@@ -179,17 +197,65 @@ mod tests {
         for i in 0..8 {
             tx.send(pod_change(i)).await.expect("send");
         }
-        let first = next_work(&mut rx, &mut ticker, (true, SliceTurn::None), &shutdown).await;
+        let first = next_work(
+            &mut rx,
+            &mut ticker,
+            (true, SliceTurn::None),
+            ready(()),
+            &shutdown,
+        )
+        .await;
         assert!(matches!(first, Work::CheckLoss), "{first:?}");
-        let second = next_work(&mut rx, &mut ticker, (true, SliceTurn::None), &shutdown).await;
+        let second = next_work(
+            &mut rx,
+            &mut ticker,
+            (true, SliceTurn::None),
+            ready(()),
+            &shutdown,
+        )
+        .await;
         assert!(
             matches!(&second, Work::Changes(c) if c.len() == 8),
             "{second:?}"
         );
         shutdown.cancel();
         tx.send(pod_change(9)).await.expect("send");
-        let third = next_work(&mut rx, &mut ticker, (true, SliceTurn::None), &shutdown).await;
+        let third = next_work(
+            &mut rx,
+            &mut ticker,
+            (true, SliceTurn::None),
+            ready(()),
+            &shutdown,
+        )
+        .await;
         assert!(matches!(third, Work::Stop), "{third:?}");
+    }
+
+    #[tokio::test]
+    async fn changes_are_taken_while_the_slice_in_flight_is_applied() {
+        let (tx, mut rx) = mpsc::channel(16);
+        let shutdown = CancellationToken::new();
+        let mut ticker = tokio::time::interval(Duration::from_secs(3600));
+        ticker.tick().await;
+        let before = (false, SliceTurn::BeforeEvents);
+        // The slice's turn, but etcd is still applying the one in flight:
+        // nothing to do until it is done...
+        let waiting = tokio::time::timeout(
+            Duration::from_millis(20),
+            next_work(&mut rx, &mut ticker, before, pending(), &shutdown),
+        )
+        .await;
+        assert!(waiting.is_err(), "no slice while one is in flight");
+        // ...and a change that comes meanwhile is taken at once.
+        tx.send(pod_change(1)).await.expect("send");
+        let round = next_work(&mut rx, &mut ticker, before, pending(), &shutdown).await;
+        assert!(
+            matches!(&round, Work::Changes(c) if c.len() == 1),
+            "{round:?}"
+        );
+        tx.send(pod_change(2)).await.expect("send");
+        let slice = next_work(&mut rx, &mut ticker, before, ready(()), &shutdown).await;
+        assert!(matches!(slice, Work::Slice), "in flight done: {slice:?}");
     }
 
     #[tokio::test]
@@ -200,27 +266,33 @@ mod tests {
         ticker.tick().await;
         let idle = tokio::time::timeout(
             Duration::from_millis(20),
-            next_work(&mut rx, &mut ticker, (false, SliceTurn::None), &shutdown),
+            next_work(
+                &mut rx,
+                &mut ticker,
+                (false, SliceTurn::None),
+                ready(()),
+                &shutdown,
+            ),
         )
         .await;
         assert!(idle.is_err(), "no work without changes or slices");
         let after = (false, SliceTurn::AfterEvents);
         let before = (false, SliceTurn::BeforeEvents);
-        let slice = next_work(&mut rx, &mut ticker, after, &shutdown).await;
+        let slice = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
         assert!(matches!(slice, Work::Slice), "nothing queued: {slice:?}");
         for i in 0..MAX_EVENTS_PER_ROUND + 3 {
             tx.send(pod_change(i)).await.expect("send");
         }
         // After a slice, queued changes go first, a round at a time...
-        let round = next_work(&mut rx, &mut ticker, after, &shutdown).await;
+        let round = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
         assert!(
             matches!(&round, Work::Changes(c) if c.len() == MAX_EVENTS_PER_ROUND),
             "{round:?}"
         );
         // ...and after a round, the next slice, though changes are queued.
-        let slice = next_work(&mut rx, &mut ticker, before, &shutdown).await;
+        let slice = next_work(&mut rx, &mut ticker, before, ready(()), &shutdown).await;
         assert!(matches!(slice, Work::Slice), "{slice:?}");
-        let rest = next_work(&mut rx, &mut ticker, after, &shutdown).await;
+        let rest = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
         assert!(
             matches!(&rest, Work::Changes(c) if c.len() == 3),
             "{rest:?}"

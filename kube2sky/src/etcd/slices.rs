@@ -1,9 +1,11 @@
 //! A full sync's slices, written one behind the other on etcd v3: while
 //! etcd applies one slice's transactions (on a task of their own), the
-//! writer already works out the next slice's records and reads its keys.
-//! Written strictly one after the other, etcd sat idle while kube2sky
-//! planned, and kube2sky while etcd applied: at 50,000 services and
-//! 150,000 pods the planning was about a third of the sync.
+//! writer already works out the next slice's records and reads its keys,
+//! then goes back to the write loop until the slice in flight is applied
+//! ([`Writer::in_flight_finished`]), so that changes are written
+//! meanwhile. Written strictly one after the other, etcd sat idle while
+//! kube2sky planned, and kube2sky while etcd applied: at 50,000 services
+//! and 150,000 pods the planning was about a third of the sync.
 //!
 //! Only the next slice of the same pass is planned beside the one in
 //! flight, and the slices of a pass cover disjoint key ranges
@@ -13,14 +15,16 @@
 //! ([`Writer::in_flight_overlaps`]: a round of events that touches its
 //! namespaces or IPs), and so do a new pass and the end of a pass: a
 //! change is diffed against etcd with the slice's writes in it, and a slice
-//! planned before a change never lands after the change's own writes.
+//! planned before a change never lands after the change's own writes. A
+//! planned slice whose keys a change touches, or whose pass starts over,
+//! is read again when its turn comes ([`Writer::forget_planned`]).
 //! Changes elsewhere (a Service created while pods are synced) are written
 //! at once, beside it. If etcd did not take the whole slice, it is written
 //! again as the index stands now, as a failed scope always was, and the
 //! next slice, read before that, is planned again.
 
 use super::v3::Applied;
-use super::{counts_of, EtcdError, WriteError, Writer};
+use super::{counts_of, EtcdError, Op, WriteError, Writer};
 use crate::scope::{DesiredState, Scope};
 use std::time::Instant;
 use tokio::task::JoinHandle;
@@ -36,6 +40,19 @@ pub(super) struct PendingSlice {
     sizes: Vec<usize>,
     counts: Vec<(u64, u64)>,
     applying: JoinHandle<Applied>,
+    /// What the task returned, once [`Writer::in_flight_finished`] saw it.
+    applied: Option<Applied>,
+}
+
+/// The next slice of a full sync, planned while the one before it is in
+/// flight, and not sent yet.
+pub(super) struct PlannedSlice {
+    /// The slice, as it stood when it was planned.
+    slice: Scope,
+    /// Its transactions and the size they were cut at; `None` when it is
+    /// to be written in place when its turn comes (v2, a read that failed,
+    /// or a change to its keys since it was read).
+    batches: Option<(Vec<Vec<Op>>, usize)>,
 }
 
 impl Drop for PendingSlice {
@@ -61,56 +78,108 @@ impl Writer {
         }
     }
 
-    /// Writes one slice of a full sync as the state stands now
-    /// ([`DesiredState::current_slice`]): plans it while the previous
-    /// slice is applied, waits for that one, then leaves this one in
-    /// flight (see the module docs). Returns the keys written and deleted
-    /// by what finished meanwhile.
+    /// One step of a full sync: waits for the slice in flight, sends the
+    /// slice planned beside it, and plans `next` (as the state stands now,
+    /// [`DesiredState::current_slice`]) while that one is applied. Returns
+    /// the keys written and deleted by what finished meanwhile.
     pub(crate) async fn sync_slice(
         &mut self,
         state: &impl DesiredState,
-        slice: &Scope,
+        next: Option<&Scope>,
     ) -> Result<(u64, u64), WriteError> {
         if self.shutdown.is_cancelled() {
             return Ok((0, 0));
         }
-        let scope = state.current_slice(slice);
-        let planned = match self.backend.has_transactions() {
-            true => Some(self.plan(state, std::slice::from_ref(&scope)).await),
-            false => None,
-        };
-        let (mut done, clean) = self.wait_in_flight(state).await?;
-        let (batches, limit) = match planned {
-            // The slice before was written again (etcd failed or refused):
-            // what was read then may be out of date, or cut too large.
-            Some(Ok(_)) if !clean => {
-                return Ok(add(done, self.sync_slice_now(state, &scope).await?));
+        let mut done = self.settle(state).await?;
+        if let Some(planned) = self.planned.take() {
+            done = add(done, self.send_planned(state, planned).await?);
+        }
+        if let Some(slice) = next {
+            let slice = state.current_slice(slice);
+            let batches = match self.backend.has_transactions() {
+                true => self.plan(state, std::slice::from_ref(&slice)).await.ok(),
+                false => None,
+            };
+            self.planned = Some(PlannedSlice { slice, batches });
+        }
+        Ok(done)
+    }
+
+    /// Whether a slice is planned and not sent yet.
+    pub(crate) fn has_planned(&self) -> bool {
+        self.planned.is_some()
+    }
+
+    /// Sends a planned slice, or writes it in place as the state stands
+    /// now when it must be read again.
+    async fn send_planned(
+        &mut self,
+        state: &impl DesiredState,
+        planned: PlannedSlice,
+    ) -> Result<(u64, u64), WriteError> {
+        let (batches, limit) = match planned.batches {
+            Some((batches, _)) if batches.is_empty() => return Ok((0, 0)),
+            Some(planned) => planned,
+            None => {
+                let slice = state.current_slice(&planned.slice);
+                return self.sync_slice_now(state, &slice).await;
             }
-            Some(Ok((batches, _))) if batches.is_empty() => return Ok(done),
-            Some(Ok(planned)) => planned,
-            // v2, or a read that failed: written in place, with retries.
-            _ => return Ok(add(done, self.sync_slice_now(state, &scope).await?)),
         };
         let (sizes, counts) = (batches.iter().map(Vec::len).collect(), counts_of(&batches));
         match self.backend.start_apply(batches).await {
             Ok(Some(applying)) => {
                 self.pending = Some(PendingSlice {
-                    slice: scope,
+                    slice: planned.slice,
                     limit,
                     sizes,
                     counts,
                     applying,
+                    applied: None,
                 });
+                Ok((0, 0))
             }
-            _ => done = add(done, self.sync_slice_now(state, &scope).await?),
+            _ => {
+                let slice = state.current_slice(&planned.slice);
+                self.sync_slice_now(state, &slice).await
+            }
         }
-        Ok(done)
+    }
+
+    /// Resolves once etcd has applied the slice in flight (at once when
+    /// there is none), keeping the result for [`Writer::settle`]. Dropped
+    /// before that (the write loop took an event first), it changes nothing.
+    pub(crate) async fn in_flight_finished(&mut self) {
+        let Some(pending) = &mut self.pending else {
+            return;
+        };
+        if pending.applied.is_none() {
+            pending.applied = Some(joined((&mut pending.applying).await));
+        }
+    }
+
+    /// Marks the planned slice to be read again when its turn comes if
+    /// `scopes` (a round of changes, or passes that start over) could touch
+    /// its keys: it was diffed against etcd before their writes.
+    pub(crate) fn forget_planned(&mut self, scopes: &[Scope]) {
+        let reverse = self.options.reverse;
+        let Some(planned) = &mut self.planned else {
+            return;
+        };
+        let reads = planned.slice.reads(&self.names, reverse);
+        let touched = scopes
+            .iter()
+            .flat_map(|s| s.reads(&self.names, reverse))
+            .any(|read| reads.iter().any(|r| r.overlaps(&read)));
+        if touched {
+            planned.batches = None;
+        }
     }
 
     /// Stops sending the slice in flight, if any (the writer is stopping:
     /// shutdown, or the leader election was lost).
     pub(crate) fn abandon_in_flight(&mut self) {
         self.pending = None;
+        self.planned = None;
     }
 
     /// Whether writing `scopes` could touch a key of the slice in flight
@@ -146,10 +215,9 @@ impl Writer {
         let Some(mut pending) = self.pending.take() else {
             return Ok(((0, 0), true));
         };
-        let (revisions, result) = match (&mut pending.applying).await {
-            Ok(applied) => applied,
-            Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
-            Err(e) => (Vec::new(), Err(EtcdError::Failed(e.to_string()))),
+        let (revisions, result) = match pending.applied.take() {
+            Some(applied) => applied,
+            None => joined((&mut pending.applying).await),
         };
         let mut done = (0, 0);
         for (i, revision) in revisions.into_iter().enumerate() {
@@ -175,6 +243,10 @@ impl Writer {
                     "Failed to mutate etcd using mutator: sync {} due to: {error}. Writing it again",
                     pending.slice.describe(&self.names)
                 );
+                // The slice planned beside it was read before this rewrite.
+                if let Some(planned) = &mut self.planned {
+                    planned.batches = None;
+                }
                 let slice = state.current_slice(&pending.slice);
                 Ok((add(done, self.sync_slice_now(state, &slice).await?), false))
             }
@@ -198,6 +270,15 @@ impl Writer {
             self.metrics.records_written.get() - before.0,
             self.metrics.records_deleted.get() - before.1,
         ))
+    }
+}
+
+/// A slice task's result; a task that panicked panics here too.
+fn joined(result: Result<Applied, tokio::task::JoinError>) -> Applied {
+    match result {
+        Ok(applied) => applied,
+        Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+        Err(e) => (Vec::new(), Err(EtcdError::Failed(e.to_string()))),
     }
 }
 
