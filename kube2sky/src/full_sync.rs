@@ -7,10 +7,10 @@
 //! holds each such sync as the slices still to write (planned by
 //! [`Writer::full_sync_slices`]); the write loop writes one slice, then
 //! applies the watch events that arrived meanwhile and writes their scopes,
-//! then the next slice. A change made during a full sync waits for at most
-//! the slice being planned (the writer plans each slice while etcd applies
-//! the one before, and a change to a slice's keys waits for that slice:
-//! see `crate::etcd::slices`). Each slice is diffed against the index as it stands
+//! then the next slice. A change made during a full sync waits for the
+//! slice being planned (the writer plans each slice while etcd applies the
+//! one before), or for one written in place, and a change to a slice's
+//! keys waits for that slice: see `crate::etcd::slices`. Each slice is diffed against the index as it stands
 //! when the slice is written ([`DesiredState::current_slice`]), so what an
 //! event wrote between two slices is neither undone nor lost, and a
 //! service is still written whole or not at all. A relist of a subtree

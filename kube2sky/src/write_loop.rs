@@ -50,8 +50,8 @@ enum SliceTurn {
 /// events, so steady churn cannot starve it; it is ready at most once per
 /// interval, so it cannot starve the events either. A full sync's slices
 /// and rounds of queued events take turns ([`SliceTurn`]): a change waits
-/// for at most the slice being planned, and a full sync moves on under any
-/// churn. A slice's turn comes once `in_flight` (the slice etcd is
+/// for the slice being planned (or one written in place: see
+/// `crate::etcd::slices`), and a full sync moves on under any churn. A slice's turn comes once `in_flight` (the slice etcd is
 /// applying) is done; events are taken meanwhile.
 async fn next_work(
     rx: &mut mpsc::Receiver<Change>,
@@ -155,6 +155,11 @@ impl WriteLoop<'_> {
             // could touch its keys, or its pass starts over.
             writer.forget_planned(&now);
             writer.forget_planned(&whole);
+            if !whole.is_empty() {
+                // Sent and counted to the pass it belongs to before a new
+                // pass may go first.
+                full.count(writer.flush_planned(index).await?);
+            }
             for subtree in whole {
                 if full.request(&subtree) {
                     let slices = writer.full_sync_slices(index, &subtree);

@@ -3,7 +3,9 @@
 //! writer already works out the next slice's records and reads its keys,
 //! then goes back to the write loop until the slice in flight is applied
 //! ([`Writer::in_flight_finished`]), so that changes are written
-//! meanwhile. Written strictly one after the other, etcd sat idle while
+//! meanwhile. A change still waits for a slice written in place: one read
+//! again (below), the last of a pass (the pass ends once it is in etcd),
+//! and the slice in flight before a data-loss check or a new pass. Written strictly one after the other, etcd sat idle while
 //! kube2sky planned, and kube2sky while etcd applied: at 50,000 services
 //! and 150,000 pods the planning was about a third of the sync.
 //!
@@ -80,8 +82,9 @@ impl Writer {
 
     /// One step of a full sync: waits for the slice in flight, sends the
     /// slice planned beside it, and plans `next` (as the state stands now,
-    /// [`DesiredState::current_slice`]) while that one is applied. Returns
-    /// the keys written and deleted by what finished meanwhile.
+    /// [`DesiredState::current_slice`]) while that one is applied. On v2
+    /// nothing is planned: the slice is written in place at its turn.
+    /// Returns the keys written and deleted by what finished meanwhile.
     pub(crate) async fn sync_slice(
         &mut self,
         state: &impl DesiredState,
@@ -103,6 +106,18 @@ impl Writer {
             self.planned = Some(PlannedSlice { slice, batches });
         }
         Ok(done)
+    }
+
+    /// Sends the planned slice, if any, and waits until it is in etcd.
+    pub(crate) async fn flush_planned(
+        &mut self,
+        state: &impl DesiredState,
+    ) -> Result<(u64, u64), WriteError> {
+        let Some(planned) = self.planned.take() else {
+            return Ok((0, 0));
+        };
+        let done = self.send_planned(state, planned).await?;
+        Ok(add(done, self.settle(state).await?))
     }
 
     /// Whether a slice is planned and not sent yet.
