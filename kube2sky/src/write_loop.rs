@@ -155,9 +155,11 @@ impl WriteLoop<'_> {
             // could touch its keys, or its pass starts over.
             writer.forget_planned(&now);
             writer.forget_planned(&whole);
-            if !whole.is_empty() {
-                // Sent and counted to the pass it belongs to before a new
-                // pass may go first.
+            if whole.contains(&Scope::AllServices) {
+                // A services pass goes before a running pods pass: the pods
+                // slice planned is sent and counted to its own pass first.
+                // (Any other new pass goes after the running one, which
+                // goes on with the slice it planned.)
                 full.count(writer.flush_planned(index).await?);
             }
             for subtree in whole {
