@@ -10,8 +10,9 @@
 //! then the next slice. A change made during a full sync waits for the
 //! slice being planned (the writer plans each slice while etcd applies the
 //! one before), or for one written in place, and a change to a slice's
-//! keys waits for that slice: see `crate::etcd::slices`. Each slice is diffed against the index as it stands
-//! when the slice is written ([`DesiredState::current_slice`]), so what an
+//! keys waits for that slice: see `crate::etcd::slices`. Each slice is
+//! diffed against the index as it stands when the slice is written
+//! ([`DesiredState::current_slice`]), so what an
 //! event wrote between two slices is neither undone nor lost, and a
 //! service is still written whole or not at all. A relist of a subtree
 //! whose sync is running asks for one more pass after it (the slices
@@ -134,7 +135,8 @@ impl FullSyncs {
         let (written, deleted) = writer.sync_slice(state, next.as_ref()).await?;
         sync.written += written;
         sync.deleted += deleted;
-        if next.is_some() || writer.has_planned() || writer.is_shutting_down() {
+        // Nothing is left planned after a last step, but at shutdown.
+        if next.is_some() || writer.is_shutting_down() {
             return Ok(None);
         }
         // The last slice was sent: it is in etcd before the pass is done.

@@ -86,9 +86,10 @@ impl Names {
         let record = Record::kube2sky_address(host);
         let label_json = record.to_json();
         let label = key_label_of(&label_json);
-        match record.ttl == self.ttl {
-            true => (label, label_json), // the value is the JSON just hashed
-            false => (label, self.value(record)),
+        if record.ttl == self.ttl {
+            (label, label_json) // the value is the JSON just hashed
+        } else {
+            (label, self.value(record))
         }
     }
 

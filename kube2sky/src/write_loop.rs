@@ -51,8 +51,9 @@ enum SliceTurn {
 /// interval, so it cannot starve the events either. A full sync's slices
 /// and rounds of queued events take turns ([`SliceTurn`]): a change waits
 /// for the slice being planned (or one written in place: see
-/// `crate::etcd::slices`), and a full sync moves on under any churn. A slice's turn comes once `in_flight` (the slice etcd is
-/// applying) is done; events are taken meanwhile.
+/// `crate::etcd::slices`), and a full sync moves on under any churn. A
+/// slice's turn comes once `in_flight` (the slice etcd is applying) is
+/// done; events are taken meanwhile.
 async fn next_work(
     rx: &mut mpsc::Receiver<Change>,
     ticker: &mut tokio::time::Interval,
@@ -199,42 +200,22 @@ mod tests {
         let (tx, mut rx) = mpsc::channel(16);
         let shutdown = CancellationToken::new();
         // A tick that fell due while the writer was busy writing.
-        let due = tokio::time::Instant::now() - Duration::from_secs(5);
-        let mut ticker = tokio::time::interval_at(due, Duration::from_secs(3600));
+        let fell_due = tokio::time::Instant::now() - Duration::from_secs(5);
+        let mut ticker = tokio::time::interval_at(fell_due, Duration::from_secs(3600));
+        let due = (true, SliceTurn::None);
         for i in 0..8 {
             tx.send(pod_change(i)).await.expect("send");
         }
-        let first = next_work(
-            &mut rx,
-            &mut ticker,
-            (true, SliceTurn::None),
-            ready(()),
-            &shutdown,
-        )
-        .await;
+        let first = next_work(&mut rx, &mut ticker, due, ready(()), &shutdown).await;
         assert!(matches!(first, Work::CheckLoss), "{first:?}");
-        let second = next_work(
-            &mut rx,
-            &mut ticker,
-            (true, SliceTurn::None),
-            ready(()),
-            &shutdown,
-        )
-        .await;
+        let second = next_work(&mut rx, &mut ticker, due, ready(()), &shutdown).await;
         assert!(
             matches!(&second, Work::Changes(c) if c.len() == 8),
             "{second:?}"
         );
         shutdown.cancel();
         tx.send(pod_change(9)).await.expect("send");
-        let third = next_work(
-            &mut rx,
-            &mut ticker,
-            (true, SliceTurn::None),
-            ready(()),
-            &shutdown,
-        )
-        .await;
+        let third = next_work(&mut rx, &mut ticker, due, ready(()), &shutdown).await;
         assert!(matches!(third, Work::Stop), "{third:?}");
     }
 

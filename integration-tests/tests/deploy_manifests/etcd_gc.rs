@@ -16,40 +16,39 @@ const GO_DEFAULT_GOGC: u64 = 100;
 /// thread stacks outside the heap).
 const MAX_SHARE_PERCENT: u64 = 85;
 
-/// Bytes of a `GOMEMLIMIT` value: digits with an optional `B`, `KiB`,
-/// `MiB`, `GiB` or `TiB` suffix (Go's `runtime/debug` syntax).
-fn go_limit_bytes(value: &str) -> u64 {
+/// Bytes of `value`: digits with one of `units`' suffixes (`what` names
+/// the value in a failure).
+fn bytes_of(value: &str, what: &str, units: &[(&str, u64)]) -> u64 {
     let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = match &value[digits.len()..] {
-        "" | "B" => 1,
-        "KiB" => 1 << 10,
-        "MiB" => 1 << 20,
-        "GiB" => 1 << 30,
-        "TiB" => 1 << 40,
-        other => panic!("GOMEMLIMIT={value}: unit {other:?} is not Go's"),
+    let suffix = &value[digits.len()..];
+    let Some((_, unit)) = units.iter().find(|(s, _)| *s == suffix) else {
+        panic!("{what}={value}: unit {suffix:?} is not one of {units:?}");
     };
     let n: u64 = digits
         .parse()
-        .unwrap_or_else(|e| panic!("GOMEMLIMIT={value}: {e}"));
+        .unwrap_or_else(|e| panic!("{what}={value}: {e}"));
     n * unit
+}
+
+/// Bytes of a `GOMEMLIMIT` value: digits with an optional `B`, `KiB`,
+/// `MiB`, `GiB` or `TiB` suffix (Go's `runtime/debug` syntax).
+fn go_limit_bytes(value: &str) -> u64 {
+    let units = [
+        ("", 1),
+        ("B", 1),
+        ("KiB", 1 << 10),
+        ("MiB", 1 << 20),
+        ("GiB", 1 << 30),
+        ("TiB", 1 << 40),
+    ];
+    bytes_of(value, "GOMEMLIMIT", &units)
 }
 
 /// Bytes of a memory quantity with a binary suffix (`500Mi`), as the
 /// manifests write memory.
 fn quantity_bytes(q: &Quantity) -> u64 {
-    let value = q.0.as_str();
-    let digits = value.trim_end_matches(|c: char| c.is_ascii_alphabetic());
-    let unit = match &value[digits.len()..] {
-        "" => 1,
-        "Ki" => 1 << 10,
-        "Mi" => 1 << 20,
-        "Gi" => 1 << 30,
-        other => panic!("memory {value}: write it with a binary suffix, not {other:?}"),
-    };
-    let n: u64 = digits
-        .parse()
-        .unwrap_or_else(|e| panic!("memory {value}: {e}"));
-    n * unit
+    let units = [("", 1), ("Ki", 1 << 10), ("Mi", 1 << 20), ("Gi", 1 << 30)];
+    bytes_of(&q.0, "memory", &units)
 }
 
 /// The etcd containers of `m`'s workloads.

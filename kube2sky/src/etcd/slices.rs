@@ -5,9 +5,10 @@
 //! ([`Writer::in_flight_finished`]), so that changes are written
 //! meanwhile. A change still waits for a slice written in place: one read
 //! again (below), the last of a pass (the pass ends once it is in etcd),
-//! and the slice in flight before a data-loss check or a new pass. Written strictly one after the other, etcd sat idle while
-//! kube2sky planned, and kube2sky while etcd applied: at 50,000 services
-//! and 150,000 pods the planning was about a third of the sync.
+//! and the slice in flight before a data-loss check or a new pass. Written
+//! strictly one after the other, etcd sat idle while kube2sky planned, and
+//! kube2sky while etcd applied: at 50,000 services and 150,000 pods the
+//! planning was about a third of the sync.
 //!
 //! Only the next slice of the same pass is planned beside the one in
 //! flight, and the slices of a pass cover disjoint key ranges
@@ -120,11 +121,6 @@ impl Writer {
         Ok(add(done, self.settle(state).await?))
     }
 
-    /// Whether a slice is planned and not sent yet.
-    pub(crate) fn has_planned(&self) -> bool {
-        self.planned.is_some()
-    }
-
     /// Sends a planned slice, or writes it in place as the state stands
     /// now when it must be read again.
     async fn send_planned(
@@ -135,10 +131,7 @@ impl Writer {
         let (batches, limit) = match planned.batches {
             Some((batches, _)) if batches.is_empty() => return Ok((0, 0)),
             Some(planned) => planned,
-            None => {
-                let slice = state.current_slice(&planned.slice);
-                return self.sync_slice_now(state, &slice).await;
-            }
+            None => return self.sync_slice_now(state, &planned.slice).await,
         };
         let (sizes, counts) = (batches.iter().map(Vec::len).collect(), counts_of(&batches));
         match self.backend.start_apply(batches).await {
@@ -153,10 +146,7 @@ impl Writer {
                 });
                 Ok((0, 0))
             }
-            _ => {
-                let slice = state.current_slice(&planned.slice);
-                self.sync_slice_now(state, &slice).await
-            }
+            _ => self.sync_slice_now(state, &planned.slice).await,
         }
     }
 
@@ -176,16 +166,8 @@ impl Writer {
     /// `scopes` (a round of changes, or passes that start over) could touch
     /// its keys: it was diffed against etcd before their writes.
     pub(crate) fn forget_planned(&mut self, scopes: &[Scope]) {
-        let reverse = self.options.reverse;
-        let Some(planned) = &mut self.planned else {
-            return;
-        };
-        let reads = planned.slice.reads(&self.names, reverse);
-        let touched = scopes
-            .iter()
-            .flat_map(|s| s.reads(&self.names, reverse))
-            .any(|read| reads.iter().any(|r| r.overlaps(&read)));
-        if touched {
+        let touched = (self.planned.as_ref()).is_some_and(|p| self.overlaps(&p.slice, scopes));
+        if let Some(planned) = self.planned.as_mut().filter(|_| touched) {
             planned.batches = None;
         }
     }
@@ -200,15 +182,17 @@ impl Writer {
     /// Whether writing `scopes` could touch a key of the slice in flight
     /// (their etcd reads overlap): then [`Writer::settle`] must come first.
     pub(crate) fn in_flight_overlaps(&self, scopes: &[Scope]) -> bool {
-        let Some(pending) = &self.pending else {
-            return false;
-        };
+        (self.pending.as_ref()).is_some_and(|p| self.overlaps(&p.slice, scopes))
+    }
+
+    /// Whether `slice` and `scopes` read overlapping keys in etcd.
+    fn overlaps(&self, slice: &Scope, scopes: &[Scope]) -> bool {
         let reverse = self.options.reverse;
-        let in_flight = pending.slice.reads(&self.names, reverse);
+        let reads = slice.reads(&self.names, reverse);
         scopes
             .iter()
             .flat_map(|s| s.reads(&self.names, reverse))
-            .any(|read| in_flight.iter().any(|r| r.overlaps(&read)))
+            .any(|read| reads.iter().any(|r| r.overlaps(&read)))
     }
 
     /// Waits for the slice in flight, if any, and writes it again as the
@@ -262,19 +246,21 @@ impl Writer {
                 if let Some(planned) = &mut self.planned {
                     planned.batches = None;
                 }
-                let slice = state.current_slice(&pending.slice);
-                Ok((add(done, self.sync_slice_now(state, &slice).await?), false))
+                let written = self.sync_slice_now(state, &pending.slice).await?;
+                Ok((add(done, written), false))
             }
         }
     }
 
-    /// Writes `slice` in place, with retries; returns the keys written and
-    /// deleted.
+    /// Writes `slice` (planned earlier) in place as the state stands now
+    /// ([`DesiredState::current_slice`]), with retries; returns the keys
+    /// written and deleted.
     async fn sync_slice_now(
         &mut self,
         state: &impl DesiredState,
         slice: &Scope,
     ) -> Result<(u64, u64), WriteError> {
+        let slice = &state.current_slice(slice);
         let before = (
             self.metrics.records_written.get(),
             self.metrics.records_deleted.get(),
