@@ -260,11 +260,19 @@ pub fn label(host: &str) -> &'static str {
     }
 }
 
-/// Creates service `probe` with `ip` and waits for its records: once they
-/// are there, every API event sent before it has been handled.
+/// Creates service `probe` with `ip`, waits for its records, then deletes
+/// it and waits for them to go: once they are gone, every API event sent
+/// before the create has been written. The create's records alone prove
+/// less: the transactions of one round of events are in flight together,
+/// so they can be in etcd before another write of their round; the delete,
+/// sent once they are there, is in a later round, which starts only when
+/// that one is done.
 pub async fn probe_handled(etcd: &Etcd, kubectl: &Kubectl, ip: &str) -> Result<()> {
+    let dir = "/skydns/local/cluster/svc/default/probe/";
     kubectl.with_manifest("create", &svc_manifest("probe", ip, &[]))?;
-    wait_for_keys(etcd, "/skydns/local/cluster/svc/default/probe/", 1).await
+    wait_for_keys(etcd, dir, 1).await?;
+    kubectl.run(&["delete", "service", "probe"])?;
+    wait_for_keys(etcd, dir, 0).await
 }
 
 /// Waits until exactly `n` keys are listed under `prefix`.
