@@ -327,8 +327,12 @@ async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result
 }
 
 /// The etcd v3 writes under `/skydns/local/cluster/svc/default/` while
-/// `change` runs, with their revisions, up to the records of a `probe`
-/// service created afterwards (so every write of the change is in).
+/// `change` runs, with their revisions, up to the deletion of a `probe`
+/// service created afterwards and deleted once its records are in. The
+/// records alone would not prove every write of the change in (the
+/// transactions of one round of events are in flight together, and the
+/// change and the probe can share a round when kube2sky is slow to take
+/// them); the delete is a later round, begun once that one is written.
 async fn v3_writes_with_revisions(
     etcd: &Etcd,
     kubectl: &Kubectl,
@@ -342,13 +346,22 @@ async fn v3_writes_with_revisions(
     kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.62", &[]))?;
     let mut writes = Vec::new();
     let probe = format!("{root}probe/");
+    let mut probe_deleted = false;
     tokio::time::timeout(DEADLINE, async {
         while let Some(resp) = stream.message().await? {
             for e in resp.events() {
                 let Some(kv) = e.kv() else { continue };
                 let key = String::from_utf8_lossy(kv.key()).into_owned();
                 if key.starts_with(&probe) {
-                    return Ok::<_, anyhow::Error>(());
+                    match e.event_type() {
+                        etcd_client::EventType::Put if !probe_deleted => {
+                            kubectl.run(&["delete", "service", "probe"])?;
+                            probe_deleted = true;
+                        }
+                        etcd_client::EventType::Put => {}
+                        etcd_client::EventType::Delete => return Ok::<_, anyhow::Error>(()),
+                    }
+                    continue;
                 }
                 let write = match e.event_type() {
                     etcd_client::EventType::Put => Write::Put(key),
