@@ -6,7 +6,7 @@
 
 mod kube2sky_support;
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use kube2sky_support::*;
 use kube_api_test_server::{ApiServerHandle, ResourceKind};
 use test_support::wait::within;
@@ -247,13 +247,6 @@ async fn control_records_stay_lost_without_the_data_loss_check() -> Result<()> {
     Ok(())
 }
 
-/// A write seen on a service's directory during an update.
-#[derive(Debug, PartialEq, Eq)]
-enum Write {
-    Put(String),
-    Delete(String),
-}
-
 /// Where service `u`'s records live.
 const U: &str = "/skydns/local/cluster/svc/default/u/";
 
@@ -326,55 +319,15 @@ async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result
     Ok(())
 }
 
-/// The etcd v3 writes under `/skydns/local/cluster/svc/default/` while
-/// `change` runs, with their revisions, up to the deletion of a `probe`
-/// service created afterwards and deleted once its records are in. The
-/// records alone would not prove every write of the change in (the
-/// transactions of one round of events are in flight together, and the
-/// change and the probe can share a round when kube2sky is slow to take
-/// them); the delete is a later round, begun once that one is written.
+/// The etcd v3 writes on the services of `default` while `change` runs,
+/// up to a probe service's deletion (so every write of the change is in).
 async fn v3_writes_with_revisions(
     etcd: &Etcd,
     kubectl: &Kubectl,
     change: impl FnOnce() -> Result<String>,
 ) -> Result<Vec<(Write, i64)>> {
     let root = "/skydns/local/cluster/svc/default/";
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let options = etcd_client::WatchOptions::new().with_prefix();
-    let mut stream = client.watch(root, Some(options)).await?;
-    change()?;
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.62", &[]))?;
-    let mut writes = Vec::new();
-    let probe = format!("{root}probe/");
-    let mut probe_deleted = false;
-    tokio::time::timeout(DEADLINE, async {
-        while let Some(resp) = stream.message().await? {
-            for e in resp.events() {
-                let Some(kv) = e.kv() else { continue };
-                let key = String::from_utf8_lossy(kv.key()).into_owned();
-                if key.starts_with(&probe) {
-                    match e.event_type() {
-                        etcd_client::EventType::Put if !probe_deleted => {
-                            kubectl.run(&["delete", "service", "probe"])?;
-                            probe_deleted = true;
-                        }
-                        etcd_client::EventType::Put => {}
-                        etcd_client::EventType::Delete => return Ok::<_, anyhow::Error>(()),
-                    }
-                    continue;
-                }
-                let write = match e.event_type() {
-                    etcd_client::EventType::Put => Write::Put(key),
-                    etcd_client::EventType::Delete => Write::Delete(key),
-                };
-                writes.push((write, kv.mod_revision()));
-            }
-        }
-        anyhow::bail!("the watch ended")
-    })
-    .await
-    .context("waiting for the probe's records")??;
-    Ok(writes)
+    v3_writes_until_probed(etcd, kubectl, root, "10.0.0.62", change).await
 }
 
 /// Service `u` with one port, then its ports changed (http moved to 8080,

@@ -422,24 +422,15 @@ async fn a_deleted_service_and_its_ptr_go_in_one_transaction() -> Result<()> {
         &svc_manifest("w", "10.0.0.40", &[("http", "TCP", 80)]),
     )?;
     wait_for_keys(&etcd, "/skydns/arpa/in-addr/10/0/0/40", 1).await?;
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let options = etcd_client::WatchOptions::new().with_prefix();
-    let mut events = client.watch("/skydns/", Some(options)).await?;
-    kubectl.run(&["delete", "service", "w"])?;
-    kubectl.with_manifest("create", &svc_manifest("probe", "10.0.0.41", &[]))?;
-    let mut deletes: Vec<(String, i64)> = Vec::new();
-    let mut probe_seen = false;
-    while !probe_seen {
-        let resp = events.message().await?.context("watch ended")?;
-        for e in resp.events() {
-            let Some(kv) = e.kv() else { continue };
-            let key = kv.key_str()?.to_string();
-            probe_seen |= key.contains("/default/probe/");
-            if e.event_type() == etcd_client::EventType::Delete {
-                deletes.push((key, kv.mod_revision()));
-            }
-        }
-    }
+    let delete_w = || kubectl.run(&["delete", "service", "w"]);
+    let writes = v3_writes_until_probed(&etcd, &kubectl, "/skydns/", "10.0.0.41", delete_w).await?;
+    let deletes: Vec<(String, i64)> = writes
+        .into_iter()
+        .filter_map(|(write, revision)| match write {
+            Write::Delete(key) => Some((key, revision)),
+            Write::Put(_) => None,
+        })
+        .collect();
     let keys: BTreeSet<&str> = deletes.iter().map(|(k, _)| k.as_str()).collect();
     ensure!(
         keys.len() == 3 && keys.contains("/skydns/arpa/in-addr/10/0/0/40"),

@@ -275,6 +275,68 @@ pub async fn probe_handled(etcd: &Etcd, kubectl: &Kubectl, ip: &str) -> Result<(
     wait_for_keys(etcd, dir, 0).await
 }
 
+/// A write etcd v3 reported.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Write {
+    Put(String),
+    Delete(String),
+}
+
+/// The etcd v3 writes under `prefix`, with their revisions, from the moment
+/// `change` runs until every API event sent before it has been written: a
+/// service `probe` with `ip` is created after `change` and deleted once its
+/// records are in, and the writes are taken up to that delete (see
+/// [`probe_handled`] for why the records alone are not enough). The
+/// probe's own writes (its records and PTR) are left out.
+pub async fn v3_writes_until_probed(
+    etcd: &Etcd,
+    kubectl: &Kubectl,
+    prefix: &str,
+    ip: &str,
+    change: impl FnOnce() -> Result<String>,
+) -> Result<Vec<(Write, i64)>> {
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    let mut stream = client.watch(prefix, Some(options)).await?;
+    change()?;
+    kubectl.with_manifest("create", &svc_manifest("probe", ip, &[]))?;
+    let probe_dir = "/skydns/local/cluster/svc/default/probe/";
+    let probe_ptr = format!("/skydns/arpa/in-addr/{}", ip.replace('.', "/"));
+    let mut writes = Vec::new();
+    let mut deleting = false;
+    let watch = async {
+        while let Some(resp) = stream.message().await? {
+            for e in resp.events() {
+                let Some(kv) = e.kv() else { continue };
+                let key = kv.key_str()?.to_string();
+                let put = e.event_type() == etcd_client::EventType::Put;
+                if key.starts_with(probe_dir) {
+                    match put {
+                        true if !deleting => {
+                            kubectl.run(&["delete", "service", "probe"])?;
+                            deleting = true;
+                        }
+                        true => {}
+                        false => return Ok(()),
+                    }
+                } else if key != probe_ptr {
+                    let write = if put {
+                        Write::Put(key)
+                    } else {
+                        Write::Delete(key)
+                    };
+                    writes.push((write, kv.mod_revision()));
+                }
+            }
+        }
+        anyhow::bail!("the watch ended")
+    };
+    tokio::time::timeout(DEADLINE, watch)
+        .await
+        .context("waiting for the probe service's deletion")??;
+    Ok(writes)
+}
+
 /// Waits until exactly `n` keys are listed under `prefix`.
 pub async fn wait_for_keys(etcd: &Etcd, prefix: &str, n: usize) -> Result<()> {
     eventually(&format!("{n} keys under {prefix}"), DEADLINE, async || {
