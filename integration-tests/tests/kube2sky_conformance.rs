@@ -155,6 +155,9 @@ async fn conformance(source: &str, endpoints: &str) -> Result<()> {
     let flag = format!("--endpoints-source={source}");
     let mut k2s = Kube2sky::start(&etcd, &api, &[&flag])?;
     k2s.wait_ready().await?;
+    // Readiness covers services and endpoints; pod records (asked below)
+    // are the pods pass's.
+    k2s.wait_for_log("full sync of pods done").await?;
     let sky = skydns_binary(
         &etcd.endpoint(),
         etcd.api(),

@@ -265,11 +265,11 @@ fn replace_u(kubectl: &Kubectl, ports: &[(&str, &str, u16)]) -> Result<String> {
 }
 
 /// Adds port dns to service `u` and returns the etcd writes on its
-/// directory through the API under test (on v2, up to the new SRV key).
+/// directory through the API under test, every one of them (both APIs
+/// read up to a probe service's deletion).
 async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
     let (etcd, _api, kubectl, _k2s) = cluster(flags).await?;
     create_u(&etcd, &kubectl).await?;
-    let new_key = format!("{U}_udp/_dns/{}", label("10.0.0.80"));
     let replace = || replace_u(&kubectl, &[("http", "TCP", 80), ("dns", "UDP", 53)]);
     match etcd.api() {
         test_support::etcd::Api::V3 => {
@@ -279,11 +279,18 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
         test_support::etcd::Api::V2 => {
             let before = etcd.v2_index()?;
             replace()?;
-            let is_new_key = |action: &str, key: &str| action == "set" && key == new_key;
-            let events =
-                etcd.v2_events_until(U.trim_end_matches('/'), before + 1, DEADLINE, is_new_key)?;
+            // Every write of the replace is in once a probe service created
+            // after it is gone again (see probe_handled); the events are
+            // read from etcd's history up to the probe's deletion.
+            probe_handled(&etcd, &kubectl, "10.0.0.62").await?;
+            let root = "/skydns/local/cluster/svc/default";
+            let probe = format!("{root}/probe/");
+            let probe_gone =
+                |action: &str, key: &str| action == "delete" && key.starts_with(&probe);
+            let events = etcd.v2_events_until(root, before + 1, DEADLINE, probe_gone)?;
             let writes = events
                 .into_iter()
+                .filter(|(_, key)| key.starts_with(U))
                 .map(|(action, key)| match action.as_str() {
                     "delete" | "expire" | "compareAndDelete" => Write::Delete(key),
                     _ => Write::Put(key),

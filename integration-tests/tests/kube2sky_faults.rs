@@ -84,12 +84,9 @@ async fn readiness_waits_for_the_first_lists_of_services_and_endpoints() -> Resu
     );
     api.release_lists();
     k2s.wait_ready().await?;
-    ensure!(
-        k2s.log()
-            .contains("ready: the first lists of services and endpoints are written"),
-        "{}",
-        k2s.log()
-    );
+    // Readiness opens just before the line is logged.
+    k2s.wait_for_log("ready: the first lists of services and endpoints are written")
+        .await?;
     Ok(())
 }
 
@@ -101,11 +98,8 @@ async fn readiness_opens_after_the_initial_sync_timeout_without_endpoints() -> R
     api.hold_lists("endpointslices");
     let mut k2s = Kube2sky::start(&etcd, &api, &["--initial-sync-timeout=1s"])?;
     k2s.wait_ready().await?;
-    ensure!(
-        k2s.log().contains("ready after --initial-sync-timeout=1s"),
-        "{}",
-        k2s.log()
-    );
+    k2s.wait_for_log("ready after --initial-sync-timeout=1s")
+        .await?;
     Ok(())
 }
 

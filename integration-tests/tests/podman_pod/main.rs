@@ -145,11 +145,18 @@ async fn serves_dns_and_records(pod: &RunningPod, inspection: &[&str]) -> Result
         let a = dig_a(pod, "kubernetes.default.svc.cluster.local", transport)?;
         ensure!(a == "10.0.0.1", "{transport:?}: dig +short said {a:?}");
     }
-    let inspected = podman(inspection)?;
-    ensure!(
-        inspected.contains(KUBE_DNS_KEY),
-        "{inspection:?} printed {inspected:?}"
-    );
+    // `kubernetes` is seeded before kube2sky watches; kube-dns comes with
+    // the first list of services, which may be written later.
+    let what = format!("{inspection:?} to print {KUBE_DNS_KEY}");
+    let inspected = eventually(&what, DEADLINE, async || {
+        let inspected = podman(inspection)?;
+        ensure!(
+            inspected.contains(KUBE_DNS_KEY),
+            "{inspection:?} printed {inspected:?}"
+        );
+        Ok(inspected)
+    })
+    .await?;
     let (status, body) = healthz(pod).await?;
     ensure!(status == 200 && body == "ok", "healthz {status} {body:?}");
     Ok(inspected)
