@@ -130,8 +130,9 @@ async fn a_port_removed_while_down_is_seen_when_another_service_shares_its_index
 }
 
 /// Deletes service `w` while kube2sky's watches cannot see it, then lets them
-/// recover until a later service (`probe`) has its records. Returns the
-/// cluster pieces (kept alive by the caller) and `w`'s record directory.
+/// recover until a later service (`probe`) has been written and deleted.
+/// Returns the cluster pieces (kept alive by the caller) and `w`'s record
+/// directory.
 async fn delete_w_during_watch_gap(
     flags: &[&str],
     expire_history: bool,
@@ -273,7 +274,7 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
     let replace = || replace_u(&kubectl, &[("http", "TCP", 80), ("dns", "UDP", 53)]);
     match etcd.api() {
         test_support::etcd::Api::V3 => {
-            let writes = v3_writes_with_revisions(&etcd, &kubectl, replace).await?;
+            let writes = v3_default_writes(&etcd, &kubectl, replace).await?;
             Ok(writes.into_iter().map(|(write, _)| write).collect())
         }
         test_support::etcd::Api::V2 => {
@@ -284,9 +285,8 @@ async fn events_during_update(flags: &[&str]) -> Result<Vec<Write>> {
             // read from etcd's history up to the probe's deletion.
             probe_handled(&etcd, &kubectl, "10.0.0.62").await?;
             let root = "/skydns/local/cluster/svc/default";
-            let probe = format!("{root}/probe/");
             let probe_gone =
-                |action: &str, key: &str| action == "delete" && key.starts_with(&probe);
+                |action: &str, key: &str| action == "delete" && key.starts_with(PROBE_DIR);
             let events = etcd.v2_events_until(root, before + 1, DEADLINE, probe_gone)?;
             let writes = events
                 .into_iter()
@@ -328,7 +328,7 @@ async fn control_remove_then_add_deletes_the_a_record_during_updates() -> Result
 
 /// The etcd v3 writes on the services of `default` while `change` runs,
 /// up to a probe service's deletion (so every write of the change is in).
-async fn v3_writes_with_revisions(
+async fn v3_default_writes(
     etcd: &Etcd,
     kubectl: &Kubectl,
     change: impl FnOnce() -> Result<String>,
@@ -347,7 +347,7 @@ async fn port_change_writes(flags: &[&str]) -> Result<Vec<(Write, i64)>> {
     let mut k2s = Kube2sky::start(&etcd, &api, flags)?;
     k2s.wait_ready().await?;
     create_u(&etcd, &kubectl).await?;
-    v3_writes_with_revisions(&etcd, &kubectl, || {
+    v3_default_writes(&etcd, &kubectl, || {
         replace_u(&kubectl, &[("http", "TCP", 8080), ("dns", "UDP", 53)])
     })
     .await

@@ -291,6 +291,9 @@ async fn pod_records_follow_pods_and_can_be_turned_off() -> Result<()> {
         k
     };
     create_pod(&api, "default", "q", "10.244.9.10")?;
+    // With pods off there is no pods watch to wait on: the probe orders
+    // the services watch only, so it gives a pods write that should not
+    // be there time to land, not a proof that none will.
     probe_handled(&etcd, &kubectl, "10.0.0.99").await?;
     ensure!(
         keys_under(&etcd, "/skydns/local/cluster/pod/")?.is_empty(),

@@ -131,8 +131,9 @@ async fn restart_over_a_store_that_is_right_writes_nothing() -> Result<()> {
         &svc_manifest("r", "10.0.0.81", &[("http", "TCP", 80)]),
     )?;
     create_pod(&api, "default", "p", "1.2.3.5")?;
-    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/r/", 2).await?; // A and SRV
-                                                                            // On v2 a PTR is put after its service's records, in a write of its own.
+    // A and SRV; on v2 a PTR is put after its service's records, in a
+    // write of its own.
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/r/", 2).await?;
     wait_for_keys(&etcd, "/skydns/arpa/in-addr/10/0/0/81", 1).await?;
     wait_for_keys(&etcd, POD_ROOT, 1).await?;
     let before = etcd.revision()?;

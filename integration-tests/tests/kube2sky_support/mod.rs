@@ -260,22 +260,28 @@ pub fn label(host: &str) -> &'static str {
     }
 }
 
+/// Where the probe service of [`probe_handled`] has its records.
+pub const PROBE_DIR: &str = "/skydns/local/cluster/svc/default/probe/";
+
 /// Creates service `probe` with `ip`, waits for its records, then deletes
-/// it and waits for them to go: once they are gone, every API event sent
-/// before the create has been written. The create's records alone prove
-/// less: the transactions of one round of events are in flight together,
-/// so they can be in etcd before another write of their round; the delete,
-/// sent once they are there, is in a later round, which starts only when
-/// that one is done.
+/// it and waits for them to go: once they are gone, every event of the
+/// services watch sent before the create has been written. The create's
+/// records alone prove less: a round of events can be several writes (on
+/// v2 a request per key; on v3 a round over `--etcd-max-txn-ops`), so they
+/// can be in etcd before another write of their round; the delete, sent
+/// once they are there, is in a later round, which kube2sky begins only
+/// when that one is written. It proves nothing of other watches (pods,
+/// endpoints: streams of their own), nor of a full sync still running,
+/// whose slices take turns with rounds: wait for its `full sync of ...
+/// done` first.
 pub async fn probe_handled(etcd: &Etcd, kubectl: &Kubectl, ip: &str) -> Result<()> {
-    let dir = "/skydns/local/cluster/svc/default/probe/";
     kubectl.with_manifest("create", &svc_manifest("probe", ip, &[]))?;
-    wait_for_keys(etcd, dir, 1).await?;
+    wait_for_keys(etcd, PROBE_DIR, 1).await?;
     kubectl.run(&["delete", "service", "probe"])?;
-    wait_for_keys(etcd, dir, 0).await
+    wait_for_keys(etcd, PROBE_DIR, 0).await
 }
 
-/// A write etcd v3 reported.
+/// A write to a key, as an etcd watch (v3) or its history (v2) reports it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Write {
     Put(String),
@@ -295,12 +301,15 @@ pub async fn v3_writes_until_probed(
     ip: &str,
     change: impl FnOnce() -> Result<String>,
 ) -> Result<Vec<(Write, i64)>> {
+    ensure!(
+        PROBE_DIR.starts_with(prefix),
+        "{prefix} must cover the probe's records ({PROBE_DIR})"
+    );
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let options = etcd_client::WatchOptions::new().with_prefix();
     let mut stream = client.watch(prefix, Some(options)).await?;
     change()?;
     kubectl.with_manifest("create", &svc_manifest("probe", ip, &[]))?;
-    let probe_dir = "/skydns/local/cluster/svc/default/probe/";
     let probe_ptr = format!("/skydns/arpa/in-addr/{}", ip.replace('.', "/"));
     let mut writes = Vec::new();
     let mut deleting = false;
@@ -310,14 +319,13 @@ pub async fn v3_writes_until_probed(
                 let Some(kv) = e.kv() else { continue };
                 let key = kv.key_str()?.to_string();
                 let put = e.event_type() == etcd_client::EventType::Put;
-                if key.starts_with(probe_dir) {
-                    match put {
-                        true if !deleting => {
-                            kubectl.run(&["delete", "service", "probe"])?;
-                            deleting = true;
-                        }
-                        true => {}
-                        false => return Ok(()),
+                if key.starts_with(PROBE_DIR) {
+                    if !put {
+                        return Ok(());
+                    }
+                    if !deleting {
+                        kubectl.run(&["delete", "service", "probe"])?;
+                        deleting = true;
                     }
                 } else if key != probe_ptr {
                     let write = if put {
