@@ -53,3 +53,10 @@ if ! command -v kubectl >/dev/null; then
   echo "warning: kubectl is not installed; the kubectl-driven tests will fail and say so." >&2
   echo "         install it from the Kubernetes package repository (package kubectl)." >&2
 fi
+
+# The real control plane of the tests is built from Go modules by
+# scripts/kube-tools.sh with the machine's Go, never a downloaded one.
+if ! command -v go >/dev/null; then
+  echo "warning: Go is not installed: the tests build kube-apiserver from tools/kube/go.mod with Go >= 1.26 and fail without it." >&2
+  echo "         install Go 1.26 or newer and put it on PATH (e.g. /usr/local/go/bin); Debian 12's golang-go is too old." >&2
+fi

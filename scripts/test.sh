@@ -1,13 +1,18 @@
 #!/usr/bin/env bash
 # The project's test command: installs what the tests need, then runs every
 # test of the workspace (unit, component, and end-to-end against a real etcd,
-# dig, nslookup, dnsmasq and kubectl) on the debug profile. The end-to-end
-# suites run twice: on the etcd v2 keys API and on the v3 API (E2E_ETCD_API).
+# dig, nslookup, dnsmasq, kubectl and a real kube-apiserver) on the debug
+# profile. The end-to-end suites run twice: on the etcd v2 keys API and on
+# the v3 API (E2E_ETCD_API).
 # Last, a short libFuzzer run of skydns's fuzz targets.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
+# The real control plane (kube-apiserver, kube-controller-manager) that the
+# kube2sky suites' on_the_real_apiserver tests and kube2sky_real_apiserver
+# run: built once per pin (tools/kube/go.mod) into ~/.cache/kube-dns-rs/kube.
+scripts/kube-tools.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings
 # The binaries the smoke test of deploy/local/run.sh runs.
@@ -21,7 +26,7 @@ E2E_ETCD_API=v3 cargo test --locked -p integration-tests \
   --test skydns_discover --test skydns_systemd --test skydns_lifecycle \
   --test kube2sky_e2e --test kube2sky_consistency --test kube2sky_full_sync --test kube2sky_etcd \
   --test kube2sky_faults --test kube2sky_leader --test kube2sky_failover --test kube2sky_conformance \
-  --test kube2sky_spec_keys --test kube2sky_config_map --test skydns_upstreams \
+  --test kube2sky_spec_keys --test kube2sky_config_map --test kube2sky_real_apiserver --test skydns_upstreams \
   --test skydns_autopath --test skydns_query_log
 # A short coverage-guided run of the fuzz targets under libFuzzer (the long
 # runs and their figures: docs/testing.md, "Fuzzing").

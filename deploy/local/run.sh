@@ -8,6 +8,9 @@
 # (integration-tests/seed/demo.yaml), unless a real cluster is given:
 #   deploy/local/run.sh --kubeconfig ~/.kube/config
 #   deploy/local/run.sh --kube-master-url http://127.0.0.1:8080
+# or a real kube-apiserver and kube-controller-manager (the tests' control
+# plane, built once by scripts/kube-tools.sh with Go) seeded the same way:
+#   deploy/local/run.sh --real-apiserver
 # The records go through the etcd v2 keys API, as in the 1.2 pod (etcd runs
 # with --enable-v2=true; `etcdctl ls /skydns` shows them); --etcd-api=v3 runs
 # kube2sky and skydns on the v3 API instead (`etcdctl get /skydns --prefix`).
@@ -31,6 +34,7 @@ DNS_DOMAIN=${DNS_DOMAIN:-cluster.local}
 BIN_DIR=${BIN_DIR:-$root/target/debug}
 kubeconfig=""
 master_url=""
+real=""
 etcd_api=v2
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -40,7 +44,8 @@ while [ $# -gt 0 ]; do
     --kubeconfig=*) kubeconfig=${1#*=}; shift ;;
     --kube-master-url) master_url=$2; shift 2 ;;
     --kube-master-url=*) master_url=${1#*=}; shift ;;
-    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
+    --real-apiserver) real=1; shift ;;
+    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -52,11 +57,20 @@ esac
 etcd_url="http://127.0.0.1:${ETCD_PORT}"
 
 scripts/install-deps.sh
-if [ "${SKIP_BUILD:-}" != 1 ]; then
-  echo "==> building (cargo build --bins -p skydns -p kube2sky -p healthz -p kube-api-test-server)"
-  cargo build --bins -p skydns -p kube2sky -p healthz -p kube-api-test-server
+bins=(skydns kube2sky exec-healthz kube-api-test-server)
+packages=(-p skydns -p kube2sky -p healthz -p kube-api-test-server)
+if [ -n "$real" ]; then
+  [ -z "$kubeconfig$master_url" ] || { echo "--real-apiserver starts its own API server: drop --kubeconfig/--kube-master-url" >&2; exit 2; }
+  echo "==> the real control plane (scripts/kube-tools.sh: built once per pin, minutes the first time)"
+  scripts/kube-tools.sh >/dev/null
+  bins+=(kube-control-plane)
+  packages+=(-p test-support)
 fi
-for bin in skydns kube2sky exec-healthz kube-api-test-server; do
+if [ "${SKIP_BUILD:-}" != 1 ]; then
+  echo "==> building (cargo build --bins ${packages[*]})"
+  cargo build --bins "${packages[@]}"
+fi
+for bin in "${bins[@]}"; do
   [ -x "$BIN_DIR/$bin" ] || { echo "missing $BIN_DIR/$bin (build it, or unset SKIP_BUILD)" >&2; exit 1; }
 done
 
@@ -74,7 +88,7 @@ trap cleanup EXIT INT TERM
 
 port_busy() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
 ports=("$ETCD_PORT" "$ETCD_PEER_PORT" "$DNS_PORT" "$HEALTHZ_PORT" "$READINESS_PORT")
-[ -z "$kubeconfig$master_url" ] && ports+=("$API_PORT")
+[ -z "$kubeconfig$master_url$real" ] && ports+=("$API_PORT")
 for p in "${ports[@]}"; do
   if port_busy "$p"; then
     echo "port $p is in use; set DNS_PORT / ETCD_PORT / API_PORT / HEALTHZ_PORT / READINESS_PORT" >&2
@@ -118,6 +132,15 @@ if [ -n "$kubeconfig" ]; then
   kube_args+=(--kubecfg-file="$kubeconfig")
   [ -n "$master_url" ] && kube_args+=(--kube-master-url="$master_url")
   kubectl_hint="kubectl --kubeconfig=$kubeconfig"
+elif [ -n "$real" ]; then
+  echo "==> a real kube-apiserver and kube-controller-manager (seed: integration-tests/seed/demo.yaml)"
+  "$BIN_DIR/kube-control-plane" --kubeconfig "$work/kubeconfig" --controllers \
+    --seed integration-tests/seed/demo.yaml >"$work/apiserver.log" 2>&1 &
+  pids+=($!)
+  wait_for "the real kube-apiserver" grep -qx ready "$work/apiserver.log"
+  grep 'ready at' "$work/apiserver.log"
+  kube_args+=(--kubecfg-file="$work/kubeconfig")
+  kubectl_hint="kubectl --kubeconfig=$work/kubeconfig"
 elif [ -n "$master_url" ]; then
   kube_args+=(--kube-master-url="$master_url")
   kubectl_hint="kubectl --server=$master_url"

@@ -1,7 +1,7 @@
 //! kube-dns's ConfigMap end to end (`kube2sky --config-map=kube-dns`):
 //! `kubectl` creates, changes, breaks and deletes `kube-system/kube-dns`,
 //! and dig through a real skydns (`-stubzones`) follows each change without
-//! a restart: `stubDomains` become stub zones answered by a dnsmasq stub
+//! a restart, on the API test server and on a real kube-apiserver: `stubDomains` become stub zones answered by a dnsmasq stub
 //! server, `upstreamNameservers` the upstreams skydns forwards to. A
 //! malformed version changes nothing (and is counted and reported as an
 //! Event); hand-written stub servers and the operator's other config
@@ -62,8 +62,21 @@ fn config_key(etcd: &Etcd) -> Result<Option<String>> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Result<()> {
+    config_map_changes(&apiserver(&[KUBERNETES]).await?).await
+}
+
+/// The same against a real kube-apiserver: its validation of the Events
+/// kube2sky reports (events.k8s.io/v1 requires the reporting controller,
+/// instance, action and time).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_kubectl_changes_to_the_config_map_reach_dig_without_a_restart(
+) -> Result<()> {
+    config_map_changes(&ControlPlane::start()?).await
+}
+
+async fn config_map_changes(api: &dyn KubeApi) -> Result<()> {
     let flags = ["--config-map=kube-dns"];
-    let (etcd, api, kubectl, mut k2s) = cluster(&flags).await?;
+    let (etcd, kubectl, mut k2s) = cluster_on(api, &flags).await?;
     let (node, chosen) = (
         answering("www.example.org", "192.0.2.1").await?,
         answering("www.example.org", "192.0.2.2").await?,
@@ -185,7 +198,7 @@ async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Resu
     // Created while kube2sky is down: applied by its first list.
     k2s.kill();
     kubectl.with_manifest("apply", &config_map(&stub_at(&stub), &upstream))?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    let mut k2s = Kube2sky::start(&etcd, api, &flags)?;
     k2s.wait_ready().await?;
     wait_answer(dns, "host.acme.local", &["192.0.2.53"]).await?;
     wait_answer(dns, "www.example.org", &["192.0.2.2"]).await

@@ -15,7 +15,7 @@ mod kube2sky_support;
 
 use anyhow::{bail, ensure, Context, Result};
 use kube2sky_support::*;
-use kube_api_test_server::{ApiServer, ApiServerHandle, Config, ResourceKind};
+use kube_api_test_server::{ApiServer, Config};
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::Duration;
@@ -143,17 +143,41 @@ async fn conformance_queries_answer_as_specified_with_auto_on_a_modern_api() -> 
     conformance("auto", SLICES).await
 }
 
+/// The same three against a real kube-apiserver, configured dual-stack:
+/// objects through its validation and defaults, kube2sky through its
+/// watch cache, and the `kubernetes` Service its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_conformance_queries_answer_as_specified_from_endpoints() -> Result<()>
+{
+    conformance_on(&ControlPlane::start()?, "endpoints", ENDPOINTS).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_conformance_queries_answer_as_specified_from_endpointslices(
+) -> Result<()> {
+    conformance_on(&ControlPlane::start()?, "endpointslices", SLICES).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_conformance_queries_answer_as_specified_with_auto() -> Result<()> {
+    conformance_on(&ControlPlane::start()?, "auto", SLICES).await
+}
+
 async fn conformance(source: &str, endpoints: &str) -> Result<()> {
+    conformance_on(&apiserver(&[KUBERNETES]).await?, source, endpoints).await
+}
+
+async fn conformance_on(api: &dyn KubeApi, source: &str, endpoints: &str) -> Result<()> {
     let etcd = Etcd::start()?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api.url())?;
+    let kubectl = api.kubectl()?;
     for manifest in [NAMESPACE, DUAL, HEADLESS, EXTERNAL] {
         kubectl.with_manifest("create", manifest)?;
     }
     kubectl.with_manifest("create", endpoints)?;
-    create_dual_stack_pod(&api)?;
+    // `conf/pod-a` with `podIPs` of both families.
+    api.create_pod(NS, "pod-a", &["10.1.0.50", "fd00::50"])?;
     let flag = format!("--endpoints-source={source}");
-    let mut k2s = Kube2sky::start(&etcd, &api, &[&flag])?;
+    let mut k2s = Kube2sky::start(&etcd, api, &[&flag])?;
     k2s.wait_ready().await?;
     // Readiness covers services and endpoints; pod records (asked below)
     // are the pods pass's.
@@ -253,20 +277,6 @@ async fn the_legacy_pod_on_a_1_2_api_writes_exactly_1_2s_keys() -> Result<()> {
         "auto chose Endpoints on a 1.2-era API:\n{}",
         k2s.log()
     );
-    Ok(())
-}
-
-/// `conf/pod-a` with `podIPs` of both families (kubectl cannot set status).
-fn create_dual_stack_pod(api: &ApiServerHandle) -> Result<()> {
-    let body = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "pod-a", "namespace": NS},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-        "status": {"podIP": "10.1.0.50", "podIPs": [{"ip": "10.1.0.50"}, {"ip": "fd00::50"}],
-                   "phase": "Running"},
-    });
-    api.store()
-        .create(ResourceKind::Pod, Some(NS), body, true)?;
     Ok(())
 }
 

@@ -35,7 +35,7 @@ fn leader_flags(id: &str) -> Vec<String> {
     .collect()
 }
 
-fn replica(etcd: &Etcd, api: &kube_api_test_server::ApiServerHandle, id: &str) -> Result<Kube2sky> {
+fn replica(etcd: &Etcd, api: &dyn KubeApi, id: &str) -> Result<Kube2sky> {
     let flags = leader_flags(id);
     let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
     Kube2sky::start(etcd, api, &flags)
@@ -45,23 +45,29 @@ fn written(metrics: &str) -> f64 {
     metric(metrics, "kube2sky_records_written_total").unwrap_or(-1.0)
 }
 
-/// etcd, the API server, kubectl, leader "a" (ready) and standby "b".
-async fn two_replicas() -> Result<(
-    Etcd,
-    kube_api_test_server::ApiServerHandle,
-    Kubectl,
-    Kube2sky,
-    Kube2sky,
-)> {
-    let (etcd, api, kubectl, a) = one_leader().await?;
-    let b = replica(&etcd, &api, "b")?;
+/// etcd, kubectl, leader "a" (ready) and standby "b" on `api`.
+async fn two_replicas(api: &dyn KubeApi) -> Result<(Etcd, Kubectl, Kube2sky, Kube2sky)> {
+    let (etcd, kubectl, a) = one_leader(api).await?;
+    let b = replica(&etcd, api, "b")?;
     b.wait_for_log("standing by").await?;
-    Ok((etcd, api, kubectl, a, b))
+    Ok((etcd, kubectl, a, b))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
-    let (etcd, _api, kubectl, mut a, b) = two_replicas().await?;
+    standby_takes_over(&apiserver(&[KUBERNETES]).await?).await
+}
+
+/// The same with a real kube-apiserver's Leases (its validation of
+/// holder, durations and times, and its optimistic concurrency).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_standby_takes_over_a_killed_leader_without_rewriting() -> Result<()>
+{
+    standby_takes_over(&ControlPlane::start()?).await
+}
+
+async fn standby_takes_over(api: &dyn KubeApi) -> Result<()> {
+    let (etcd, kubectl, mut a, b) = two_replicas(api).await?;
     // The standby serves /healthz while it waits, and is not ready.
     ensure!(
         b.http("/healthz").await == Some((200, "ok\n".into())),
@@ -130,7 +136,8 @@ async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_with_sigterm_hands_over_at_once() -> Result<()> {
-    let (etcd, _api, kubectl, mut a, b) = two_replicas().await?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let (etcd, kubectl, mut a, b) = two_replicas(&api).await?;
 
     a.signal(nix::sys::signal::Signal::SIGTERM)?;
     let status = a.wait_exit(DEADLINE).await?;
@@ -155,23 +162,29 @@ async fn a_leader_stopped_with_sigterm_hands_over_at_once() -> Result<()> {
     Ok(())
 }
 
-/// Leader "a" alone, ready.
-async fn one_leader() -> Result<(
-    Etcd,
-    kube_api_test_server::ApiServerHandle,
-    Kubectl,
-    Kube2sky,
-)> {
-    let flags = leader_flags("a");
-    let flags: Vec<&str> = flags.iter().map(String::as_str).collect();
-    let (etcd, api, kubectl, a) = cluster(&flags).await?;
+/// etcd, kubectl and leader "a" alone, ready, on `api`.
+async fn one_leader(api: &dyn KubeApi) -> Result<(Etcd, Kubectl, Kube2sky)> {
+    let etcd = Etcd::start()?;
+    let kubectl = api.kubectl()?;
+    let mut a = replica(&etcd, api, "a")?;
+    a.wait_ready().await?;
     a.wait_for_log("became the leader").await?;
-    Ok((etcd, api, kubectl, a))
+    Ok((etcd, kubectl, a))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_finds_the_lease_held_by_another_exits_1() -> Result<()> {
-    let (_etcd, _api, kubectl, mut a) = one_leader().await?;
+    lease_held_by_another(&apiserver(&[KUBERNETES]).await?).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_a_leader_that_finds_the_lease_held_by_another_exits_1() -> Result<()>
+{
+    lease_held_by_another(&ControlPlane::start()?).await
+}
+
+async fn lease_held_by_another(api: &dyn KubeApi) -> Result<()> {
+    let (_etcd, kubectl, mut a) = one_leader(api).await?;
     // Another replica wrote the Lease (say A was paused past the lease
     // duration and B took over): A must stop writing at its next renewal.
     let now = format!("{:.6}", k8s_openapi::jiff::Timestamp::now());
@@ -202,7 +215,9 @@ async fn a_leader_that_finds_the_lease_held_by_another_exits_1() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_cannot_renew_for_the_renew_deadline_exits_1() -> Result<()> {
-    let (_etcd, api, _kubectl, mut a) = one_leader().await?;
+    // The API test server alone: a real one cannot be made to hang on cue.
+    let api = apiserver(&[KUBERNETES]).await?;
+    let (_etcd, _kubectl, mut a) = one_leader(&api).await?;
     // The API server stops answering: renewals hang.
     api.pause();
     let status = a.wait_exit(DEADLINE).await?;

@@ -45,9 +45,22 @@ fn srv(target: &str) -> String {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn spec_records_follow_slices_type_changes_and_the_restart_reconcile() -> Result<()> {
-    let etcd = Etcd::start()?;
     let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api.url())?;
+    spec_records_on(&api).await
+}
+
+/// The same against a real kube-apiserver: its validation, defaults and
+/// watch cache between kubectl and kube2sky.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_spec_records_follow_slices_type_changes_and_the_restart_reconcile(
+) -> Result<()> {
+    let api = ControlPlane::start()?;
+    spec_records_on(&api).await
+}
+
+async fn spec_records_on(api: &dyn KubeApi) -> Result<()> {
+    let etcd = Etcd::start()?;
+    let kubectl = api.kubectl()?;
     for manifest in [NAMESPACE, HEADLESS, WEB] {
         kubectl.with_manifest("create", manifest)?;
     }
@@ -56,7 +69,7 @@ async fn spec_records_follow_slices_type_changes_and_the_restart_reconcile() -> 
         &slice(&[("10.0.0.30", "pet-0"), ("10.1.0.2", "pet-0")]),
     )?;
     let flags = ["--endpoints-source=endpointslices"];
-    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    let mut k2s = Kube2sky::start(&etcd, api, &flags)?;
     k2s.wait_ready().await?;
 
     // pet-0 has two IPs: a directory with a record each; 10.0.0.30 is
@@ -140,7 +153,7 @@ async fn spec_records_follow_slices_type_changes_and_the_restart_reconcile() -> 
     k2s.kill();
     kubectl.run(&["delete", "endpointslice", "headless-a", "-n", "conf"])?;
     kubectl.with_manifest("create", &slice(&[("10.1.0.5", "pet-1")]))?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    let mut k2s = Kube2sky::start(&etcd, api, &flags)?;
     k2s.wait_ready().await?;
     wait_exact(
         &etcd,

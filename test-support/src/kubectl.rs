@@ -7,7 +7,7 @@
 
 use anyhow::{bail, Context, Result};
 use serde_json::json;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use tempfile::TempDir;
@@ -28,12 +28,22 @@ impl Kubectl {
 
     /// kubectl whose kubeconfig presents `token` (a bearer token), if any.
     pub fn with_token(server: &str, token: Option<&str>) -> Result<Self> {
+        Self::for_cluster(server, None, token)
+    }
+
+    /// kubectl for an `https` server whose certificate `ca` signed (if
+    /// given), presenting `token` (if any).
+    pub fn for_cluster(server: &str, ca: Option<&Path>, token: Option<&str>) -> Result<Self> {
         let dir = tempfile::tempdir()?;
         let kubeconfig = dir.path().join("kubeconfig");
         let user = token.map_or_else(|| json!({}), |t| json!({ "token": t }));
+        let mut cluster = json!({ "server": server });
+        if let Some(ca) = ca {
+            cluster["certificate-authority"] = json!(ca.display().to_string());
+        }
         let config = json!({
             "apiVersion": "v1", "kind": "Config",
-            "clusters": [{ "name": "t", "cluster": { "server": server } }],
+            "clusters": [{ "name": "t", "cluster": cluster }],
             "users": [{ "name": "t", "user": user }],
             "contexts": [{ "name": "t", "context": { "cluster": "t", "user": "t" } }],
             "current-context": "t",
@@ -98,7 +108,15 @@ impl Kubectl {
     pub fn with_manifest(&self, verb: &str, manifest: &str) -> Result<String> {
         static COUNT: AtomicUsize = AtomicUsize::new(0);
         let n = COUNT.fetch_add(1, Ordering::Relaxed);
-        let path = self.file(&format!("m-{n}.json"), manifest)?;
+        // kubectl takes a stream that begins with `{` for one JSON
+        // document and fails at a `---` after it; one that begins with
+        // `---` is read as YAML, a document at a time (JSON is YAML).
+        let stream = if manifest.trim_start().starts_with('{') && manifest.contains("\n---") {
+            format!("---\n{manifest}")
+        } else {
+            manifest.to_string()
+        };
+        let path = self.file(&format!("m-{n}.yaml"), &stream)?;
         let path = path.display().to_string();
         self.run(&[verb, "--validate=false", "-f", &path])
     }

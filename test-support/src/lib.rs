@@ -25,10 +25,13 @@
 //! - [`skydns`]: the skydns binary on free ports, ready once it answers.
 //! - [`tls`]: a CA and server and client certificates made with openssl.
 //! - [`kubectl`]: kubectl bound to one API server, isolated from the machine.
+//! - [`control_plane`]: a real kube-apiserver (and kube-controller-manager)
+//!   over its own etcd, without nodes, as envtest runs one.
 //! - [`http`]: GETs of the health and metrics ports, and metric values.
 //! - [`bins`]: the workspace's binaries, refused when older than the tree.
 
 pub mod bins;
+pub mod control_plane;
 pub mod dead;
 pub mod dns;
 pub mod dnsmasq;

@@ -18,6 +18,8 @@ use std::process::{Command, ExitStatus};
 use std::time::Duration;
 use tempfile::TempDir;
 use test_support::bins::built_binary;
+#[allow(unused_imports)]
+pub use test_support::control_plane::{ControlPlane, Options as ControlPlaneOptions};
 pub use test_support::etcd::{Api, Etcd};
 pub use test_support::kubectl::Kubectl;
 use test_support::ports::free_port;
@@ -69,6 +71,62 @@ pub fn demo_records() -> Vec<(String, String)> {
     v
 }
 
+/// The Kubernetes API a test's kube2sky reads: the project's API test
+/// server ([`ApiServerHandle`]) or a real kube-apiserver ([`ControlPlane`]).
+/// A suite written against this runs unchanged on either.
+pub trait KubeApi {
+    /// The flags that point kube2sky at this server.
+    fn kube2sky_flags(&self) -> Result<Vec<String>>;
+    /// kubectl with full rights on this server.
+    fn kubectl(&self) -> Result<Kubectl>;
+    /// Creates a running pod `ns/name` with `ips` (the first is `podIP`).
+    fn create_pod(&self, ns: &str, name: &str, ips: &[&str]) -> Result<()>;
+}
+
+impl KubeApi for ApiServerHandle {
+    fn kube2sky_flags(&self) -> Result<Vec<String>> {
+        Ok(vec![format!("--kube_master_url={}", self.url())])
+    }
+
+    fn kubectl(&self) -> Result<Kubectl> {
+        Kubectl::new(&self.url())
+    }
+
+    fn create_pod(&self, ns: &str, name: &str, ips: &[&str]) -> Result<()> {
+        let ips_json: Vec<Value> = ips.iter().map(|ip| serde_json::json!({"ip": ip})).collect();
+        let body = serde_json::json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]},
+            "status": {"podIP": ips.first().copied().unwrap_or(""), "podIPs": ips_json,
+                       "phase": "Running"},
+        });
+        self.store()
+            .create(ResourceKind::Pod, Some(ns), body, true)?;
+        Ok(())
+    }
+}
+
+/// kube2sky reads the real server with an admin's token (RBAC's own
+/// test gives it the manifest's ServiceAccount instead).
+impl KubeApi for ControlPlane {
+    fn kube2sky_flags(&self) -> Result<Vec<String>> {
+        Ok(vec![format!(
+            "--kubecfg-file={}",
+            self.admin_kubeconfig()?.display()
+        )])
+    }
+
+    fn kubectl(&self) -> Result<Kubectl> {
+        ControlPlane::kubectl(self)
+    }
+
+    fn create_pod(&self, ns: &str, name: &str, ips: &[&str]) -> Result<()> {
+        let none = serde_json::json!({});
+        ControlPlane::create_pod(self, ns, name, none.clone(), none, ips, true)
+    }
+}
+
 /// Starts the API server with the given JSON/YAML seed documents.
 pub async fn apiserver(seed: &[&str]) -> Result<ApiServerHandle> {
     let mut config = Config {
@@ -83,15 +141,7 @@ pub async fn apiserver(seed: &[&str]) -> Result<ApiServerHandle> {
 
 /// Creates a pod with a `status.podIP` directly in the store (kubectl cannot set status).
 pub fn create_pod(api: &ApiServerHandle, ns: &str, name: &str, ip: &str) -> Result<()> {
-    let body = serde_json::json!({
-        "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": name, "namespace": ns},
-        "spec": {"containers": [{"name": "c", "image": "busybox"}]},
-        "status": {"podIP": ip, "phase": "Running"},
-    });
-    api.store()
-        .create(ResourceKind::Pod, Some(ns), body, true)?;
-    Ok(())
+    KubeApi::create_pod(api, ns, name, &[ip])
 }
 
 /// Deletes an object directly in the store (works while the server is paused).
@@ -120,7 +170,7 @@ pub struct Kube2sky {
 
 impl Kube2sky {
     /// Starts kube2sky against `etcd` and `api` with extra flags.
-    pub fn start(etcd: &Etcd, api: &ApiServerHandle, extra: &[&str]) -> Result<Self> {
+    pub fn start(etcd: &Etcd, api: &dyn KubeApi, extra: &[&str]) -> Result<Self> {
         Self::start_on(&etcd.endpoint(), etcd.api(), api, extra)
     }
 
@@ -129,7 +179,7 @@ impl Kube2sky {
     pub fn start_on(
         endpoints: &str,
         etcd_api: Api,
-        api: &ApiServerHandle,
+        api: &dyn KubeApi,
         extra: &[&str],
     ) -> Result<Self> {
         let dir = tempfile::tempdir()?;
@@ -139,7 +189,7 @@ impl Kube2sky {
         command
             .arg(format!("--etcd-server={endpoints}"))
             .arg(etcd_api.kube2sky_flag())
-            .arg(format!("--kube_master_url={}", api.url()))
+            .args(api.kube2sky_flags()?)
             .arg(format!("--healthz-port={port}"))
             .arg("--etcd-loss-check-interval=200ms")
             .arg("--v=2")
@@ -385,12 +435,18 @@ pub async fn cluster(
     Kubectl,
     Kube2sky,
 )> {
-    let etcd = Etcd::start()?;
     let api = apiserver(&[KUBERNETES]).await?;
-    let kubectl = Kubectl::new(&api.url())?;
-    let mut k2s = Kube2sky::start(&etcd, &api, flags)?;
-    k2s.wait_ready().await?;
+    let (etcd, kubectl, k2s) = cluster_on(&api, flags).await?;
     Ok((etcd, api, kubectl, k2s))
+}
+
+/// etcd, kubectl and a ready kube2sky on `api`.
+pub async fn cluster_on(api: &dyn KubeApi, flags: &[&str]) -> Result<(Etcd, Kubectl, Kube2sky)> {
+    let etcd = Etcd::start()?;
+    let kubectl = api.kubectl()?;
+    let mut k2s = Kube2sky::start(&etcd, api, flags)?;
+    k2s.wait_ready().await?;
+    Ok((etcd, kubectl, k2s))
 }
 
 /// Everything under `/skydns`, sorted.

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Builds the real Kubernetes control plane the tests run (kube-apiserver and
+# kube-controller-manager, pinned in tools/kube/go.mod) with the machine's Go,
+# once, into a cache outside the clone, and prints the directory holding them.
+# A second call with the same pin prints the same directory at once.
+#
+#   scripts/kube-tools.sh            # build if needed; print the bin directory
+#   scripts/kube-tools.sh --check    # print it if built, else exit 1 quietly
+#
+# Environment: KUBE_TOOLS_CACHE (default ~/.cache/kube-dns-rs/kube): the
+# cache; one subdirectory per pin (a hash of go.mod, go.sum and `go version`).
+# Go's own module and build caches are used as usual (go env GOMODCACHE).
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+module="$root/tools/kube"
+cache=${KUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-dns-rs/kube}
+tools=(kube-apiserver kube-controller-manager)
+
+fail() { echo "kube-tools: $*" >&2; exit 1; }
+
+command -v go >/dev/null ||
+  fail "Go is missing: the tests build kube-apiserver from tools/kube with Go >= 1.26 (go.mod's 'go' line); install Go 1.26 and put it on PATH (/usr/local/go/bin)."
+# Never let the go command fetch another toolchain: the machine's Go builds.
+export GOTOOLCHAIN=local GOFLAGS=-mod=readonly
+want=$(sed -n 's/^go \([0-9.]*\)$/\1/p' "$module/go.mod")
+have=$(go env GOVERSION | sed 's/^go//')
+[ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ] ||
+  fail "Go $have is older than tools/kube/go.mod's go $want: install Go $want or newer (no toolchain is downloaded: GOTOOLCHAIN=local)."
+
+key=$(cat "$module/go.mod" "$module/go.sum" "$0" <(go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-16)
+dir="$cache/$key"
+built() { [ -f "$dir/.complete" ] && for t in "${tools[@]}"; do [ -x "$dir/$t" ] || return 1; done; }
+
+if [ "${1:-}" = --check ]; then built && echo "$dir" && exit 0; exit 1; fi
+built && { echo "$dir"; exit 0; }
+
+mkdir -p "$cache"
+# One build at a time: test binaries that start a control plane call this
+# script concurrently; the second waits for the first's build.
+exec 9>"$cache/.lock"
+flock 9
+built && { echo "$dir"; exit 0; }
+if [ -d "$dir" ]; then
+  echo "kube-tools: $dir is a half-built cache (no .complete stamp, or a binary missing): removing it and building again" >&2
+  rm -rf "$dir"
+fi
+
+version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod")
+echo "kube-tools: building kube-apiserver and kube-controller-manager $version with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
+cd "$module"
+if ! go mod download >"$cache/download.log" 2>&1; then
+  cat "$cache/download.log" >&2
+  fail "downloading the modules of tools/kube failed (above). The Go module proxy ($(go env GOPROXY)) must be reachable, or the modules already in $(go env GOMODCACHE)."
+fi
+tmp="$dir.tmp.$$"
+rm -rf "$tmp"
+mkdir -p "$tmp"
+trap 'rm -rf "$tmp"' EXIT
+start=$(date +%s)
+# The version the binaries report (/version, --version), as Kubernetes' own
+# build stamps it (hack/lib/version.sh); without it they say v0.0.0-master.
+minor=$(echo "$version" | cut -d. -f2)
+stamp="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
+stamp="$stamp -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
+for t in "${tools[@]}"; do
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s $stamp" -o "$tmp/$t" "k8s.io/kubernetes/cmd/$t" ||
+    fail "building $t failed (above); nothing was cached"
+done
+"$tmp/kube-apiserver" --version >"$tmp/version" || fail "the built kube-apiserver does not run"
+echo "$(( $(date +%s) - start ))" >"$tmp/build-seconds"
+touch "$tmp/.complete"
+mv "$tmp" "$dir"
+trap - EXIT
+echo "kube-tools: built $(cat "$dir/version") in $(cat "$dir/build-seconds") s" >&2
+echo "$dir"

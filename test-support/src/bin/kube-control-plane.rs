@@ -1,0 +1,111 @@
+//! Runs the tests' real control plane ([`test_support::control_plane`]) on
+//! its own, for `deploy/local/run.sh --real-apiserver` and the benchmarks:
+//! etcd and kube-apiserver (and kube-controller-manager with
+//! `--controllers`), seeded with the objects of `--seed` files, an admin
+//! kubeconfig written to `--kubeconfig`, then "ready" on stdout. It runs
+//! until SIGINT or SIGTERM and stops everything it started.
+
+use anyhow::{Context, Result};
+use clap::Parser;
+use nix::sys::signal::{SigSet, Signal};
+use std::path::PathBuf;
+use test_support::control_plane::{ControlPlane, Options};
+
+/// A real kube-apiserver over its own etcd, without nodes, as the tests run it.
+#[derive(Parser)]
+#[command(name = "kube-control-plane")]
+struct Flags {
+    /// Where to write the admin kubeconfig (token of group system:masters).
+    #[arg(long)]
+    kubeconfig: PathBuf,
+    /// Also run kube-controller-manager's endpoints controllers
+    /// (EndpointSlices from pods, their mirroring, v1 Endpoints).
+    #[arg(long)]
+    controllers: bool,
+    /// Objects to create with kubectl once the API server is ready (YAML or
+    /// JSON, as `kubectl create -f` reads; objects that exist are skipped).
+    #[arg(long)]
+    seed: Vec<PathBuf>,
+}
+
+fn main() -> Result<()> {
+    let flags = Flags::parse();
+    // Blocked before any thread starts, so only sigwait below takes them.
+    let mut signals = SigSet::empty();
+    signals.add(Signal::SIGINT);
+    signals.add(Signal::SIGTERM);
+    signals.thread_block()?;
+    let plane = ControlPlane::start_with(Options {
+        controllers: flags.controllers,
+        ..Options::default()
+    })?;
+    let kubectl = plane.kubectl()?;
+    for seed in &flags.seed {
+        let path = seed.display().to_string();
+        kubectl
+            .run(&[
+                "create",
+                "--validate=false",
+                "--save-config=false",
+                "-f",
+                &path,
+            ])
+            .or_else(|e| {
+                // Objects the API server made itself (default/kubernetes,
+                // the namespaces) are there already.
+                let text = format!("{e:#}");
+                let only_existing = text
+                    .lines()
+                    .filter(|l| l.contains("Error from server"))
+                    .all(|l| l.contains("AlreadyExists") || l.contains("already exists"));
+                if only_existing {
+                    Ok(String::new())
+                } else {
+                    Err(e)
+                }
+            })
+            .with_context(|| format!("creating the objects of {path}"))?;
+        set_pod_statuses(&plane, &kubectl, &path)?;
+    }
+    std::fs::copy(plane.admin_kubeconfig()?, &flags.kubeconfig)
+        .with_context(|| format!("writing {}", flags.kubeconfig.display()))?;
+    println!(
+        "kube-apiserver {} ready at {}",
+        test_support::control_plane::version()?,
+        plane.url()
+    );
+    println!("ready");
+    let signal = signals.wait()?;
+    eprintln!("{signal:?}: stopping the control plane");
+    drop(plane);
+    Ok(())
+}
+
+/// Plays the kubelet for the seed's pods: the status each one is written
+/// with (dropped by a create) is set through the status subresource, Ready.
+fn set_pod_statuses(
+    plane: &ControlPlane,
+    kubectl: &test_support::kubectl::Kubectl,
+    path: &str,
+) -> Result<()> {
+    let objects = kubectl.json(&["create", "--dry-run=client", "--validate=false", "-f", path])?;
+    let items = match objects["kind"].as_str() {
+        Some("List") => objects["items"].as_array().cloned().unwrap_or_default(),
+        _ => vec![objects],
+    };
+    for pod in items.iter().filter(|o| o["kind"] == "Pod") {
+        let ips: Vec<&str> = match pod["status"]["podIPs"].as_array() {
+            Some(ips) => ips.iter().filter_map(|ip| ip["ip"].as_str()).collect(),
+            None => pod["status"]["podIP"].as_str().into_iter().collect(),
+        };
+        if ips.is_empty() {
+            continue;
+        }
+        let ns = pod["metadata"]["namespace"].as_str().unwrap_or("default");
+        let name = pod["metadata"]["name"]
+            .as_str()
+            .context("a pod without a name")?;
+        plane.set_pod_status(ns, name, &ips, true)?;
+    }
+    Ok(())
+}
