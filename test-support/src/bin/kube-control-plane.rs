@@ -23,7 +23,7 @@ struct Flags {
     #[arg(long)]
     controllers: bool,
     /// Objects to create with kubectl once the API server is ready (YAML or
-    /// JSON, as `kubectl create -f` reads; objects that exist are skipped).
+    /// JSON, as `kubectl apply -f` reads; applied server-side over what exists).
     #[arg(long)]
     seed: Vec<PathBuf>,
 }
@@ -42,28 +42,10 @@ fn main() -> Result<()> {
     let kubectl = plane.kubectl()?;
     for seed in &flags.seed {
         let path = seed.display().to_string();
+        // Server-side apply: objects the API server made itself (the
+        // namespaces, default/kubernetes) are merged with, not refused.
         kubectl
-            .run(&[
-                "create",
-                "--validate=false",
-                "--save-config=false",
-                "-f",
-                &path,
-            ])
-            .or_else(|e| {
-                // Objects the API server made itself (default/kubernetes,
-                // the namespaces) are there already.
-                let text = format!("{e:#}");
-                let only_existing = text
-                    .lines()
-                    .filter(|l| l.contains("Error from server"))
-                    .all(|l| l.contains("AlreadyExists") || l.contains("already exists"));
-                if only_existing {
-                    Ok(String::new())
-                } else {
-                    Err(e)
-                }
-            })
+            .run(&["apply", "--server-side", "--force-conflicts", "-f", &path])
             .with_context(|| format!("creating the objects of {path}"))?;
         set_pod_statuses(&plane, &kubectl, &path)?;
     }
@@ -88,11 +70,21 @@ fn set_pod_statuses(
     kubectl: &test_support::kubectl::Kubectl,
     path: &str,
 ) -> Result<()> {
-    let objects = kubectl.json(&["create", "--dry-run=client", "--validate=false", "-f", path])?;
-    let items = match objects["kind"].as_str() {
-        Some("List") => objects["items"].as_array().cloned().unwrap_or_default(),
-        _ => vec![objects],
-    };
+    let args = [
+        "create",
+        "--dry-run=client",
+        "--validate=false",
+        "-f",
+        path,
+        "-o",
+        "json",
+    ];
+    // One JSON document per object, one after the other.
+    let text = kubectl.run(&args)?;
+    let items = serde_json::Deserializer::from_str(&text)
+        .into_iter::<serde_json::Value>()
+        .collect::<Result<Vec<_>, _>>()
+        .with_context(|| format!("reading the objects of {path}"))?;
     for pod in items.iter().filter(|o| o["kind"] == "Pod") {
         let ips: Vec<&str> = match pod["status"]["podIPs"].as_array() {
             Some(ips) => ips.iter().filter_map(|ip| ip["ip"].as_str()).collect(),
