@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the real Kubernetes control plane the tests run (kube-apiserver and
-# kube-controller-manager, pinned in tools/kube/go.mod) with the machine's Go,
-# once, into a cache outside the clone, and prints the directory holding them.
+# Builds the real Kubernetes control plane the tests run (kube-apiserver,
+# kube-controller-manager and the etcd they store in, pinned in
+# tools/kube/go.mod) with the machine's Go, once, into a cache outside the
+# clone, and prints the directory holding them.
 # A second call with the same pin prints the same directory at once.
 #
 #   scripts/kube-tools.sh            # build if needed; print the bin directory
@@ -14,7 +15,15 @@ set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 module="$root/tools/kube"
 cache=${KUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-dns-rs/kube}
-tools=(kube-apiserver kube-controller-manager)
+# Binary name and Go package, for each.
+tools=(kube-apiserver kube-controller-manager etcd)
+declare -A package=(
+  [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
+  [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
+  # The etcd Kubernetes supports (3.5+): Debian's 3.4 runs the DNS pod's
+  # records only (the v2 API is gone from 3.6).
+  [etcd]=go.etcd.io/etcd/server/v3
+)
 
 fail() { echo "kube-tools: $*" >&2; exit 1; }
 
@@ -46,7 +55,7 @@ if [ -d "$dir" ]; then
 fi
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod")
-echo "kube-tools: building kube-apiserver and kube-controller-manager $version with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
+echo "kube-tools: building kube-apiserver and kube-controller-manager $version and etcd with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
 cd "$module"
 if ! go mod download >"$cache/download.log" 2>&1; then
   cat "$cache/download.log" >&2
@@ -63,10 +72,11 @@ minor=$(echo "$version" | cut -d. -f2)
 stamp="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
 stamp="$stamp -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 for t in "${tools[@]}"; do
-  CGO_ENABLED=0 go build -trimpath -ldflags="-s $stamp" -o "$tmp/$t" "k8s.io/kubernetes/cmd/$t" ||
+  CGO_ENABLED=0 go build -trimpath -ldflags="-s $stamp" -o "$tmp/$t" "${package[$t]}" ||
     fail "building $t failed (above); nothing was cached"
 done
 "$tmp/kube-apiserver" --version >"$tmp/version" || fail "the built kube-apiserver does not run"
+"$tmp/etcd" --version | head -1 >"$tmp/etcd-version" || fail "the built etcd does not run"
 echo "$(( $(date +%s) - start ))" >"$tmp/build-seconds"
 touch "$tmp/.complete"
 mv "$tmp" "$dir"

@@ -53,12 +53,6 @@ pub(crate) fn validate_options(q: &Params, watch: bool) -> Result<(), ApiError> 
                     "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
                 ));
             }
-            if !flag(q, "allowWatchBookmarks") {
-                errs.push(forbidden(
-                    "allowWatchBookmarks",
-                    "sendInitialEvents requires setting allowWatchBookmarks to true",
-                ));
-            }
         }
         if let Some(m) = rv_match {
             if send_initial.is_none() {
@@ -511,7 +505,10 @@ mod tests {
         };
         assert_eq!(
             (err.code, err.message.as_str()),
-            (400, "field label not supported: data.ns")
+            (
+                400,
+                r#""data.ns" is not a known field selector: only "metadata.name", "metadata.namespace""#
+            )
         );
     }
 

@@ -44,9 +44,7 @@ impl Selector {
         for field in &fields {
             let label = field.key();
             if !field_labels(kind).contains(&label) {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {label}"
-                )));
+                return Err(ApiError::bad_request(unsupported_field(kind, label)));
             }
         }
         Ok(Self { labels, fields })
@@ -82,6 +80,27 @@ impl Requirement {
     }
 }
 
+/// kube-apiserver's refusal of field label `label` for `kind`: the kinds
+/// with field label conversions of their own (core's Pod, Service,
+/// Namespace; events.k8s.io's Event) say "not supported", the rest
+/// answer with the default conversion's words.
+fn unsupported_field(kind: ResourceKind, label: &str) -> String {
+    match kind {
+        ResourceKind::Pod
+        | ResourceKind::Service
+        | ResourceKind::Namespace
+        | ResourceKind::Event => {
+            format!("field label not supported: {label}")
+        }
+        ResourceKind::Endpoints
+        | ResourceKind::ConfigMap
+        | ResourceKind::Lease
+        | ResourceKind::EndpointSlice => format!(
+            r#""{label}" is not a known field selector: only "metadata.name", "metadata.namespace""#
+        ),
+    }
+}
+
 /// The field labels kube-apiserver accepts in a field selector for `kind`.
 pub(crate) fn field_labels(kind: ResourceKind) -> &'static [&'static str] {
     match kind {
@@ -104,13 +123,27 @@ pub(crate) fn field_labels(kind: ResourceKind) -> &'static [&'static str] {
             "spec.type",
         ],
         ResourceKind::Namespace => &["metadata.name", "metadata.namespace", "status.phase"],
-        // events.k8s.io takes only these: `regarding.name` and core/v1's
-        // `involvedObject.*` are 400s there.
+        // events.k8s.io's names for core/v1's `involvedObject.*`, `reason`,
+        // `reportingComponent` and `type` (its conversion); core/v1's own
+        // names and `source` are 400s there (kube-apiserver 1.36).
+        ResourceKind::Event => &[
+            "metadata.name",
+            "metadata.namespace",
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
         ResourceKind::Endpoints
         | ResourceKind::ConfigMap
         | ResourceKind::Lease
-        | ResourceKind::EndpointSlice
-        | ResourceKind::Event => &["metadata.name", "metadata.namespace"],
+        | ResourceKind::EndpointSlice => &["metadata.name", "metadata.namespace"],
     }
 }
 

@@ -1,5 +1,7 @@
 //! A real Kubernetes control plane without nodes, the way envtest runs one:
-//! its own etcd (v3), the real `kube-apiserver` (serving TLS on a free
+//! its own etcd (3.6, the release Kubernetes builds against: Debian's 3.4
+//! lacks the watch progress fixes kube-apiserver's watch cache relies on),
+//! the real `kube-apiserver` (serving TLS on a free
 //! loopback port, RBAC on, token and service-account authentication) and,
 //! when asked, `kube-controller-manager` with only the controllers DNS
 //! depends on (EndpointSlices, their mirroring, v1 Endpoints).
@@ -12,7 +14,7 @@
 //! stops when the [`ControlPlane`] is dropped; a test that fails (panics)
 //! prints the tail of each log first.
 
-use crate::etcd::{Api, Etcd};
+use crate::etcd::Etcd;
 use crate::kubectl::Kubectl;
 use crate::ports::{free_port, retry_on_conflict};
 use crate::process::Process;
@@ -103,7 +105,7 @@ impl ControlPlane {
     /// The control plane `options` describe, ready.
     pub fn start_with(options: Options) -> Result<Self> {
         let bin = binaries()?;
-        let etcd = Etcd::start_with(Api::V3)?;
+        let etcd = Etcd::start_binary(&bin.join("etcd"))?;
         let dir = tempfile::tempdir()?;
         let certs = Certificates::make()?;
         service_account_keys(dir.path())?;

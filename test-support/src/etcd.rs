@@ -95,6 +95,8 @@ pub struct Etcd {
     /// `--name`, unique to this server: the readiness probe checks that the
     /// etcd answering on `client_port` is this one.
     name: String,
+    /// The etcd binary, when not Debian's (`etcd` on `PATH`).
+    binary: Option<PathBuf>,
 }
 
 /// Numbers the servers this process starts, for unique member names.
@@ -129,6 +131,12 @@ impl Etcd {
         Self::spawn_with(api, true, None, flags)
     }
 
+    /// Starts the etcd at `binary` (v3 API only; etcd 3.6 serves no v2),
+    /// as the real control plane's store ([`crate::control_plane`]).
+    pub fn start_binary(binary: &Path) -> Result<Self> {
+        Self::spawn_from(Some(binary), Api::V3, false, None, &[])
+    }
+
     fn spawn_new(api: Api, v2: bool) -> Result<Self> {
         Self::spawn_with(api, v2, None, &[])
     }
@@ -140,6 +148,16 @@ impl Etcd {
         flags: &[&str],
     ) -> Result<Self> {
         crate::tools::require("etcd", "etcd-server")?;
+        Self::spawn_from(None, api, v2, certs, flags)
+    }
+
+    fn spawn_from(
+        binary: Option<&Path>,
+        api: Api,
+        v2: bool,
+        certs: Option<&crate::tls::Certificates>,
+        flags: &[&str],
+    ) -> Result<Self> {
         let dir = tempfile::tempdir().context("creating a temporary etcd directory")?;
         let mut etcd = Etcd {
             api,
@@ -158,6 +176,7 @@ impl Etcd {
                 std::process::id(),
                 STARTED.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
             ),
+            binary: binary.map(Path::to_path_buf),
         };
         retry_on_conflict(|| {
             etcd.client_port = free_port()?;
@@ -453,7 +472,11 @@ impl Etcd {
     fn spawn(&mut self) -> Result<()> {
         let client = self.endpoint();
         let peer = format!("http://127.0.0.1:{}", self.peer_port);
-        let mut extra = vec![format!("--enable-v2={}", self.v2)];
+        // etcd 3.6 (a `binary` of the control plane's) has no v2 flags.
+        let mut extra = Vec::new();
+        if self.binary.is_none() {
+            extra.push(format!("--enable-v2={}", self.v2));
+        }
         if let Some([cert, key]) = &self.server_tls {
             extra.push(format!("--cert-file={}", cert.display()));
             extra.push(format!("--key-file={}", key.display()));
@@ -470,7 +493,10 @@ impl Etcd {
             peer: &peer,
             cluster: &format!("{}={peer}", self.name),
         };
-        self.process = Some(member.spawn(&extra, &self.log_path())?);
+        self.process = Some(match &self.binary {
+            Some(binary) => member.spawn_binary(binary, &extra, &self.log_path())?,
+            None => member.spawn(&extra, &self.log_path())?,
+        });
         self.wait_ready()
     }
 
@@ -525,7 +551,17 @@ pub(crate) struct MemberSpec<'a> {
 impl MemberSpec<'_> {
     /// Starts `etcd` for this member with more flags, its output to `log`.
     pub(crate) fn spawn(&self, extra: &[String], log: &Path) -> Result<Process> {
-        let mut command = crate::tools::command("etcd", "etcd-server")?;
+        self.spawn_binary(&crate::tools::require("etcd", "etcd-server")?, extra, log)
+    }
+
+    /// [`MemberSpec::spawn`] with the etcd binary at `binary`.
+    pub(crate) fn spawn_binary(
+        &self,
+        binary: &Path,
+        extra: &[String],
+        log: &Path,
+    ) -> Result<Process> {
+        let mut command = std::process::Command::new(binary);
         command
             .args(["--name", self.name, "--data-dir"])
             .arg(self.data)

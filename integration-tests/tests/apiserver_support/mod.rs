@@ -1,5 +1,7 @@
 //! Shared helpers for the `apiserver_*` tests: starting a server, building
-//! kube clients for it, and awaiting with a deadline instead of sleeping.
+//! kube clients for it, and awaiting with a deadline instead of sleeping;
+//! [`both`] gives the API test server and a real kube-apiserver, for the
+//! tests that hold the first to the second.
 
 #![allow(dead_code, unreachable_pub)]
 
@@ -11,6 +13,7 @@ use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use serde_json::json;
+use test_support::control_plane::{ControlPlane, Options as ControlPlaneOptions};
 
 /// Starts a server with the given config (port 0 unless set).
 pub async fn start(config: Config) -> ApiServerHandle {
@@ -105,4 +108,142 @@ pub async fn binary_server(args: &[std::ffi::OsString]) -> (tokio::process::Chil
         .unwrap_or_else(|| panic!("{first}"))
         .to_string();
     (child, url)
+}
+
+/// A server the semantics suites hold to each other: the API test server
+/// and a real kube-apiserver answer the same requests in the same test,
+/// so a difference is a failure naming the server (or an asserted,
+/// explained deviation where the test says so).
+pub enum Server {
+    /// The project's API test server, in process.
+    Test(ApiServerHandle),
+    /// kube-apiserver over its own etcd (`test_support::control_plane`).
+    Real(ControlPlane),
+}
+
+/// How often the real server compacts etcd's history in these tests.
+pub const REAL_COMPACTION: Duration = Duration::from_secs(2);
+
+/// How long a request from before a compaction may still be served by
+/// the real server: its watch cache learns of a compaction by polling
+/// etcd every 15 s, after [`REAL_COMPACTION`].
+pub const REAL_COMPACTION_SEEN: Duration = Duration::from_secs(60);
+
+/// Both servers, the test server first (fast bookmarks), the real one
+/// compacting every [`REAL_COMPACTION`].
+pub async fn both() -> [Server; 2] {
+    let real = tokio::task::spawn_blocking(|| {
+        ControlPlane::start_with(ControlPlaneOptions {
+            compaction_interval: Some(REAL_COMPACTION),
+            ..Default::default()
+        })
+    })
+    .await
+    .expect("the start did not panic")
+    .expect("a real kube-apiserver starts");
+    [Server::Test(start_default().await), Server::Real(real)]
+}
+
+impl Server {
+    /// A kube client with full rights (an admin's token on the real one).
+    pub async fn client(&self) -> Client {
+        self.client_retrying(true).await
+    }
+
+    /// [`Server::client`]; `retry: false` turns off kube's retries of
+    /// 429/503/504 so that the codes can be observed.
+    pub async fn client_retrying(&self, retry: bool) -> Client {
+        match self {
+            Server::Test(server) => client_with(server, None, retry).await,
+            Server::Real(plane) => {
+                let path = plane.admin_kubeconfig().expect("an admin kubeconfig");
+                let kubeconfig = Kubeconfig::read_from(path).expect("kubeconfig");
+                let mut config =
+                    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
+                        .await
+                        .expect("kube config");
+                config.default_retry = retry;
+                Client::try_from(config).expect("kube client")
+            }
+        }
+    }
+
+    /// The server's current resourceVersion, as a list at it reports.
+    pub async fn resource_version(&self) -> u64 {
+        match self {
+            Server::Test(server) => server.resource_version(),
+            Server::Real(_) => {
+                let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+                    kube::Api::all(self.client().await);
+                let list = api
+                    .list_metadata(&Default::default())
+                    .await
+                    .expect("a list");
+                let rv = list.metadata.resource_version.expect("a resourceVersion");
+                rv.parse().expect("a number")
+            }
+        }
+    }
+
+    /// Compacts the history up to now: the test server at once; on the
+    /// real one, waits until etcd has compacted a revision written after
+    /// this call (the API server's own compaction, every
+    /// [`REAL_COMPACTION`]). Its watch cache may serve older versions for
+    /// up to 15 s more: wait for a 410 within [`REAL_COMPACTION_SEEN`].
+    pub async fn compact(&self) {
+        match self {
+            Server::Test(server) => server.expire_history(),
+            Server::Real(plane) => {
+                let rev = plane.etcd().revision().expect("etcd's revision");
+                test_support::wait::eventually(
+                    "etcd to compact the current revision",
+                    REAL_COMPACTION_SEEN,
+                    async || {
+                        let at = format!("--rev={rev}");
+                        let out = plane.etcd().etcdctl(&[
+                            "get",
+                            "/registry",
+                            "--prefix",
+                            "--keys-only",
+                            &at,
+                        ])?;
+                        let err = String::from_utf8_lossy(&out.stderr);
+                        anyhow::ensure!(err.contains("compacted"), "{rev} readable: {err}");
+                        Ok(())
+                    },
+                )
+                .await
+                .unwrap();
+            }
+        }
+    }
+
+    /// How long a request may take to see a compaction ([`Server::compact`]).
+    pub fn compaction_seen_within(&self) -> Duration {
+        match self {
+            Server::Test(_) => test_support::wait::DEADLINE,
+            Server::Real(_) => REAL_COMPACTION_SEEN,
+        }
+    }
+
+    /// "API test server" or "kube-apiserver", for failure messages.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Server::Test(_) => "API test server",
+            Server::Real(_) => "kube-apiserver",
+        }
+    }
+}
+
+impl Server {
+    /// Creates namespace `name` (the real server refuses objects in a
+    /// namespace that does not exist; the test server makes it on demand).
+    pub async fn namespace(&self, name: &str) {
+        let api: kube::Api<k8s_openapi::api::core::v1::Namespace> =
+            kube::Api::all(self.client().await);
+        let ns = serde_json::from_value(json!({"metadata": {"name": name}})).expect("namespace");
+        api.create(&Default::default(), &ns)
+            .await
+            .expect("namespace created");
+    }
 }
