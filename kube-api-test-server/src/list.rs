@@ -46,13 +46,12 @@ pub(crate) fn validate_options(q: &Params, watch: bool) -> Result<(), ApiError> 
     let send_initial = param(q, "sendInitialEvents");
     let mut errs = Vec::new();
     if watch {
-        if send_initial.is_some() {
-            if rv_match != Some("NotOlderThan") {
-                errs.push(forbidden(
-                    PATH,
-                    "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
-                ));
-            }
+        // 1.36 no longer requires allowWatchBookmarks here.
+        if send_initial.is_some() && rv_match != Some("NotOlderThan") {
+            errs.push(forbidden(
+                PATH,
+                "sendInitialEvents requires setting resourceVersionMatch to NotOlderThan",
+            ));
         }
         if let Some(m) = rv_match {
             if send_initial.is_none() {
