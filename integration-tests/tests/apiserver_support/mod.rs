@@ -118,7 +118,7 @@ pub enum Server {
     /// The project's API test server, in process.
     Test(ApiServerHandle),
     /// kube-apiserver over its own etcd (`test_support::control_plane`).
-    Real(ControlPlane),
+    Real(Box<ControlPlane>),
 }
 
 /// How often the real server compacts etcd's history in these tests.
@@ -141,7 +141,7 @@ pub async fn both() -> [Server; 2] {
     .await
     .expect("the start did not panic")
     .expect("a real kube-apiserver starts");
-    [Server::Test(start_default().await), Server::Real(real)]
+    [Server::Test(start_default().await), Server::Real(Box::new(real))]
 }
 
 impl Server {
