@@ -141,7 +141,10 @@ pub async fn both() -> [Server; 2] {
     .await
     .expect("the start did not panic")
     .expect("a real kube-apiserver starts");
-    [Server::Test(start_default().await), Server::Real(Box::new(real))]
+    [
+        Server::Test(start_default().await),
+        Server::Real(Box::new(real)),
+    ]
 }
 
 impl Server {
@@ -245,5 +248,16 @@ impl Server {
         api.create(&Default::default(), &ns)
             .await
             .expect("namespace created");
+    }
+}
+
+impl Server {
+    /// kubectl with full rights on this server.
+    pub fn kubectl(&self) -> test_support::kubectl::Kubectl {
+        match self {
+            Server::Test(server) => test_support::kubectl::Kubectl::new(&server.url()),
+            Server::Real(plane) => plane.kubectl(),
+        }
+        .expect("kubectl")
     }
 }
