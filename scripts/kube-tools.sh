@@ -7,6 +7,7 @@
 #
 #   scripts/kube-tools.sh            # build if needed; print the bin directory
 #   scripts/kube-tools.sh --check    # print it if built, else exit 1 quietly
+#   scripts/kube-tools.sh --print-dir  # print where this pin's build goes
 #
 # Environment: KUBE_TOOLS_CACHE (default ~/.cache/kube-dns-rs/kube): the
 # cache; one subdirectory per pin (a hash of go.mod, go.sum and `go version`).
@@ -40,7 +41,12 @@ key=$(cat "$module/go.mod" "$module/go.sum" "$0" <(go env GOVERSION GOOS GOARCH)
 dir="$cache/$key"
 built() { [ -f "$dir/.complete" ] && for t in "${tools[@]}"; do [ -x "$dir/$t" ] || return 1; done; }
 
-if [ "${1:-}" = --check ]; then built && echo "$dir" && exit 0; exit 1; fi
+case "${1:-}" in
+  --check) built && echo "$dir" && exit 0; exit 1 ;;
+  --print-dir) echo "$dir"; exit 0 ;;
+  "") ;;
+  *) fail "unknown argument: $1 (--check, --print-dir or none)" ;;
+esac
 built && { echo "$dir"; exit 0; }
 
 mkdir -p "$cache"

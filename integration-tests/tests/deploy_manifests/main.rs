@@ -136,6 +136,7 @@ mod autoscaler;
 mod config_map;
 mod etcd_gc;
 mod ha;
+mod kube_tools;
 mod scripts;
 mod shared;
 mod support;
