@@ -23,6 +23,11 @@ Per size (see scale_cluster.SIZES):
                mixes; skydns on "direct" while 200 records/s change in the
                zone, against the same writes outside the zone.
 
+With API=real (environment), kube2sky reads a real kube-apiserver (the
+tests' control plane, `kube-control-plane`, over its own etcd 3.6) whose
+etcd is seeded with the cluster before it starts; the figures add
+kube-apiserver's CPU seconds over the sync and its peak RSS.
+
 Usage: scale.py BIN_DIR SIZES SAMPLES SECONDS OUT_DIR
 etcd and kube2sky run with transactions of up to 1024 operations, as in the
 pod's manifests (deploy/).
@@ -35,6 +40,7 @@ import json
 import os
 import shutil
 import signal
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -49,6 +55,7 @@ BIN, SIZES, SAMPLES, SECONDS, OUT = (sys.argv[1], sys.argv[2].split(","), int(sy
                                      int(sys.argv[4]), sys.argv[5])
 WORK = tempfile.mkdtemp(prefix="scale-")
 PROCS = []
+REAL = os.environ.get("API", "test") == "real"
 
 
 def spawn(name, args):
@@ -81,18 +88,44 @@ class Pipeline:
     def __init__(self, cluster):
         self.cluster = cluster
         seed = os.path.join(WORK, "seed.json")
-        cluster.write_seed(seed)
+        cluster.write_seed(seed, slices=REAL)
         self.etcd, self.etcd_url = b.start_etcd(WORK, "scale-" + cluster.size)
         PROCS.append(self.etcd)
-        api_port = b.free_port()
-        self.api_url = "http://127.0.0.1:%d" % api_port
-        self.api = spawn("api", [os.path.join(BIN, "kube-api-test-server"), "--listen",
-                                 "127.0.0.1:%d" % api_port, "--seed", seed,
-                                 "--service-cidr", "10.0.0.0/8"])
-        b.wait_until(lambda: b.http_ok(self.api_url + "/version"), "the API server", 600)
+        if REAL:
+            self.start_real_apiserver(seed)
+        else:
+            api_port = b.free_port()
+            self.api_url = "http://127.0.0.1:%d" % api_port
+            self.api = spawn("api", [os.path.join(BIN, "kube-api-test-server"), "--listen",
+                                     "127.0.0.1:%d" % api_port, "--seed", seed,
+                                     "--service-cidr", "10.0.0.0/8"])
+            b.wait_until(lambda: b.http_ok(self.api_url + "/version"), "the API server", 600)
+            self.kube_args, self.headers, self.tls = ["--kube-master-url", self.api_url], {}, None
         self.dns_port = b.free_port()
         self.skydns = self.start_skydns()
         self.kube2sky = None
+
+    def start_real_apiserver(self, seed):
+        """kube-control-plane with the cluster written into its etcd: the
+        API server's URL, an admin's token and its CA, and its pid."""
+        kubeconfig = os.path.join(WORK, "kubeconfig")
+        self.api = spawn("api", [os.path.join(BIN, "kube-control-plane"), "--kubeconfig", kubeconfig,
+                                 "--etcd-seed", seed,
+                                 "--apiserver-flag=--service-cluster-ip-range=10.0.0.0/8"])
+        b.wait_until(lambda: logged(self.api, "\nready\n") or self.api.poll() is not None,
+                     "the real API server", 900)
+        if self.api.poll() is not None:
+            with open(self.api.log) as f:
+                raise RuntimeError("kube-control-plane exited:\n" + f.read()[-3000:])
+        with open(self.api.log) as f:
+            self.apiserver_pid = int(next(l for l in f if l.startswith("kube-apiserver pid")).split()[-1])
+        with open(kubeconfig) as f:
+            config = json.load(f)
+        self.api_url = config["clusters"][0]["cluster"]["server"]
+        ca = config["clusters"][0]["cluster"]["certificate-authority"]
+        self.headers = {"Authorization": "Bearer " + config["users"][0]["user"]["token"]}
+        self.tls = ssl.create_default_context(cafile=ca)
+        self.kube_args = ["--kubecfg-file", kubeconfig]
 
     def start_skydns(self):
         return spawn("skydns", [os.path.join(BIN, "skydns"), "-machines", self.etcd_url, "-etcd3",
@@ -102,7 +135,7 @@ class Pipeline:
     def start_kube2sky(self):
         self.kube2sky = spawn("kube2sky", [
             os.path.join(BIN, "kube2sky"), "--etcd-server", self.etcd_url, "--etcd-api", "v3",
-            "--kube-master-url", self.api_url, "--healthz-port", str(b.free_port()),
+            "--healthz-port", str(b.free_port())] + self.kube_args + [
             "--etcd-max-txn-ops=1024"]
             + os.environ.get("KUBE2SKY_ARGS", "").split())
         return self.kube2sky
@@ -130,8 +163,9 @@ def post_service(p, name, k):
             "spec": {"clusterIP": service_ip(900000 + k),
                      "ports": [{"name": "http", "protocol": "TCP", "port": 80}]}}
     req = urllib.request.Request(p.api_url + "/api/v1/namespaces/ns0/services",
-                                 json.dumps(body).encode(), {"Content-Type": "application/json"})
-    urllib.request.urlopen(req, timeout=10).read()
+                                 json.dumps(body).encode(),
+                                 dict(p.headers, **{"Content-Type": "application/json"}))
+    urllib.request.urlopen(req, timeout=10, context=p.tls).read()
     return "%s.ns0.svc.cluster.local" % name
 
 
@@ -149,6 +183,7 @@ def answered_after(p, name, k):
 
 
 def measure_sync(p, r):
+    api_cpu = b.cpu_seconds(p.apiserver_pid) if REAL else 0
     start = time.time()
     k2s = p.start_kube2sky()
     first = p.cluster.service_name(0)
@@ -159,6 +194,9 @@ def measure_sync(p, r):
     p.wait_answers(300)
     r["sync_s"] = time.time() - start
     r["kube2sky_sync_cpu_s"] = b.cpu_seconds(k2s.pid)
+    if REAL:
+        r["apiserver_sync_cpu_s"] = b.cpu_seconds(p.apiserver_pid) - api_cpu
+        r["apiserver_peak_mb"] = b.status_kb(p.apiserver_pid, "VmHWM") / 1024
     r["kube2sky_peak_mb"] = b.status_kb(k2s.pid, "VmHWM") / 1024
     r["keys"] = count_keys(p)
 
@@ -282,6 +320,12 @@ def table(results):
     for r in results:
         print("| {size} | {qps_direct_skydns:,.0f} | {qps_direct_knot:,.0f} | {qps_search_skydns:,.0f} "
               "| {qps_search_knot:,.0f} | {qps_direct_elsewhere:,.0f} | {qps_direct_churn:,.0f} |".format(**r))
+    if REAL:
+        print()
+        print("| size | kube-apiserver CPU over the sync | kube-apiserver peak RSS |")
+        print("|---|---|---|")
+        for r in results:
+            print("| {size} | {apiserver_sync_cpu_s:.1f} s | {apiserver_peak_mb:.0f} MB |".format(**r))
 
 
 def main():
@@ -295,6 +339,7 @@ def main():
             print(json.dumps(results[-1]), file=sys.stderr, flush=True)
             with open(os.path.join(OUT, "scale.json"), "w") as f:
                 json.dump({"date": time.strftime("%Y-%m-%d"), "machine": machine(),
+                           "api": "kube-apiserver" if REAL else "API test server",
                            "results": results}, f, indent=1)
     finally:
         for proc in PROCS:

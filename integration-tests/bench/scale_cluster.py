@@ -76,8 +76,10 @@ class Cluster:
             names.append(self.headless_name(self.headless - 1))
         return names
 
-    def objects(self):
-        """Every API object to seed, as dicts."""
+    def objects(self, slices=False):
+        """Every API object to seed, as dicts; with `slices`, the headless
+        services' endpoints as EndpointSlices (what a real API server's
+        controllers would have written from the Endpoints, or the pods)."""
         yield namespace("default")
         for n in range(NAMESPACES):
             yield namespace("ns%d" % n)
@@ -89,16 +91,17 @@ class Cluster:
             ns, name = self.headless_service(h)
             yield service_doc(ns, name, "None", PORTS[:1])
             ips = [endpoint_ip(h * ENDPOINTS + e) for e in range(ENDPOINTS)]
-            yield endpoints_doc(ns, name, ips, PORTS[:1])
+            yield (slice_doc if slices else endpoints_doc)(ns, name, ips, PORTS[:1])
         for j in range(self.pods):
             ns, name = self.pod(j)
             yield {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name, "namespace": ns},
                    "spec": {"containers": [{"name": "c", "image": "app"}]},
                    "status": {"phase": "Running", "podIP": pod_ip(j)}}
 
-    def write_seed(self, path):
+    def write_seed(self, path, slices=False):
         with open(path, "w") as f:
-            f.write("\n---\n".join(json.dumps(o, separators=(",", ":")) for o in self.objects()))
+            f.write("\n---\n".join(json.dumps(o, separators=(",", ":"))
+                                    for o in self.objects(slices)))
 
     def zone(self):
         """The same names as a zone file for Knot (SRV targets the service name)."""
@@ -176,6 +179,15 @@ def endpoints_doc(ns, name, ips, ports):
     return {"apiVersion": "v1", "kind": "Endpoints", "metadata": {"name": name, "namespace": ns},
             "subsets": [{"addresses": [{"ip": ip} for ip in ips],
                          "ports": [{"name": p, "protocol": "TCP", "port": n} for p, n in ports]}]}
+
+
+def slice_doc(ns, name, ips, ports):
+    return {"apiVersion": "discovery.k8s.io/v1", "kind": "EndpointSlice",
+            "metadata": {"name": name + "-1", "namespace": ns,
+                         "labels": {"kubernetes.io/service-name": name}},
+            "addressType": "IPv4",
+            "endpoints": [{"addresses": [ip], "conditions": {"ready": True}} for ip in ips],
+            "ports": [{"name": p, "protocol": "TCP", "port": n} for p, n in ports]}
 
 
 def mix_file(path, lines):

@@ -131,10 +131,11 @@ impl Etcd {
         Self::spawn_with(api, true, None, flags)
     }
 
-    /// Starts the etcd at `binary` (v3 API only; etcd 3.6 serves no v2),
-    /// as the real control plane's store ([`crate::control_plane`]).
-    pub fn start_binary(binary: &Path) -> Result<Self> {
-        Self::spawn_from(Some(binary), Api::V3, false, None, &[])
+    /// Starts the etcd at `binary` with more `flags` (v3 API only; etcd
+    /// 3.6 serves no v2), as the real control plane's store
+    /// ([`crate::control_plane`]).
+    pub fn start_binary(binary: &Path, flags: &[&str]) -> Result<Self> {
+        Self::spawn_from(Some(binary), Api::V3, false, None, flags)
     }
 
     fn spawn_new(api: Api, v2: bool) -> Result<Self> {

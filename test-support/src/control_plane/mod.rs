@@ -28,6 +28,8 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tempfile::TempDir;
 
+mod seed;
+
 /// How long the API server may take to serve `/readyz` and the
 /// `kubernetes` Service: a few seconds idle, more on a loaded 2-core CI.
 pub const START_TIMEOUT: Duration = Duration::from_secs(120);
@@ -50,6 +52,9 @@ pub struct Options {
     pub compaction_interval: Option<Duration>,
     /// More kube-apiserver flags.
     pub apiserver_flags: Vec<String>,
+    /// Objects written straight into etcd before kube-apiserver starts
+    /// ([`seed`]): a benchmark's cluster, in seconds.
+    pub etcd_seed: Option<PathBuf>,
 }
 
 /// The running control plane; stopped on drop.
@@ -105,7 +110,10 @@ impl ControlPlane {
     /// The control plane `options` describe, ready.
     pub fn start_with(options: Options) -> Result<Self> {
         let bin = binaries()?;
-        let etcd = Etcd::start_binary(&bin.join("etcd"))?;
+        let etcd = Etcd::start_binary(&bin.join("etcd"), &["--max-txn-ops=1024"])?;
+        if let Some(file) = &options.etcd_seed {
+            seed::load(&etcd.endpoint(), file)?;
+        }
         let dir = tempfile::tempdir()?;
         let certs = Certificates::make()?;
         service_account_keys(dir.path())?;
@@ -382,6 +390,11 @@ impl ControlPlane {
             &status.to_string(),
         ])?;
         Ok(())
+    }
+
+    /// kube-apiserver's process id (for a benchmark's CPU and memory readings).
+    pub fn apiserver_pid(&mut self) -> Option<u32> {
+        self.apiserver.as_mut().map(|p| p.child().id())
     }
 
     /// What kube-apiserver logged so far.
