@@ -10,7 +10,9 @@
 #   scripts/kube-tools.sh --print-dir  # print where this pin's build goes
 #
 # Environment: KUBE_TOOLS_CACHE (default ~/.cache/kube-dns-rs/kube): the
-# cache; one subdirectory per pin (a hash of go.mod, go.sum and `go version`).
+# cache; one subdirectory per pin (a hash of go.mod, go.sum, this script,
+# and Go's version, OS and architecture). Go is needed for every call,
+# built or not: the pin's hash asks it.
 # Go's own module and build caches are used as usual (go env GOMODCACHE).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -9,9 +9,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-# The real control plane (kube-apiserver, kube-controller-manager) that the
-# kube2sky suites' on_the_real_apiserver tests and kube2sky_real_apiserver
-# run: built once per pin (tools/kube/go.mod) into ~/.cache/kube-dns-rs/kube.
+# The real control plane (kube-apiserver, kube-controller-manager, etcd 3.6)
+# that the on_the_real_apiserver tests, kube2sky_real_apiserver and the
+# apiserver_* suites' tests on both servers run: built once per pin
+# (tools/kube/go.mod) into ~/.cache/kube-dns-rs/kube.
 scripts/kube-tools.sh >/dev/null
 cargo fmt --all -- --check
 cargo clippy --locked --workspace --all-targets -- -D warnings

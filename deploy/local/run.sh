@@ -45,7 +45,7 @@ while [ $# -gt 0 ]; do
     --kube-master-url) master_url=$2; shift 2 ;;
     --kube-master-url=*) master_url=${1#*=}; shift ;;
     --real-apiserver) real=1; shift ;;
-    -h|--help) sed -n '2,24p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -96,9 +96,9 @@ for p in "${ports[@]}"; do
   fi
 done
 
-wait_for() { # description, command...
+wait_for() { # description, command... (tries=N: N × 0.2 s, 60 s by default)
   local what=$1 pid; shift
-  for _ in $(seq 1 300); do
+  for _ in $(seq 1 "${tries:-300}"); do
     "$@" >/dev/null 2>&1 && return 0
     # A process that died (e.g. its port was taken) fails the start now.
     for pid in "${pids[@]}"; do
@@ -137,7 +137,8 @@ elif [ -n "$real" ]; then
   "$BIN_DIR/kube-control-plane" --kubeconfig "$work/kubeconfig" --controllers \
     --seed integration-tests/seed/demo.yaml >"$work/apiserver.log" 2>&1 &
   pids+=($!)
-  wait_for "the real kube-apiserver" grep -qx ready "$work/apiserver.log"
+  # The control plane's own limit is 120 s on a loaded machine.
+  tries=900 wait_for "the real kube-apiserver" grep -qx ready "$work/apiserver.log"
   grep 'ready at' "$work/apiserver.log"
   kube_args+=(--kubecfg-file="$work/kubeconfig")
   kubectl_hint="kubectl --kubeconfig=$work/kubeconfig"

@@ -274,9 +274,9 @@ def run(size):
     cluster = Cluster(size)
     r = {"size": size, "services": cluster.services, "ports": cluster.ports,
          "pods": cluster.pods, "headless": cluster.headless}
-    p = Pipeline(cluster)
     knot = None
     try:
+        p = Pipeline(cluster)
         measure_sync(p, r)
         measure_skydns_restart(p, r)
         measure_propagation(p, r)
@@ -342,8 +342,10 @@ def main():
                            "api": "kube-apiserver" if REAL else "API test server",
                            "results": results}, f, indent=1)
     finally:
-        for proc in PROCS:
-            stop(proc, signal.SIGKILL)
+        # SIGTERM first: kube-control-plane stops the processes it started
+        # (in groups of their own) only when it can clean up.
+        for proc in reversed(PROCS):
+            stop(proc)
         shutil.rmtree(WORK, ignore_errors=True)
     table(results)
 

@@ -6,14 +6,13 @@
 //! default `clusterIPs`/`ipFamilies` and Pods `podIPs` as the real server
 //! does, and a server without EndpointSlices (`Config::endpoint_slices`
 //! off, `--no-endpointslices`) has no `discovery.k8s.io` group at all.
-//! The Tables kubectl prints are compared with a real kube-apiserver's.
 //!
 //! kubectl must be installed (see `apiserver_kubectl`); kubectl blocks, so
 //! those tests run on a multi-threaded runtime.
 
 mod apiserver_support;
 
-use apiserver_support::{binary_server, both, client, start, start_default, within};
+use apiserver_support::{binary_server, client, start, start_default, within};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -186,58 +185,6 @@ async fn kubectl_creates_and_prints_endpoint_slices_and_dual_stack_services() {
     assert!(out.contains("deleted"), "{out}");
     let left = k.json(&["get", "endpointslices", "-A"]).unwrap();
     assert_eq!(left["items"], json!([]), "{left}");
-}
-
-/// `kubectl get` prints the same Tables from both servers: the columns of
-/// EndpointSlices and Services, and a row of each.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn kubectl_tables_of_slices_and_services_match_the_real_servers() {
-    for server in both().await {
-        eprintln!("--- against the {}", server.name());
-        let k = server.kubectl();
-        let slice = &MANIFESTS[..MANIFESTS.find("---").unwrap()];
-        k.with_manifest("create", slice).unwrap();
-        k.with_manifest(
-            "create",
-            r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},
-                "spec":{"clusterIP":"10.0.0.80","ports":[{"name":"http","port":80}]}}"#,
-        )
-        .unwrap();
-        let rows = |args: &[&str]| -> Vec<Vec<String>> {
-            let table = k.run(args).unwrap();
-            table
-                .lines()
-                .map(|l| l.split_whitespace().map(str::to_string).collect())
-                .collect()
-        };
-        let slices = rows(&["get", "endpointslices", "-n", "default"]);
-        assert_eq!(
-            slices[0],
-            ["NAME", "ADDRESSTYPE", "PORTS", "ENDPOINTS", "AGE"],
-            "{slices:?}"
-        );
-        assert_eq!(
-            slices[1][..4],
-            ["web-abc12", "IPv4", "80", "10.244.1.6,10.244.2.7"]
-        );
-        let services = rows(&["get", "service", "web", "-n", "default"]);
-        assert_eq!(
-            services[0],
-            [
-                "NAME",
-                "TYPE",
-                "CLUSTER-IP",
-                "EXTERNAL-IP",
-                "PORT(S)",
-                "AGE"
-            ],
-            "{services:?}"
-        );
-        assert_eq!(
-            services[1][..5],
-            ["web", "ClusterIP", "10.0.0.80", "<none>", "80/TCP"]
-        );
-    }
 }
 
 /// The next watcher event, as `kind name` (`apply web-2`).

@@ -457,11 +457,22 @@ async fn watch_timeout_zero_means_server_default() {
         api.create(&PostParams::default(), &service("late", 80))
             .await
             .unwrap();
-        let line = within("an event on a timeoutSeconds=0 watch", stream.next())
-            .await
-            .expect("the stream stayed open")
-            .unwrap();
-        let event: Value = serde_json::from_str(&line).unwrap();
+        // The real server first sends what exists (its own `kubernetes`),
+        // then the creation, on a stream still open.
+        let event = within("late's creation on a timeoutSeconds=0 watch", async {
+            loop {
+                let line = stream
+                    .next()
+                    .await
+                    .expect("the stream stayed open")
+                    .unwrap();
+                let event: Value = serde_json::from_str(&line).unwrap();
+                if event["object"]["metadata"]["name"] == "late" {
+                    return event;
+                }
+            }
+        })
+        .await;
         assert_eq!(event["type"], "ADDED");
     }
 }

@@ -71,7 +71,8 @@ async fn kubectl_changes_to_the_config_map_reach_dig_without_a_restart() -> Resu
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_kubectl_changes_to_the_config_map_reach_dig_without_a_restart(
 ) -> Result<()> {
-    config_map_changes(&ControlPlane::start()?).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(config_map_changes(&plane).await)
 }
 
 async fn config_map_changes(api: &dyn KubeApi) -> Result<()> {

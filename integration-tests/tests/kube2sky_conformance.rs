@@ -149,18 +149,21 @@ async fn conformance_queries_answer_as_specified_with_auto_on_a_modern_api() -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_conformance_queries_answer_as_specified_from_endpoints() -> Result<()>
 {
-    conformance_on(&ControlPlane::start()?, "endpoints", ENDPOINTS).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(conformance_on(&plane, "endpoints", ENDPOINTS).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_conformance_queries_answer_as_specified_from_endpointslices(
 ) -> Result<()> {
-    conformance_on(&ControlPlane::start()?, "endpointslices", SLICES).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(conformance_on(&plane, "endpointslices", SLICES).await)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_conformance_queries_answer_as_specified_with_auto() -> Result<()> {
-    conformance_on(&ControlPlane::start()?, "auto", SLICES).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(conformance_on(&plane, "auto", SLICES).await)
 }
 
 async fn conformance(source: &str, endpoints: &str) -> Result<()> {

@@ -63,7 +63,8 @@ async fn standby_takes_over_a_killed_leader_without_rewriting() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_standby_takes_over_a_killed_leader_without_rewriting() -> Result<()>
 {
-    standby_takes_over(&ControlPlane::start()?).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(standby_takes_over(&plane).await)
 }
 
 async fn standby_takes_over(api: &dyn KubeApi) -> Result<()> {
@@ -180,7 +181,8 @@ async fn a_leader_that_finds_the_lease_held_by_another_exits_1() -> Result<()> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_a_leader_that_finds_the_lease_held_by_another_exits_1() -> Result<()>
 {
-    lease_held_by_another(&ControlPlane::start()?).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(lease_held_by_another(&plane).await)
 }
 
 async fn lease_held_by_another(api: &dyn KubeApi) -> Result<()> {

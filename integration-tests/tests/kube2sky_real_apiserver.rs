@@ -37,12 +37,45 @@ fn sorted(records: impl IntoIterator<Item = (String, String)>) -> Vec<(String, S
     v
 }
 
+/// How long kube-controller-manager may take to start and write its first
+/// slice, on a loaded 2-core machine.
+const CONTROLLERS_START: Duration = Duration::from_secs(120);
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn endpointslices_of_the_real_controllers_follow_the_pods_readiness() -> Result<()> {
     let plane = ControlPlane::start_with(ControlPlaneOptions {
         controllers: true,
         ..Default::default()
     })?;
+    plane.with_logs(slices_follow_readiness(&plane).await)
+}
+
+/// The endpoints of web's slices, as `ip ready` pairs, sorted.
+fn web_slice_endpoints(kubectl: &Kubectl) -> Result<Vec<String>> {
+    let slices = kubectl.json(&[
+        "get",
+        "endpointslices",
+        "-l",
+        "kubernetes.io/service-name=web",
+    ])?;
+    let mut got: Vec<String> = slices["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .flat_map(|s| s["endpoints"].as_array().cloned().unwrap_or_default())
+        .map(|e| {
+            format!(
+                "{} {}",
+                e["addresses"][0].as_str().unwrap_or("?"),
+                e["conditions"]["ready"]
+            )
+        })
+        .collect();
+    got.sort();
+    Ok(got)
+}
+
+async fn slices_follow_readiness(plane: &ControlPlane) -> Result<()> {
     let kubectl = plane.kubectl()?;
     kubectl.with_manifest(
         "create",
@@ -57,8 +90,21 @@ async fn endpointslices_of_the_real_controllers_follow_the_pods_readiness() -> R
     }
     // No hostname, not ready yet: no record.
     plane.create_pod("default", "web-2", web, json!({}), &["10.244.0.3"], false)?;
+    // The controller has seen all three (web-2 not ready) before kube2sky
+    // starts: the records below are its slice's, not a slice in between.
+    let all = ["10.244.0.1 true", "10.244.0.2 true", "10.244.0.3 false"];
+    eventually(
+        "the controller's slice of web",
+        CONTROLLERS_START,
+        async || {
+            let got = web_slice_endpoints(&kubectl)?;
+            ensure!(got == all, "{got:?}");
+            Ok(())
+        },
+    )
+    .await?;
     let etcd = Etcd::start()?;
-    let mut k2s = Kube2sky::start(&etcd, &plane, &[])?;
+    let mut k2s = Kube2sky::start(&etcd, plane, &[])?;
     k2s.wait_ready().await?;
     let mut want: Vec<_> = web_records("web-0", "10.244.0.1").into();
     want.extend(web_records("web-1", "10.244.0.2"));
@@ -121,27 +167,20 @@ async fn endpointslices_of_the_real_controllers_follow_the_pods_readiness() -> R
     Ok(())
 }
 
-/// Whether etcd no longer has revision `rev` of the API server's objects.
-fn compacted(plane: &ControlPlane, rev: u64) -> Result<()> {
-    let rev = format!("--rev={rev}");
-    let out =
-        plane
-            .etcd()
-            .etcdctl(&["get", "/registry/services", "--prefix", "--keys-only", &rev])?;
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    ensure!(
-        stderr.contains("compacted"),
-        "revision {rev} still readable: {stderr}"
-    );
-    Ok(())
-}
-
+/// kube2sky's watches cut by an API server restart, their versions gone
+/// from the new watch cache (a restart alone does that) and from etcd
+/// (compacted meanwhile, so no path of the server could serve them).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_watch_resumed_after_compaction_gets_410_gone_and_loses_nothing() -> Result<()> {
+async fn a_watch_cut_by_a_restart_after_compaction_gets_410_gone_and_loses_nothing() -> Result<()> {
     let mut plane = ControlPlane::start_with(ControlPlaneOptions {
         compaction_interval: Some(Duration::from_secs(1)),
         ..Default::default()
     })?;
+    let result = resumed_after_410(&mut plane).await;
+    plane.with_logs(result)
+}
+
+async fn resumed_after_410(plane: &mut ControlPlane) -> Result<()> {
     let kubectl = plane.kubectl()?;
     // A real API server requires a port of a ClusterIP Service (the API
     // test server does not).
@@ -150,7 +189,7 @@ async fn a_watch_resumed_after_compaction_gets_410_gone_and_loses_nothing() -> R
         kubectl.with_manifest("create", &svc_manifest(name, ip, &http))?;
     }
     let etcd = Etcd::start()?;
-    let mut k2s = Kube2sky::start(&etcd, &plane, &["--pods=false"])?;
+    let mut k2s = Kube2sky::start(&etcd, &*plane, &["--pods=false"])?;
     k2s.wait_ready().await?;
     let svc = "/skydns/local/cluster/svc/default/";
     // A Service's A record and its port's SRV record.
@@ -179,7 +218,7 @@ async fn a_watch_resumed_after_compaction_gets_410_gone_and_loses_nothing() -> R
     kubectl.run(&["delete", "service", "gone"])?;
     kubectl.with_manifest("create", &svc_manifest("new", "10.0.0.80", &http))?;
     eventually("etcd to compact the deletion", DEADLINE, async || {
-        compacted(&plane, rev + 1)
+        plane.compacted(rev + 1)
     })
     .await?;
     plane.restart_apiserver()?;
@@ -197,6 +236,10 @@ async fn a_first_list_of_several_pages_misses_nothing() -> Result<()> {
         apiserver_flags: vec!["--v=3".into()],
         ..Default::default()
     })?;
+    plane.with_logs(paged_first_list(&plane).await)
+}
+
+async fn paged_first_list(plane: &ControlPlane) -> Result<()> {
     let kubectl = plane.kubectl()?;
     // kube2sky lists 500 objects a page: 1,100 Services are three pages.
     const COUNT: usize = 1100;
@@ -211,7 +254,7 @@ async fn a_first_list_of_several_pages_misses_nothing() -> Result<()> {
     let list = json!({"apiVersion": "v1", "kind": "List", "items": items});
     kubectl.with_manifest("create", &list.to_string())?;
     let etcd = Etcd::start()?;
-    let mut k2s = Kube2sky::start(&etcd, &plane, &["--pods=false"])?;
+    let mut k2s = Kube2sky::start(&etcd, plane, &["--pods=false"])?;
     k2s.wait_ready().await?;
     let prefix = "/skydns/local/cluster/svc/many/";
     wait_for_keys(&etcd, prefix, COUNT).await?;
@@ -223,14 +266,17 @@ async fn a_first_list_of_several_pages_misses_nothing() -> Result<()> {
         .collect();
     ensure!(wrong.is_empty(), "records not as written: {wrong:?}");
     let log = plane.apiserver_log();
-    let pages = log
+    // kube2sky's requests: not kubectl's, nor the server's own loopback
+    // clients' (its Service IP repair lists Services too).
+    let pages: Vec<&str> = log
         .lines()
         .filter(|l| l.contains("verb=\"LIST\"") && l.contains("/api/v1/services?"))
         .filter(|l| l.contains("continue="))
-        .count();
+        .filter(|l| !l.contains("userAgent=\"kubectl") && !l.contains("userAgent=\"kube-apiserver"))
+        .collect();
     ensure!(
-        pages >= 2,
-        "kube2sky's list of Services was not paged (LIST requests with continue=: {pages})"
+        pages.len() >= 2,
+        "kube2sky's list of Services was not paged (its LISTs with continue=: {pages:?})"
     );
     Ok(())
 }
@@ -277,10 +323,34 @@ fn manifest_rbac() -> Result<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_the_manifests_rbac_kube2sky_works_and_without_a_verb_it_says_which() -> Result<()> {
     let plane = ControlPlane::start()?;
+    plane.with_logs(rbac(&plane).await)
+}
+
+/// Waits until RBAC answers `want` (`yes` or `no`) for kube-dns's
+/// ServiceAccount listing EndpointSlices: the authorizer follows roles
+/// through a watch of its own, a moment after a change.
+async fn can_list_slices(kubectl: &Kubectl, want: &str) -> Result<()> {
+    eventually(&format!("RBAC to say {want}"), DEADLINE, async || {
+        let out = kubectl.output(&[
+            "auth",
+            "can-i",
+            "list",
+            "endpointslices.discovery.k8s.io",
+            "--as=system:serviceaccount:kube-system:kube-dns",
+        ])?;
+        let said = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        ensure!(said == want, "{said}");
+        Ok(())
+    })
+    .await
+}
+
+async fn rbac(plane: &ControlPlane) -> Result<()> {
     let kubectl = plane.kubectl()?;
     kubectl.with_manifest("apply", &manifest_rbac()?)?;
+    can_list_slices(&kubectl, "yes").await?;
     let api = AsServiceAccount {
-        plane: &plane,
+        plane,
         kubeconfig: plane.service_account_kubeconfig("kube-system", "kube-dns")?,
     };
     kubectl.with_manifest(
@@ -330,10 +400,13 @@ async fn with_the_manifests_rbac_kube2sky_works_and_without_a_verb_it_says_which
         "-p",
         rules,
     ])?;
+    can_list_slices(&kubectl, "no").await?;
     kubectl.run(&["delete", "endpointslice", "web-a"])?;
     let before = skydns(&etcd)?;
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
     k2s.wait_for_log("cannot list resource").await?;
+    // Its pods are allowed, and synced (a later signal than the refusal).
+    k2s.wait_for_log("full sync of pods done").await?;
     let log = k2s.log();
     ensure!(
         log.contains("endpointslices") && log.contains("discovery.k8s.io"),

@@ -54,8 +54,8 @@ async fn spec_records_follow_slices_type_changes_and_the_restart_reconcile() -> 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_the_real_apiserver_spec_records_follow_slices_type_changes_and_the_restart_reconcile(
 ) -> Result<()> {
-    let api = ControlPlane::start()?;
-    spec_records_on(&api).await
+    let plane = ControlPlane::start()?;
+    plane.with_logs(spec_records_on(&plane).await)
 }
 
 async fn spec_records_on(api: &dyn KubeApi) -> Result<()> {

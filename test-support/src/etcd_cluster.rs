@@ -182,7 +182,7 @@ impl EtcdCluster {
             let member = &self.members[i];
             let (client, peer) = (member.client_url(), member.peer_url());
             let data = member.dir.join("data");
-            let spawn = crate::etcd::MemberSpec {
+            let spawn = crate::etcd_member::MemberSpec {
                 name: &format!("m{i}"),
                 data: &data,
                 client: &client,

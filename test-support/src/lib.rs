@@ -39,6 +39,7 @@ pub mod dnsperf;
 pub mod dnssec;
 pub mod etcd;
 pub mod etcd_cluster;
+mod etcd_member;
 pub mod front;
 pub mod http;
 pub mod kubectl;

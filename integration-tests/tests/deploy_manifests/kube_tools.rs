@@ -23,20 +23,36 @@ fn path() -> String {
     std::env::var("PATH").unwrap_or_default()
 }
 
-/// A directory holding a `go` that prints `version` for `go env GOVERSION`.
+/// A directory holding a `go` that prints `version` for `go env GOVERSION`
+/// and writes the `GOTOOLCHAIN` it was run with to `toolchain` beside it.
 fn fake_go(version: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
     let go = dir.path().join("go");
-    std::fs::write(&go, format!("#!/bin/sh\necho {version}\n")).unwrap();
+    let script = format!(
+        "#!/bin/sh\necho \"$GOTOOLCHAIN\" > {}/toolchain\necho {version}\n",
+        dir.path().display()
+    );
+    std::fs::write(&go, script).unwrap();
     std::fs::set_permissions(&go, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    dir
+}
+
+/// A directory with only the tools the script needs before it looks for
+/// Go (a machine's `/usr/bin` may hold Debian's own, older `go`).
+fn without_go() -> tempfile::TempDir {
+    let dir = tempfile::tempdir().unwrap();
+    for tool in ["bash", "dirname"] {
+        let found = test_support::tools::require(tool, "coreutils").unwrap();
+        std::os::unix::fs::symlink(found, dir.path().join(tool)).unwrap();
+    }
     dir
 }
 
 #[test]
 fn without_go_it_says_to_install_go_1_26() {
     let cache = tempfile::tempdir().unwrap();
-    // PATH with the shell's tools but no go.
-    let out = kube_tools(cache.path(), "/usr/bin:/bin", &[], &[]);
+    let tools = without_go();
+    let out = kube_tools(cache.path(), &tools.path().to_string_lossy(), &[], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(err.contains("Go is missing"), "{err}");
@@ -53,7 +69,7 @@ fn an_older_go_is_refused_without_fetching_a_toolchain() {
     let cache = tempfile::tempdir().unwrap();
     let go = fake_go("go1.22.1");
     let path = format!("{}:/usr/bin:/bin", go.path().display());
-    let out = kube_tools(cache.path(), &path, &[], &[]);
+    let out = kube_tools(cache.path(), &path, &[("GOTOOLCHAIN", "auto")], &[]);
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success());
     assert!(
@@ -61,6 +77,9 @@ fn an_older_go_is_refused_without_fetching_a_toolchain() {
         "{err}"
     );
     assert!(err.contains("no toolchain is downloaded"), "{err}");
+    // Go was asked with toolchain switching off, whatever the caller's.
+    let asked = std::fs::read_to_string(go.path().join("toolchain")).unwrap();
+    assert_eq!(asked.trim(), "local");
 }
 
 #[test]

@@ -11,8 +11,8 @@
 //! needs them runs that script (a no-op once built). No kubelet runs: a test
 //! plays the kubelet by writing a pod's phase, IPs and readiness through
 //! the status subresource ([`ControlPlane::set_pod_status`]). Every process
-//! stops when the [`ControlPlane`] is dropped; a test that fails (panics)
-//! prints the tail of each log first.
+//! stops when the [`ControlPlane`] is dropped; a test that fails prints the
+//! tail of each log (on a panic, or through [`ControlPlane::with_logs`]).
 
 use crate::etcd::Etcd;
 use crate::kubectl::Kubectl;
@@ -20,7 +20,7 @@ use crate::ports::{free_port, retry_on_conflict};
 use crate::process::Process;
 use crate::tls::Certificates;
 use crate::wait::eventually_blocking;
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{ensure, Context, Result};
 use serde_json::json;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -138,6 +138,8 @@ impl ControlPlane {
         };
         retry_on_conflict(|| {
             plane.port = free_port()?;
+            let admin = plane.dir.path().join("admin.kubeconfig");
+            plane.write_kubeconfig(&admin, &plane.admin_token)?;
             plane.spawn_apiserver(&bin)
         })?;
         plane.wait_ready()?;
@@ -195,7 +197,6 @@ impl ControlPlane {
             ))
             .arg("--service-account-issuer=https://kubernetes.default.svc.cluster.local")
             .arg("--api-audiences=https://kubernetes.default.svc.cluster.local")
-            .arg(format!("--service-cluster-ip-range={SERVICE_CIDRS}"))
             .arg("--authorization-mode=RBAC")
             // The `kubernetes` Service's Endpoints would hold the advertised
             // 127.0.0.1, which Endpoints validation refuses (loopback): the
@@ -207,6 +208,13 @@ impl ControlPlane {
             .arg(format!("--cert-dir={}", path("cert-dir")))
             .arg("--profiling=false")
             .args(&options.apiserver_flags);
+        let own_range = options
+            .apiserver_flags
+            .iter()
+            .any(|f| f.starts_with("--service-cluster-ip-range"));
+        if !own_range {
+            command.arg(format!("--service-cluster-ip-range={SERVICE_CIDRS}"));
+        }
         if let Some(every) = options.compaction_interval {
             command.arg(format!(
                 "--etcd-compaction-interval={}ms",
@@ -229,7 +237,10 @@ impl ControlPlane {
                 return Ok(Err(anyhow::anyhow!("kube-apiserver: {text}")));
             }
             if let Some(status) = process.try_wait()? {
-                bail!("kube-apiserver exited with {status}: {}", tail(&text, 40));
+                // At once, not retried until the deadline.
+                let exited =
+                    anyhow::anyhow!("kube-apiserver exited with {status}: {}", tail(&text, 40));
+                return Ok(Err(exited));
             }
             ensure!(text.contains("Serving securely"), "not serving yet");
             Ok(Ok(()))
@@ -297,11 +308,10 @@ impl ControlPlane {
         Kubectl::for_cluster(&self.url(), Some(&self.ca()), Some(&self.admin_token))
     }
 
-    /// A kubeconfig file for a cluster admin.
+    /// A kubeconfig file for a cluster admin (written once, at start:
+    /// processes may be reading it).
     pub fn admin_kubeconfig(&self) -> Result<PathBuf> {
-        let path = self.dir.path().join("admin.kubeconfig");
-        self.write_kubeconfig(&path, &self.admin_token)?;
-        Ok(path)
+        Ok(self.dir.path().join("admin.kubeconfig"))
     }
 
     /// A kubeconfig with a token of the ServiceAccount `ns/name` (made if
@@ -395,6 +405,41 @@ impl ControlPlane {
     /// kube-apiserver's process id (for a benchmark's CPU and memory readings).
     pub fn apiserver_pid(&mut self) -> Option<u32> {
         self.apiserver.as_mut().map(|p| p.child().id())
+    }
+
+    /// `result`, with the tail of each log added to an error: a test that
+    /// returns its failure (rather than panicking) shows what the control
+    /// plane said.
+    pub fn with_logs<T>(&self, result: Result<T>) -> Result<T> {
+        result.map_err(|e| {
+            let mut logs = format!(
+                "--- kube-apiserver log (tail) ---\n{}",
+                tail(&self.apiserver_log(), 60)
+            );
+            if self.controller_manager.is_some() {
+                let log = self.controller_manager_log();
+                logs += &format!(
+                    "\n--- kube-controller-manager log (tail) ---\n{}",
+                    tail(&log, 60)
+                );
+            }
+            e.context(logs)
+        })
+    }
+
+    /// Whether etcd has compacted revision `rev` (the API server's own
+    /// compaction, `Options::compaction_interval`): an error until then.
+    pub fn compacted(&self, rev: u64) -> Result<()> {
+        let at = format!("--rev={rev}");
+        let out = self
+            .etcd
+            .etcdctl(&["get", "/registry", "--prefix", "--keys-only", &at])?;
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        ensure!(
+            stderr.contains("compacted"),
+            "revision {rev} still readable: {stderr}"
+        );
+        Ok(())
     }
 
     /// What kube-apiserver logged so far.

@@ -14,6 +14,10 @@ use std::path::Path;
 /// Objects per etcd transaction (the control plane's etcd takes 1024).
 const BATCH: usize = 1000;
 
+/// Bytes of keys and values per transaction: under etcd's default request
+/// limit of 1.5 MiB, with room for the base64 of the gateway.
+const BATCH_BYTES: usize = 1 << 20;
+
 /// Writes the objects of `file` (JSON documents, one after another or
 /// between `---` lines) into the etcd at `endpoint`; returns how many.
 pub(crate) fn load(endpoint: &str, file: &Path) -> Result<usize> {
@@ -46,6 +50,7 @@ pub(crate) fn load(endpoint: &str, file: &Path) -> Result<usize> {
 fn documents(text: &str) -> Result<Vec<Value>> {
     let mut docs = Vec::new();
     for chunk in text.split("\n---\n") {
+        let chunk = chunk.strip_prefix("---\n").unwrap_or(chunk);
         for doc in serde_json::Deserializer::from_str(chunk).into_iter::<Value>() {
             docs.push(doc.context("a seed document is not JSON")?);
         }
@@ -107,11 +112,29 @@ fn stored(mut obj: Value, n: usize, now: &str) -> Result<(String, String)> {
     Ok((key, obj.to_string()))
 }
 
-/// Puts every pair, [`BATCH`] to a transaction, through etcd's JSON gateway.
+/// `puts` in transactions of at most [`BATCH`] pairs and [`BATCH_BYTES`].
+fn batches(puts: &[(String, String)]) -> Vec<&[(String, String)]> {
+    let mut out = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (i, (k, v)) in puts.iter().enumerate() {
+        let size = k.len() + v.len();
+        if i > start && (i - start == BATCH || bytes + size > BATCH_BYTES) {
+            out.push(&puts[start..i]);
+            (start, bytes) = (i, 0);
+        }
+        bytes += size;
+    }
+    if start < puts.len() {
+        out.push(&puts[start..]);
+    }
+    out
+}
+
+/// Puts every pair, in [`batches`], through etcd's JSON gateway.
 async fn put_all(endpoint: &str, puts: Vec<(String, String)>) -> Result<()> {
     let client = reqwest::Client::builder().no_proxy().build()?;
     let b64 = |s: &str| base64::engine::general_purpose::STANDARD.encode(s);
-    for batch in puts.chunks(BATCH) {
+    for batch in batches(&puts) {
         let success: Vec<Value> = batch
             .iter()
             .map(|(k, v)| json!({"requestPut": {"key": b64(k), "value": b64(v)}}))
@@ -145,6 +168,26 @@ fn now() -> Result<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn transactions_are_cut_by_count_and_by_bytes() {
+        let small: Vec<_> = (0..2500)
+            .map(|n| (format!("k{n}"), "v".to_string()))
+            .collect();
+        let sizes: Vec<usize> = batches(&small).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [1000, 1000, 500]);
+        let big = "x".repeat(400 << 10);
+        let large: Vec<_> = (0..5).map(|n| (format!("k{n}"), big.clone())).collect();
+        let sizes: Vec<usize> = batches(&large).iter().map(|b| b.len()).collect();
+        assert_eq!(sizes, [2, 2, 1]);
+        assert!(batches(&[]).is_empty());
+    }
+
+    #[test]
+    fn a_stream_may_begin_with_a_separator() {
+        let docs = documents("---\n{\"kind\":\"Namespace\"}\n---\n{\"kind\":\"Pod\"}").unwrap();
+        assert_eq!(docs.len(), 2);
+    }
 
     #[test]
     fn each_kind_goes_under_the_api_servers_key_with_its_metadata() {
