@@ -12,7 +12,7 @@
 
 mod apiserver_support;
 
-use apiserver_support::{binary_server, client, start, start_default, within};
+use apiserver_support::{binary_server, client, start, start_default, within, WEB_SLICE};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
@@ -56,23 +56,8 @@ async fn raw_get(client: &Client, path: &str) -> Result<Value, (u16, String, Str
     }
 }
 
-const MANIFESTS: &str = r#"apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-abc12
-  namespace: default
-  labels:
-    kubernetes.io/service-name: web
-addressType: IPv4
-ports:
-- name: http
-  port: 80
-endpoints:
-- addresses: ["10.244.1.6"]
-  conditions: {ready: true}
-  nodeName: node-1
-- addresses: ["10.244.2.7"]
----
+/// [`WEB_SLICE`] and three Services.
+const SERVICES: &str = r#"---
 apiVersion: v1
 kind: Service
 metadata:
@@ -100,7 +85,7 @@ spec:
   ports: [{name: http, port: 80}]
 "#;
 
-/// The Services of [`MANIFESTS`], as the real server defaults them.
+/// The Services of [`SERVICES`], as the real server defaults them.
 fn check_dual_stack_services(k: &Kubectl) {
     let web = k.json(&["get", "service", "web"]).unwrap();
     let spec = &web["spec"];
@@ -128,7 +113,9 @@ fn check_dual_stack_services(k: &Kubectl) {
 async fn kubectl_creates_and_prints_endpoint_slices_and_dual_stack_services() {
     let server = start_default().await;
     let k = Kubectl::new(&server.url()).unwrap();
-    let out = k.with_manifest("create", MANIFESTS).unwrap();
+    let out = k
+        .with_manifest("create", &format!("{WEB_SLICE}{SERVICES}"))
+        .unwrap();
     assert!(
         out.contains("endpointslice.discovery.k8s.io/web-abc12 created"),
         "{out}"

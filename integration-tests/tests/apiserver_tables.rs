@@ -4,26 +4,7 @@
 
 mod apiserver_support;
 
-use apiserver_support::both;
-
-/// One IPv4 slice of `web`: an endpoint ready, one with no conditions.
-const SLICE: &str = r#"apiVersion: discovery.k8s.io/v1
-kind: EndpointSlice
-metadata:
-  name: web-abc12
-  namespace: default
-  labels:
-    kubernetes.io/service-name: web
-addressType: IPv4
-ports:
-- name: http
-  port: 80
-endpoints:
-- addresses: ["10.244.1.6"]
-  conditions: {ready: true}
-  nodeName: node-1
-- addresses: ["10.244.2.7"]
-"#;
+use apiserver_support::{both, WEB_SLICE};
 
 /// `kubectl get` prints the same Tables from both servers: the columns of
 /// EndpointSlices and Services, and a row of each.
@@ -32,7 +13,7 @@ async fn kubectl_prints_the_same_tables_of_slices_and_services_from_both_servers
     for server in both().await {
         eprintln!("--- against the {}", server.name());
         let k = server.kubectl();
-        k.with_manifest("create", SLICE).unwrap();
+        k.with_manifest("create", WEB_SLICE).unwrap();
         k.with_manifest(
             "create",
             r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},

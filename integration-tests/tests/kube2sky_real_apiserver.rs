@@ -31,6 +31,14 @@ fn web_records(name: &str, ip: &str) -> [(String, String); 2] {
     ]
 }
 
+/// Headless Service `name` in `default` with port `http` and no selector:
+/// its endpoints are whatever slices (or Endpoints) say.
+fn headless_without_selector(name: &str) -> String {
+    json!({"apiVersion": "v1", "kind": "Service", "metadata": {"name": name, "namespace": "default"},
+           "spec": {"clusterIP": "None", "ports": [{"name": "http", "port": 80, "protocol": "TCP"}]}})
+    .to_string()
+}
+
 fn sorted(records: impl IntoIterator<Item = (String, String)>) -> Vec<(String, String)> {
     let mut v: Vec<_> = records.into_iter().collect();
     v.sort();
@@ -50,14 +58,19 @@ async fn endpointslices_of_the_real_controllers_follow_the_pods_readiness() -> R
     plane.with_logs(slices_follow_readiness(&plane).await)
 }
 
-/// The endpoints of web's slices, as `ip ready` pairs, sorted.
-fn web_slice_endpoints(kubectl: &Kubectl) -> Result<Vec<String>> {
-    let slices = kubectl.json(&[
+/// web's EndpointSlices, as kubectl lists them.
+fn web_slices(kubectl: &Kubectl) -> Result<serde_json::Value> {
+    kubectl.json(&[
         "get",
         "endpointslices",
         "-l",
         "kubernetes.io/service-name=web",
-    ])?;
+    ])
+}
+
+/// The endpoints of web's slices, as `ip ready` pairs, sorted.
+fn web_slice_endpoints(kubectl: &Kubectl) -> Result<Vec<String>> {
+    let slices = web_slices(kubectl)?;
     let mut got: Vec<String> = slices["items"]
         .as_array()
         .into_iter()
@@ -110,12 +123,7 @@ async fn slices_follow_readiness(plane: &ControlPlane) -> Result<()> {
     want.extend(web_records("web-1", "10.244.0.2"));
     wait_exact(&etcd, WEB, &sorted(want.clone())).await?;
     // The records came from the controller's slice, not a test's.
-    let slices = kubectl.json(&[
-        "get",
-        "endpointslices",
-        "-l",
-        "kubernetes.io/service-name=web",
-    ])?;
+    let slices = web_slices(&kubectl)?;
     let managed_by =
         &slices["items"][0]["metadata"]["labels"]["endpointslice.kubernetes.io/managed-by"];
     ensure!(
@@ -134,11 +142,7 @@ async fn slices_follow_readiness(plane: &ControlPlane) -> Result<()> {
 
     // A Service without a selector: its hand-written v1 Endpoints are
     // mirrored into a slice by the mirroring controller, which kube2sky reads.
-    kubectl.with_manifest(
-        "create",
-        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"legacy","namespace":"default"},
-            "spec":{"clusterIP":"None","ports":[{"name":"http","port":80,"protocol":"TCP"}]}}"#,
-    )?;
+    kubectl.with_manifest("create", &headless_without_selector("legacy"))?;
     kubectl.with_manifest(
         "create",
         r#"{"apiVersion":"v1","kind":"Endpoints","metadata":{"name":"legacy","namespace":"default"},
@@ -353,11 +357,7 @@ async fn rbac(plane: &ControlPlane) -> Result<()> {
         plane,
         kubeconfig: plane.service_account_kubeconfig("kube-system", "kube-dns")?,
     };
-    kubectl.with_manifest(
-        "create",
-        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"web","namespace":"default"},
-            "spec":{"clusterIP":"None","ports":[{"name":"http","port":80,"protocol":"TCP"}]}}"#,
-    )?;
+    kubectl.with_manifest("create", &headless_without_selector("web"))?;
     kubectl.with_manifest(
         "create",
         r#"{"apiVersion":"discovery.k8s.io/v1","kind":"EndpointSlice",

@@ -76,8 +76,21 @@ fn openssl(dir: &Path, parts: &[&[&str]]) -> Result<()> {
             "/CN=test-ca",
         ]);
     }
+    run_openssl(dir, &args)
+}
+
+/// `NAME.key` and `NAME.pub` in `dir`: an RSA key pair (the control plane's
+/// service-account token signing keys).
+pub(crate) fn key_pair(dir: &Path, name: &str) -> Result<()> {
+    let (key, public) = (format!("{name}.key"), format!("{name}.pub"));
+    run_openssl(dir, &["genrsa", "-out", &key, "2048"])?;
+    run_openssl(dir, &["rsa", "-in", &key, "-pubout", "-out", &public])
+}
+
+/// Runs `openssl args` in `dir`; a failure carries openssl's words.
+fn run_openssl(dir: &Path, args: &[&str]) -> Result<()> {
     let out = crate::tools::command("openssl", "openssl")?
-        .args(&args)
+        .args(args)
         .current_dir(dir)
         .output()
         .context("running openssl")?;

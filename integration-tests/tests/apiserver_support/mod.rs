@@ -51,6 +51,11 @@ pub async fn client_with(server: &ApiServerHandle, token: Option<&str>, retry: b
         "current-context": "test",
     });
     let kubeconfig = Kubeconfig::from_yaml(&kubeconfig.to_string()).expect("kubeconfig");
+    client_from(kubeconfig, retry).await
+}
+
+/// A kube client from `kubeconfig`, retrying 429/503/504 if `retry`.
+async fn client_from(kubeconfig: Kubeconfig, retry: bool) -> Client {
     let mut config =
         kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
             .await
@@ -71,6 +76,26 @@ pub async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
         .await
         .unwrap()
 }
+
+/// One IPv4 slice of `web` in `default`: an endpoint ready on `node-1`,
+/// one with no conditions.
+pub const WEB_SLICE: &str = r#"apiVersion: discovery.k8s.io/v1
+kind: EndpointSlice
+metadata:
+  name: web-abc12
+  namespace: default
+  labels:
+    kubernetes.io/service-name: web
+addressType: IPv4
+ports:
+- name: http
+  port: 80
+endpoints:
+- addresses: ["10.244.1.6"]
+  conditions: {ready: true}
+  nodeName: node-1
+- addresses: ["10.244.2.7"]
+"#;
 
 /// A ClusterIP Service named `name` with one TCP port.
 pub fn service(name: &str, port: i32) -> Service {
@@ -162,13 +187,7 @@ impl Server {
             Server::Test(server) => client_with(server, None, retry).await,
             Server::Real(plane) => {
                 let path = plane.admin_kubeconfig().expect("an admin kubeconfig");
-                let kubeconfig = Kubeconfig::read_from(path).expect("kubeconfig");
-                let mut config =
-                    kube::Config::from_custom_kubeconfig(kubeconfig, &KubeConfigOptions::default())
-                        .await
-                        .expect("kube config");
-                config.default_retry = retry;
-                Client::try_from(config).expect("kube client")
+                client_from(Kubeconfig::read_from(path).expect("kubeconfig"), retry).await
             }
         }
     }

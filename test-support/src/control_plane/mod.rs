@@ -116,7 +116,8 @@ impl ControlPlane {
         }
         let dir = tempfile::tempdir()?;
         let certs = Certificates::make()?;
-        service_account_keys(dir.path())?;
+        // sa.key and sa.pub: what signs and checks service-account tokens.
+        crate::tls::key_pair(dir.path(), "sa")?;
         let admin_token = random_token()?;
         let kcm_token = random_token()?;
         std::fs::write(
@@ -488,27 +489,6 @@ pub fn kubeconfig(server: &str, ca: &Path, token: &str) -> serde_json::Value {
 fn tail(text: &str, lines: usize) -> String {
     let all: Vec<&str> = text.lines().collect();
     all[all.len().saturating_sub(lines)..].join("\n")
-}
-
-/// `sa.key` and `sa.pub` in `dir`: the key pair that signs and checks
-/// service-account tokens.
-fn service_account_keys(dir: &Path) -> Result<()> {
-    for args in [
-        &["genrsa", "-out", "sa.key", "2048"][..],
-        &["rsa", "-in", "sa.key", "-pubout", "-out", "sa.pub"],
-    ] {
-        let out = crate::tools::command("openssl", "openssl")?
-            .args(args)
-            .current_dir(dir)
-            .output()
-            .context("running openssl")?;
-        ensure!(
-            out.status.success(),
-            "openssl {args:?}: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-    }
-    Ok(())
 }
 
 /// 32 random hex digits from `/dev/urandom`.
