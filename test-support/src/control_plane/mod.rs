@@ -143,7 +143,8 @@ impl ControlPlane {
             plane.write_kubeconfig(&admin, &plane.admin_token)?;
             plane.spawn_apiserver(&bin)
         })?;
-        plane.wait_ready()?;
+        let ready = plane.wait_ready();
+        ready.map_err(|e| e.context(tail(&plane.apiserver_log(), 40)))?;
         if options.controllers {
             let kubeconfig = plane.dir.path().join("kcm.kubeconfig");
             plane.write_kubeconfig(&kubeconfig, &kcm_token)?;

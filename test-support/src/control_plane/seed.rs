@@ -26,10 +26,12 @@ pub(crate) fn load(endpoint: &str, file: &Path) -> Result<usize> {
     let now = now()?;
     let mut puts = Vec::new();
     for (n, doc) in documents(&text)?.into_iter().enumerate() {
-        puts.push(
-            stored(doc, n, &now)
-                .with_context(|| format!("{}, object {}", file.display(), n + 1))?,
-        );
+        let what = || format!("{}, object {}", file.display(), n + 1);
+        let (key, value) = stored(doc, n, &now).with_context(what)?;
+        if let Some(ip) = ip_address_of(&key, &value, &now)? {
+            puts.push(ip);
+        }
+        puts.push((key, value));
     }
     let count = puts.len();
     let endpoint = endpoint.to_string();
@@ -130,6 +132,38 @@ fn batches(puts: &[(String, String)]) -> Vec<&[(String, String)]> {
     out
 }
 
+/// The IPAddress object that allocates a seeded Service's cluster IP, as
+/// kube-apiserver's allocator writes it: without it, the API server's
+/// repair check at start finds 50,000 IPs not allocated, repairs them one
+/// by one and gives up (its post-start hook fails, the server exits).
+fn ip_address_of(key: &str, value: &str, now: &str) -> Result<Option<(String, String)>> {
+    if !key.starts_with("/registry/services/specs/") {
+        return Ok(None);
+    }
+    let service: Value = serde_json::from_str(value)?;
+    let Some(ip) = service["spec"]["clusterIP"]
+        .as_str()
+        .filter(|ip| !ip.is_empty() && *ip != "None")
+    else {
+        return Ok(None);
+    };
+    let family = if ip.contains(':') { "IPv6" } else { "IPv4" };
+    let object = json!({
+        "apiVersion": "networking.k8s.io/v1", "kind": "IPAddress",
+        "metadata": {"name": ip, "creationTimestamp": now,
+                     "uid": format!("{}-ip", service["metadata"]["uid"].as_str().unwrap_or_default()),
+                     "labels": {"ipaddress.kubernetes.io/ip-family": family,
+                                "ipaddress.kubernetes.io/managed-by": "ipallocator.k8s.io"}},
+        "spec": {"parentRef": {"group": "", "resource": "services",
+                               "namespace": service["metadata"]["namespace"],
+                               "name": service["metadata"]["name"]}},
+    });
+    Ok(Some((
+        format!("/registry/ipaddresses/{ip}"),
+        object.to_string(),
+    )))
+}
+
 /// Puts every pair, in [`batches`], through etcd's JSON gateway.
 async fn put_all(endpoint: &str, puts: Vec<(String, String)>) -> Result<()> {
     let client = reqwest::Client::builder().no_proxy().build()?;
@@ -211,7 +245,19 @@ mod tests {
         assert!(value["metadata"]["resourceVersion"].is_null());
         assert_eq!(value["spec"]["type"], "ClusterIP");
         assert_eq!(value["spec"]["clusterIPs"], json!(["10.1.0.1"]));
+        let (ip_key, ip) = ip_address_of(&key, &value.to_string(), "t")
+            .unwrap()
+            .unwrap();
+        assert_eq!(ip_key, "/registry/ipaddresses/10.1.0.1");
+        let ip: Value = serde_json::from_str(&ip).unwrap();
+        let parent = json!({"group": "", "resource": "services", "namespace": "ns1", "name": "s"});
+        assert_eq!(ip["spec"]["parentRef"], parent);
+        assert_eq!(
+            ip["metadata"]["labels"]["ipaddress.kubernetes.io/ip-family"],
+            "IPv4"
+        );
         let (key, value) = stored(docs[1].clone(), 2, "t").unwrap();
+        assert!(ip_address_of(&key, &value, "t").unwrap().is_none());
         assert_eq!(key, "/registry/namespaces/ns1");
         assert!(value.contains(r#""phase":"Active""#), "{value}");
         let lease = json!({"kind": "Lease", "metadata": {"name": "l"}});
