@@ -14,6 +14,7 @@ use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 
 use serde_json::{json, Value};
 
+use super::dualstack::NOT_AN_IP;
 use super::names::{dns1123_label, dns1123_subdomain};
 
 const MAX_ENDPOINTS: usize = 1000;
@@ -83,10 +84,12 @@ fn validate_endpoints(address_type: &str, endpoints: &Value) -> Vec<String> {
         }
         for (j, address) in addresses.iter().enumerate() {
             let address = address.as_str().unwrap_or_default();
-            for why in address_errors(address_type, address) {
-                errors.push(format!(
-                    "{path}.addresses[{j}]: Invalid value: {address:?}: {why}"
-                ));
+            for (at, why) in address_errors(address_type, address) {
+                let at = match at {
+                    At::Address => format!("{path}.addresses[{j}]"),
+                    At::List => format!("{path}.addresses"),
+                };
+                errors.push(format!("{at}: Invalid value: {address:?}: {why}"));
             }
         }
         if let Some(host) = endpoint["hostname"].as_str().filter(|h| !dns1123_label(h)) {
@@ -104,22 +107,33 @@ fn validate_endpoints(address_type: &str, endpoints: &Value) -> Vec<String> {
     errors
 }
 
+/// Which field an address's error names: the address (`addresses[j]`), or,
+/// for an IP of the other family, the list (`addresses`), as kube-apiserver
+/// 1.36 does (pkg/apis/discovery/validation/validation.go).
+enum At {
+    Address,
+    List,
+}
+
 /// Why `address` is not valid for `address_type` (unknown types pass, as
-/// they already failed on `addressType`).
-fn address_errors(address_type: &str, address: &str) -> Vec<String> {
+/// they already failed on `addressType`), as kube-apiserver 1.36 with its
+/// StrictIPCIDRValidation on: an IPv4-mapped IPv6 address is refused for
+/// either family.
+fn address_errors(address_type: &str, address: &str) -> Vec<(At, String)> {
     let ip = address.parse::<IpAddr>().ok();
-    // Go's `To4`: an IPv4-mapped IPv6 address is an IPv4 one.
-    let v4 = match ip {
-        Some(IpAddr::V4(a)) => Some(a),
-        Some(IpAddr::V6(a)) => a.to_ipv4_mapped(),
-        None => None,
-    };
-    match (address_type, ip, v4) {
-        ("IPv4", _, Some(v4)) => special_v4(v4),
-        ("IPv4", _, None) => vec!["must be a valid IPv4 address".into()],
-        ("IPv6", Some(IpAddr::V6(v6)), None) => special_v6(v6),
-        ("IPv6", _, _) => vec!["must be a valid IPv6 address".into()],
-        ("FQDN", _, _) => fqdn_errors(address),
+    let mapped = matches!(ip, Some(IpAddr::V6(a)) if a.to_ipv4_mapped().is_some());
+    let at_address = |errors: Vec<String>| errors.into_iter().map(|e| (At::Address, e)).collect();
+    match (address_type, ip) {
+        ("IPv4" | "IPv6", None) => vec![(At::Address, NOT_AN_IP.into())],
+        ("IPv4" | "IPv6", Some(_)) if mapped => vec![(
+            At::Address,
+            "must not be an IPv4-mapped IPv6 address".into(),
+        )],
+        ("IPv4", Some(IpAddr::V4(v4))) => at_address(special_v4(v4)),
+        ("IPv4", Some(IpAddr::V6(_))) => vec![(At::List, "must be an IPv4 address".into())],
+        ("IPv6", Some(IpAddr::V6(v6))) => at_address(special_v6(v6)),
+        ("IPv6", Some(IpAddr::V4(_))) => vec![(At::List, "must be an IPv6 address".into())],
+        ("FQDN", _) => at_address(fqdn_errors(address)),
         _ => Vec::new(),
     }
 }
@@ -251,24 +265,31 @@ mod tests {
         assert!(validate(&slice("IPv4", &["10.1.0.1"]), None).is_empty());
         assert!(validate(&slice("IPv6", &["fd00::1"]), None).is_empty());
         assert!(validate(&slice("FQDN", &["web.example.com."]), None).is_empty());
-        for (t, a) in [
-            ("IPv4", "fd00::1"),
-            ("IPv4", "10.1.0"),
-            ("IPv4", "127.0.0.1"),
-            ("IPv4", "169.254.1.1"),
-            ("IPv6", "10.1.0.1"),
-            ("IPv6", "::ffff:10.1.0.1"),
-            ("IPv6", "fe80::1"),
-            ("FQDN", "localhost"),
-            ("FQDN", "Web.example.com"),
+        // The address's path, but for an IP of the other family: the list's
+        // (kube-apiserver 1.36).
+        let at = "endpoints[0].addresses[0]: Invalid value";
+        let at_list = "endpoints[0].addresses: Invalid value";
+        for (t, a, want) in [
+            ("IPv4", "fd00::1", at_list),
+            ("IPv4", "10.1.0", at),
+            ("IPv4", "127.0.0.1", at),
+            ("IPv4", "169.254.1.1", at),
+            ("IPv6", "10.1.0.1", at_list),
+            ("IPv6", "::ffff:10.1.0.1", at),
+            ("IPv4", "::ffff:10.1.0.1", at),
+            ("IPv6", "not-an-ip", at),
+            ("IPv6", "fe80::1", at),
+            ("FQDN", "localhost", at),
+            ("FQDN", "Web.example.com", at),
         ] {
             let errors = validate(&slice(t, &[a]), None);
             assert_eq!(errors.len(), 1, "{t} {a}: {errors:?}");
-            assert!(
-                errors[0].starts_with("endpoints[0].addresses[0]: Invalid value"),
-                "{errors:?}"
-            );
+            assert!(errors[0].starts_with(want), "{errors:?}");
         }
+        assert_eq!(
+            validate(&slice("IPv4", &["fd00::1"]), None),
+            ["endpoints[0].addresses: Invalid value: \"fd00::1\": must be an IPv4 address"]
+        );
         let errors = validate(&slice("IPv4", &[]), None);
         assert_eq!(
             errors,
