@@ -1,8 +1,8 @@
 //! API semantics of the test server through kube-rs: paging, optimistic
 //! concurrency, selectors, validation errors, raw watch behaviour (410 as an
-//! ERROR event, bookmarks, timeouts, selector transitions), auth and faults.
+//! ERROR event, timeouts, selector transitions), auth and faults.
 //! The paging and 410 tests run against a real kube-apiserver too
-//! (`apiserver_support::both`).
+//! (`apiserver_support::both`); bookmarks: `apiserver_watches`.
 
 mod apiserver_support;
 
@@ -377,32 +377,6 @@ async fn watch_from_compacted_version(server: &mut Server) {
         status.message.starts_with("too old resource version"),
         "{}",
         status.message
-    );
-}
-
-#[tokio::test]
-async fn watch_sends_bookmarks_and_honours_timeout() {
-    let server = start_default().await;
-    let api: Api<Service> = Api::namespaced(client(&server).await, "default");
-    api.create(&PostParams::default(), &service("a", 80))
-        .await
-        .unwrap();
-    let params = WatchParams::default().timeout(2);
-    let events: Vec<_> = within(
-        "the watch to time out",
-        api.watch(&params, "0").await.unwrap().collect(),
-    )
-    .await;
-    let current = server.resource_version().to_string();
-    assert!(
-        matches!(&events[0], Ok(WatchEvent::Added(s)) if s.name_any() == "a"),
-        "{events:?}"
-    );
-    assert!(
-        events.iter().any(
-            |e| matches!(e, Ok(WatchEvent::Bookmark(b)) if b.metadata.resource_version == current)
-        ),
-        "{events:?}"
     );
 }
 

@@ -1,51 +1,37 @@
 //! `discovery.k8s.io/v1` EndpointSlices and the dual-stack fields on the
 //! API test server: kubectl creates and prints them (`kubectl get
-//! endpointslices` as a Table), a kube-rs watcher follows them (events,
-//! label selection on `kubernetes.io/service-name`, bookmarks, history
-//! replay and 410 after compaction), invalid slices get 422, Services
-//! default `clusterIPs`/`ipFamilies` and Pods `podIPs` as the real server
-//! does, and a server without EndpointSlices (`Config::endpoint_slices`
-//! off, `--no-endpointslices`) has no `discovery.k8s.io` group at all.
+//! endpointslices` as a Table), label selection on
+//! `kubernetes.io/service-name`, invalid slices get 422, Services default
+//! `clusterIPs`/`ipFamilies` and Pods `podIPs` as the real server does,
+//! and a server without EndpointSlices (`Config::endpoint_slices` off,
+//! `--no-endpointslices`) has no `discovery.k8s.io` group at all. The label
+//! selector, 422 and single/dual-stack tests run against a real
+//! kube-apiserver too (`apiserver_support::both`); watches of slices:
+//! `apiserver_watches`.
 //!
 //! kubectl must be installed (see `apiserver_kubectl`); kubectl blocks, so
 //! those tests run on a multi-threaded runtime.
 
 mod apiserver_support;
 
-use apiserver_support::{binary_server, client, start, start_default, within, WEB_SLICE};
-use futures::{Stream, StreamExt};
+use apiserver_support::{
+    api_status, binary_server, both, client, slice, start, start_default, Server, WEB_SLICE,
+};
 use k8s_openapi::api::core::v1::{Pod, Service};
 use k8s_openapi::api::discovery::v1::EndpointSlice;
-use kube::api::WatchParams;
-use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, WatchEvent};
-use kube::runtime::watcher::{self, Event};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use kube::{Client, ResourceExt};
 use kube_api_test_server::Config;
 use serde_json::{json, Value};
 use test_support::kubectl::Kubectl;
 
-const SERVICE_NAME: &str = "kubernetes.io/service-name";
+/// The namespace of the tests that run on both servers.
+const NS: &str = "sliced";
 
-/// An IPv4 slice of Service `service` with one endpoint per address.
-fn slice(name: &str, service: &str, addresses: &[&str]) -> EndpointSlice {
-    let endpoints: Vec<Value> = addresses
-        .iter()
-        .map(|a| json!({ "addresses": [a], "conditions": { "ready": true } }))
-        .collect();
-    serde_json::from_value(json!({
-        "metadata": { "name": name, "labels": { SERVICE_NAME: service } },
-        "addressType": "IPv4",
-        "endpoints": endpoints,
-        "ports": [{ "name": "http", "port": 80 }],
-    }))
-    .expect("endpoint slice")
-}
-
-fn api_status(err: kube::Error) -> (u16, String, String) {
-    match err {
-        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
-        other => panic!("expected an API error, got {other}"),
-    }
+/// The EndpointSlices of [`NS`] on `server`, with its namespace made.
+async fn slices(server: &Server) -> Api<EndpointSlice> {
+    server.namespace(NS).await;
+    Api::namespaced(server.client().await, NS)
 }
 
 async fn raw_get(client: &Client, path: &str) -> Result<Value, (u16, String, String)> {
@@ -174,139 +160,16 @@ async fn kubectl_creates_and_prints_endpoint_slices_and_dual_stack_services() {
     assert_eq!(left["items"], json!([]), "{left}");
 }
 
-/// The next watcher event, as `kind name` (`apply web-2`).
-async fn next_event(
-    events: &mut (impl Stream<Item = Result<Event<EndpointSlice>, watcher::Error>> + Unpin),
-) -> String {
-    let event = within("the next watcher event", events.next())
-        .await
-        .expect("watcher stream ended")
-        .expect("watcher error");
-    match event {
-        Event::Init => "init".into(),
-        Event::InitApply(s) => format!("init-apply {}", s.name_any()),
-        Event::InitDone => "init-done".into(),
-        Event::Apply(s) => format!("apply {}", s.name_any()),
-        Event::Delete(s) => format!("delete {}", s.name_any()),
-    }
-}
-
-#[tokio::test]
-async fn a_watcher_follows_the_slices_of_one_service() {
-    let server = start_default().await;
-    let api: Api<EndpointSlice> = Api::namespaced(client(&server).await, "default");
-    let pp = PostParams::default();
-    let first = api
-        .create(&pp, &slice("web-1", "web", &["10.244.1.1"]))
-        .await
-        .unwrap();
-    let config = watcher::Config::default().labels("kubernetes.io/service-name=web");
-    let mut events = watcher::watcher(api.clone(), config).boxed();
-    for want in ["init", "init-apply web-1", "init-done"] {
-        assert_eq!(next_event(&mut events).await, want);
-    }
-    // Another Service's slice is filtered out: web-2's event comes first.
-    api.create(&pp, &slice("other-1", "other", &["10.244.9.9"]))
-        .await
-        .unwrap();
-    api.create(&pp, &slice("web-2", "web", &["10.244.1.2"]))
-        .await
-        .unwrap();
-    assert_eq!(next_event(&mut events).await, "apply web-2");
-    let mut changed = api.get("web-1").await.unwrap();
-    changed.endpoints[0].addresses = vec!["10.244.1.9".into()];
-    let changed = api.replace("web-1", &pp, &changed).await.unwrap();
-    assert_eq!(changed.metadata.generation, Some(2));
-    assert_eq!(next_event(&mut events).await, "apply web-1");
-    api.delete("web-1", &DeleteParams::default()).await.unwrap();
-    assert_eq!(next_event(&mut events).await, "delete web-1");
-
-    // History replay from the first create, still filtered.
-    let from = first.resource_version().unwrap();
-    let params = WatchParams::default().labels("kubernetes.io/service-name=web");
-    let replay: Vec<String> = within(
-        "the replay",
-        api.watch(&params, &from)
-            .await
-            .unwrap()
-            .take(3)
-            .collect::<Vec<_>>(),
-    )
-    .await
-    .into_iter()
-    .map(|e| match e.unwrap() {
-        WatchEvent::Added(s) => format!("ADDED {}", s.name_any()),
-        WatchEvent::Modified(s) => format!("MODIFIED {}", s.name_any()),
-        WatchEvent::Deleted(s) => format!("DELETED {}", s.name_any()),
-        other => format!("{other:?}"),
-    })
-    .collect();
-    assert_eq!(replay, ["ADDED web-2", "MODIFIED web-1", "DELETED web-1"]);
-}
-
-#[tokio::test]
-async fn slice_watches_get_bookmarks_and_410_after_compaction() {
-    let server = start_default().await;
-    let api: Api<EndpointSlice> = Api::namespaced(client(&server).await, "default");
-    let created = api
-        .create(
-            &PostParams::default(),
-            &slice("web-1", "web", &["10.244.1.1"]),
-        )
-        .await
-        .unwrap();
-    let current = server.resource_version().to_string();
-    let params = WatchParams::default().timeout(60);
-    let mut stream = api.watch(&params, &current).await.unwrap().boxed();
-    // Nothing changes after `current`, so the first event is a bookmark.
-    let first = within("a bookmark", stream.next())
-        .await
-        .expect("watch ended");
-    let Ok(WatchEvent::Bookmark(bookmark)) = first else {
-        panic!("expected a bookmark, got {first:?}");
-    };
-    assert_eq!(bookmark.metadata.resource_version, current);
-    assert_eq!(bookmark.types.api_version, "discovery.k8s.io/v1");
-
-    // Paging, then compaction: the continue token and the old version are gone.
-    api.create(
-        &PostParams::default(),
-        &slice("web-2", "web", &["10.244.1.2"]),
-    )
-    .await
-    .unwrap();
-    let page = api.list(&ListParams::default().limit(1)).await.unwrap();
-    assert_eq!(page.items.len(), 1);
-    let token = page.metadata.continue_.clone().expect("a continue token");
-    // A write, then compaction up to it: the page's version is gone.
-    api.delete("web-2", &DeleteParams::default()).await.unwrap();
-    server.expire_history();
-    let err = api
-        .list(&ListParams::default().limit(1).continue_token(&token))
-        .await
-        .unwrap_err();
-    assert_eq!(api_status(err).0, 410);
-    let old = created.resource_version().unwrap();
-    let events: Vec<_> = within(
-        "the 410 stream",
-        api.watch(&WatchParams::default(), &old)
-            .await
-            .unwrap()
-            .collect(),
-    )
-    .await;
-    match &events[..] {
-        [Ok(WatchEvent::Error(status))] => {
-            assert_eq!((status.code, status.reason.as_str()), (410, "Expired"));
-        }
-        other => panic!("expected one 410 ERROR event, got {other:?}"),
-    }
-}
-
 #[tokio::test]
 async fn label_selectors_pick_a_services_slices() {
-    let server = start_default().await;
-    let api: Api<EndpointSlice> = Api::namespaced(client(&server).await, "default");
+    for server in both().await {
+        eprintln!("--- against the {}", server.name());
+        label_selectors(&server).await;
+    }
+}
+
+async fn label_selectors(server: &Server) {
+    let api = slices(server).await;
     let pp = PostParams::default();
     for (name, service) in [("web-1", "web"), ("web-2", "web"), ("db-1", "db")] {
         api.create(&pp, &slice(name, service, &["10.244.1.1"]))
@@ -341,9 +204,15 @@ async fn label_selectors_pick_a_services_slices() {
 
 #[tokio::test]
 async fn invalid_slices_and_cluster_ips_are_422() {
-    let server = start_default().await;
-    let c = client(&server).await;
-    let api: Api<EndpointSlice> = Api::namespaced(c.clone(), "default");
+    for server in both().await {
+        eprintln!("--- against the {}", server.name());
+        invalid_slices_and_cluster_ips(&server).await;
+    }
+}
+
+async fn invalid_slices_and_cluster_ips(server: &Server) {
+    let api = slices(server).await;
+    let c = server.client().await;
     let pp = PostParams::default();
     let invalid = |err: kube::Error, want: &str| {
         let (code, reason, message) = api_status(err);
@@ -360,9 +229,14 @@ async fn invalid_slices_and_cluster_ips_are_422() {
         "addressType: Required value",
     );
     let v6_in_v4 = slice("bad", "web", &["fd00::1"]);
-    let want =
-        "endpoints[0].addresses[0]: Invalid value: \"fd00::1\": must be a valid IPv4 address";
+    let want = "endpoints[0].addresses: Invalid value: \"fd00::1\": must be an IPv4 address";
     invalid(api.create(&pp, &v6_in_v4).await.unwrap_err(), want);
+    let mapped = slice("bad", "web", &["::ffff:10.1.0.1"]);
+    let want = "endpoints[0].addresses[0]: Invalid value: \"::ffff:10.1.0.1\": must not be an IPv4-mapped IPv6 address";
+    invalid(api.create(&pp, &mapped).await.unwrap_err(), want);
+    let not_an_ip = slice("bad", "web", &["10.1.2"]);
+    let want = "endpoints[0].addresses[0]: Invalid value: \"10.1.2\": must be a valid IP address";
+    invalid(api.create(&pp, &not_an_ip).await.unwrap_err(), want);
     let mut empty = slice("bad", "web", &["10.244.1.1"]);
     empty.endpoints[0].addresses.clear();
     invalid(
@@ -394,7 +268,7 @@ async fn invalid_slices_and_cluster_ips_are_422() {
     );
     assert_eq!(api.get("v6").await.unwrap(), v6);
 
-    let services: Api<Service> = Api::namespaced(c, "default");
+    let services: Api<Service> = Api::namespaced(c, NS);
     let svc = |spec: Value| -> Service {
         serde_json::from_value(json!({ "metadata": { "name": "s" }, "spec": spec })).unwrap()
     };
@@ -411,9 +285,16 @@ async fn invalid_slices_and_cluster_ips_are_422() {
 
 #[tokio::test]
 async fn services_move_between_single_and_dual_stack_and_pods_get_pod_ips() {
-    let server = start_default().await;
-    let c = client(&server).await;
-    let services: Api<Service> = Api::namespaced(c.clone(), "default");
+    for server in both().await {
+        eprintln!("--- against the {}", server.name());
+        single_and_dual_stack(&server).await;
+    }
+}
+
+async fn single_and_dual_stack(server: &Server) {
+    server.namespace("stacked").await;
+    let c = server.client().await;
+    let services: Api<Service> = Api::namespaced(c.clone(), "stacked");
     let svc: Service = serde_json::from_value(json!({ "metadata": { "name": "web" },
         "spec": { "clusterIP": "10.0.0.20", "ports": [{ "port": 80 }] } }))
     .unwrap();
@@ -428,9 +309,12 @@ async fn services_move_between_single_and_dual_stack_and_pods_get_pod_ips() {
         .await
         .unwrap();
     let spec = dual.spec.unwrap();
-    assert_eq!(
-        spec.cluster_ips,
-        Some(vec!["10.0.0.20".into(), "fd00:10:96::1".into()])
+    // An IPv6 address from the second range: fd00:10:96::/112 on the test
+    // server (the first free), fd00:10::/112 on the real one (at random).
+    let ips = spec.cluster_ips.clone().unwrap_or_default();
+    assert!(
+        matches!(&ips[..], [v4, v6] if v4 == "10.0.0.20" && v6.starts_with("fd00:10:")),
+        "{ips:?}"
     );
     assert_eq!(spec.ip_families, Some(vec!["IPv4".into(), "IPv6".into()]));
     let single = services
@@ -442,7 +326,7 @@ async fn services_move_between_single_and_dual_stack_and_pods_get_pod_ips() {
         Some(vec!["10.0.0.20".into()])
     );
 
-    let pods: Api<Pod> = Api::namespaced(c, "default");
+    let pods: Api<Pod> = Api::namespaced(c, "stacked");
     let pod: Pod = serde_json::from_value(json!({ "metadata": { "name": "p" },
         "spec": { "containers": [{ "name": "c", "image": "busybox" }] } }))
     .unwrap();

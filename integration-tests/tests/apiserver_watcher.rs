@@ -1,23 +1,30 @@
-//! kube-rs `watcher` against the API test server: ordering, resuming after a
-//! dropped watch without losing events, re-listing after 410 Expired, and
-//! streaming lists.
+//! kube-rs `watcher` against the API test server and a real kube-apiserver
+//! (`apiserver_support::both`): ordering, resuming after a cut connection
+//! without losing events, re-listing after 410 Expired, and streaming
+//! lists. Connections are cut by a TCP relay between the watcher and the
+//! server (`test_support::relay`), while writes go around it; only the
+//! recovery from a server answering 503 is the test server's alone (the
+//! real one cannot be told to).
 
 mod apiserver_support;
 
 use std::collections::BTreeSet;
 
-use apiserver_support::{client, client_with, service, start_default, within};
+use apiserver_support::{client_with, service, start_default, within, Server};
 use futures::{Stream, StreamExt};
 use k8s_openapi::api::core::v1::Service;
-use kube::api::{Api, DeleteParams, PostParams};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::reflector::{self, Store as ReflectorStore};
 use kube::runtime::watcher::{self, Event};
 use kube::runtime::WatchStreamExt;
 use kube::ResourceExt;
-use kube_api_test_server::{ApiServerHandle, Key, ResourceKind};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
+
+/// The namespace of the watched Services (the real server's `default`
+/// holds its own `kubernetes` Service).
+const NS: &str = "watched";
 
 /// What the watcher yielded, reduced to what the tests compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -80,6 +87,21 @@ impl Recorder {
             assert_eq!(&self.next().await, want);
         }
     }
+
+    /// [`Recorder::expect`] after a cut: the cut connection may show as
+    /// transport errors first (a watch body ended mid-stream), never as
+    /// anything else.
+    async fn expect_after_cut(&mut self, expected: &[Seen]) {
+        for want in expected {
+            let got = loop {
+                match self.next().await {
+                    Seen::OtherError(e) => eprintln!("the cut, as the watcher saw it: {e}"),
+                    got => break got,
+                }
+            };
+            assert_eq!(&got, want);
+        }
+    }
 }
 
 impl Drop for Recorder {
@@ -95,25 +117,37 @@ fn apply(name: &str, rv: &str) -> Seen {
     }
 }
 
-fn key(name: &str) -> Key {
-    Key {
-        kind: ResourceKind::Service,
-        namespace: "default".into(),
-        name: name.into(),
-    }
+fn rv(service: &Service) -> String {
+    service.resource_version().expect("a resourceVersion")
 }
 
-/// Ends every open watch and keeps clients from reconnecting until `resume`.
-async fn cut_watches(server: &ApiServerHandle) {
-    server.pause();
-    server.drop_watches();
-    within("the watch to close", server.wait_for_open_watches(0)).await;
+/// The Services of [`NS`] on `server`, with its namespace made.
+async fn services(server: &Server) -> Api<Service> {
+    server.namespace(NS).await;
+    Api::namespaced(server.client().await, NS)
+}
+
+/// Labels Service `name` and waits for the watcher to see it: the watch
+/// is open once an event came through it.
+async fn touch(api: &Api<Service>, rec: &mut Recorder, name: &str) {
+    let patch = Patch::Merge(json!({"metadata": {"labels": {"touched": "yes"}}}));
+    let touched = api
+        .patch(name, &PatchParams::default(), &patch)
+        .await
+        .unwrap();
+    rec.expect(&[apply(name, &rv(&touched))]).await;
 }
 
 #[tokio::test]
 async fn watcher_sees_add_modify_delete_in_order() {
-    let server = start_default().await;
-    let api: Api<Service> = Api::namespaced(client(&server).await, "default");
+    for server in apiserver_support::both().await {
+        eprintln!("--- against the {}", server.name());
+        add_modify_delete(&server).await;
+    }
+}
+
+async fn add_modify_delete(server: &Server) {
+    let api = services(server).await;
     let mut rec = Recorder::start(watcher::watcher(api.clone(), watcher::Config::default()));
     rec.expect(&[Seen::Init, Seen::InitDone]).await;
 
@@ -130,100 +164,117 @@ async fn watcher_sees_add_modify_delete_in_order() {
     api.delete("a", &DeleteParams::default()).await.unwrap();
 
     rec.expect(&[
-        apply("a", &created.resource_version().unwrap()),
-        apply("a", &changed.resource_version().unwrap()),
+        apply("a", &rv(&created)),
+        apply("a", &rv(&changed)),
         Seen::Delete("a".into()),
     ])
     .await;
 }
 
 #[tokio::test]
-async fn watcher_survives_dropped_watch_without_missing_events() {
-    let server = start_default().await;
-    let api: Api<Service> = Api::namespaced(client(&server).await, "default");
+async fn watcher_survives_a_cut_watch_without_missing_events() {
+    for server in apiserver_support::both().await {
+        eprintln!("--- against the {}", server.name());
+        survives_a_cut_watch(&server).await;
+    }
+}
+
+async fn survives_a_cut_watch(server: &Server) {
+    let api = services(server).await;
     api.create(&PostParams::default(), &service("a", 80))
         .await
         .unwrap();
-    let mut rec = Recorder::start(watcher::watcher(api.clone(), watcher::Config::default()));
+    let relay = server.relay().await;
+    let watched: Api<Service> = Api::namespaced(server.client_through(&relay).await, NS);
+    let mut rec = Recorder::start(watcher::watcher(watched, watcher::Config::default()));
     rec.expect(&[Seen::Init, Seen::InitApply("a".into()), Seen::InitDone])
         .await;
-    within("the watch to open", server.wait_for_open_watches(1)).await;
+    touch(&api, &mut rec, "a").await;
 
-    // Cut the watch and keep the client from reconnecting while we write.
-    cut_watches(&server).await;
-    let store = server.store();
-    let b = store
-        .create(
-            ResourceKind::Service,
-            Some("default"),
-            json!({"metadata": {"name": "b"}}),
-            false,
-        )
+    // Cut the watch and keep the watcher from reconnecting while we write.
+    let opened = relay.accepted();
+    relay.hold();
+    let b = api
+        .create(&PostParams::default(), &service("b", 80))
+        .await
         .unwrap();
-    let mut a = store.get(&key("a")).unwrap();
-    a["metadata"]["labels"] = json!({"changed": "yes"});
-    let (a, _) = store.update(&key("a"), a, false).unwrap();
-    let deleted = store.delete(&key("b"), &Default::default()).unwrap();
-    server.resume();
+    let mut a = api.get("a").await.unwrap();
+    a.labels_mut().insert("changed".into(), "yes".into());
+    let a = api.replace("a", &PostParams::default(), &a).await.unwrap();
+    api.delete("b", &DeleteParams::default()).await.unwrap();
+    relay.release();
 
     // Resumed from its last resourceVersion: every write, in order, no re-list.
-    rec.expect(&[
-        apply("b", b["metadata"]["resourceVersion"].as_str().unwrap()),
-        apply("a", a["metadata"]["resourceVersion"].as_str().unwrap()),
+    rec.expect_after_cut(&[
+        apply("b", &rv(&b)),
+        apply("a", &rv(&a)),
         Seen::Delete("b".into()),
     ])
     .await;
-    assert!(deleted["metadata"]["resourceVersion"].is_string());
-    within("the watch to reopen", server.wait_for_open_watches(1)).await;
-    api.create(&PostParams::default(), &service("c", 80))
+    assert!(
+        relay.accepted() > opened,
+        "the events came over a new connection"
+    );
+    let c = api
+        .create(&PostParams::default(), &service("c", 80))
         .await
         .unwrap();
-    assert!(matches!(rec.next().await, Seen::Apply { name, .. } if name == "c"));
+    rec.expect(&[apply("c", &rv(&c))]).await;
 }
 
-#[tokio::test]
-async fn watcher_relists_after_forced_410_and_ends_with_right_state() {
-    let server = start_default().await;
-    let api: Api<Service> = Api::namespaced(client(&server).await, "default");
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn watcher_relists_after_410_and_ends_with_right_state() {
+    for mut server in apiserver_support::both().await {
+        eprintln!("--- against the {}", server.name());
+        relists_after_410(&mut server).await;
+    }
+}
+
+async fn relists_after_410(server: &mut Server) {
+    let api = services(server).await;
     api.create(&PostParams::default(), &service("a", 80))
         .await
         .unwrap();
+    let relay = server.relay().await;
+    let watched: Api<Service> = Api::namespaced(server.client_through(&relay).await, NS);
     let (reader, writer) = reflector::store();
     let stream = reflector::reflector(
         writer,
-        watcher::watcher(api.clone(), watcher::Config::default()),
+        watcher::watcher(watched, watcher::Config::default()),
     );
     let mut rec = Recorder::start(stream);
     rec.expect(&[Seen::Init, Seen::InitApply("a".into()), Seen::InitDone])
         .await;
-    within("the watch to open", server.wait_for_open_watches(1)).await;
+    touch(&api, &mut rec, "a").await;
 
-    cut_watches(&server).await;
-    let store = server.store();
-    store
-        .create(
-            ResourceKind::Service,
-            Some("default"),
-            json!({"metadata": {"name": "b"}}),
-            false,
-        )
+    let opened = relay.accepted();
+    relay.hold();
+    api.create(&PostParams::default(), &service("b", 80))
+        .await
         .unwrap();
-    store.delete(&key("a"), &Default::default()).unwrap();
-    server.expire_history();
-    server.resume();
+    api.delete("a", &DeleteParams::default()).await.unwrap();
+    server.expire_for_watches().await;
+    // A client of the restarted server.
+    let api = Api::<Service>::namespaced(server.client().await, NS);
+    relay.release();
 
     // The resumed watch gets 410 Expired; the watcher re-lists from scratch.
-    rec.expect(&[
+    rec.expect_after_cut(&[
         Seen::Error(410),
         Seen::Init,
         Seen::InitApply("b".into()),
         Seen::InitDone,
     ])
     .await;
-    api.create(&PostParams::default(), &service("c", 80))
+    assert!(
+        relay.accepted() > opened,
+        "the watcher came back over a new connection"
+    );
+    let c = api
+        .create(&PostParams::default(), &service("c", 80))
         .await
         .unwrap();
-    assert!(matches!(rec.next().await, Seen::Apply { name, .. } if name == "c"));
+    rec.expect(&[apply("c", &rv(&c))]).await;
     assert_eq!(
         names(&reader),
         BTreeSet::from(["b".to_string(), "c".to_string()])
@@ -244,8 +295,14 @@ fn names(reader: &ReflectorStore<Service>) -> BTreeSet<String> {
 
 #[tokio::test]
 async fn watcher_streaming_list_uses_initial_events_end_bookmark() {
-    let server = start_default().await;
-    let api: Api<Service> = Api::namespaced(client(&server).await, "default");
+    for server in apiserver_support::both().await {
+        eprintln!("--- against the {}", server.name());
+        streaming_list(&server).await;
+    }
+}
+
+async fn streaming_list(server: &Server) {
+    let api = services(server).await;
     api.create(&PostParams::default(), &service("a", 80))
         .await
         .unwrap();
@@ -257,10 +314,11 @@ async fn watcher_streaming_list_uses_initial_events_end_bookmark() {
         .create(&PostParams::default(), &service("b", 80))
         .await
         .unwrap();
-    rec.expect(&[apply("b", &b.resource_version().unwrap())])
-        .await;
+    rec.expect(&[apply("b", &rv(&b))]).await;
 }
 
+/// The test server's alone: a real kube-apiserver cannot be told to answer
+/// 503 on cue.
 #[tokio::test]
 async fn watcher_with_backoff_recovers_from_unavailable_server() {
     let server = start_default().await;

@@ -4,7 +4,8 @@
 //! already right; a leader stopped with SIGTERM releases the Lease, so a
 //! standby takes over at its next attempt; a leader that finds the Lease
 //! held by another, or cannot renew it for the renew deadline, exits 1 (two
-//! writers would otherwise share etcd).
+//! writers would otherwise share etcd). Each runs on the API test server
+//! and on a real kube-apiserver (`on_the_real_apiserver_*`).
 
 mod kube2sky_support;
 
@@ -12,6 +13,7 @@ use anyhow::{ensure, Result};
 use kube2sky_support::*;
 use std::time::{Duration, Instant};
 use test_support::http::metric;
+use test_support::relay::TcpRelay;
 
 /// Short timings so the test waits seconds, not the 15 s default.
 const LEASE: &str = "--leader-elect-lease-duration=3s";
@@ -137,8 +139,17 @@ async fn standby_takes_over(api: &dyn KubeApi) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_stopped_with_sigterm_hands_over_at_once() -> Result<()> {
-    let api = apiserver(&[KUBERNETES]).await?;
-    let (etcd, kubectl, mut a, b) = two_replicas(&api).await?;
+    hands_over(&apiserver(&[KUBERNETES]).await?).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_a_leader_stopped_with_sigterm_hands_over_at_once() -> Result<()> {
+    let plane = ControlPlane::start()?;
+    plane.with_logs(hands_over(&plane).await)
+}
+
+async fn hands_over(api: &dyn KubeApi) -> Result<()> {
+    let (etcd, kubectl, mut a, b) = two_replicas(api).await?;
 
     a.signal(nix::sys::signal::Signal::SIGTERM)?;
     let status = a.wait_exit(DEADLINE).await?;
@@ -217,13 +228,33 @@ async fn lease_held_by_another(api: &dyn KubeApi) -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_leader_that_cannot_renew_for_the_renew_deadline_exits_1() -> Result<()> {
-    // The API test server alone: a real one cannot be made to hang on cue.
     let api = apiserver(&[KUBERNETES]).await?;
     let (_etcd, _kubectl, mut a) = one_leader(&api).await?;
     // The API server stops answering: renewals hang.
     api.pause();
-    let status = a.wait_exit(DEADLINE).await?;
+    let status = a.wait_exit(DEADLINE).await;
     api.resume();
+    not_renewed(&a, status?)
+}
+
+/// The same with the real one cut off from kube2sky by a relay that holds
+/// every connection: renewals fail, then hang.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_the_real_apiserver_a_leader_that_cannot_renew_for_the_renew_deadline_exits_1(
+) -> Result<()> {
+    let plane = ControlPlane::start()?;
+    let cut_off = async {
+        let relayed = Relayed::start(&plane).await?;
+        let (_etcd, _kubectl, mut a) = one_leader(&relayed).await?;
+        relayed.relay.hold();
+        let status = a.wait_exit(DEADLINE).await?;
+        not_renewed(&a, status)
+    };
+    plane.with_logs(cut_off.await)
+}
+
+/// `a` exited 1 for want of a renewal within the renew deadline.
+fn not_renewed(a: &Kube2sky, status: std::process::ExitStatus) -> Result<()> {
     ensure!(
         status.code() == Some(1),
         "exit status {status}: {}",
@@ -237,4 +268,45 @@ async fn a_leader_that_cannot_renew_for_the_renew_deadline_exits_1() -> Result<(
         a.log()
     );
     Ok(())
+}
+
+/// A real kube-apiserver that kube2sky reaches through a [`TcpRelay`]
+/// (kubectl goes straight to it).
+struct Relayed<'a> {
+    plane: &'a ControlPlane,
+    relay: TcpRelay,
+    kubeconfig: tempfile::NamedTempFile,
+}
+
+impl<'a> Relayed<'a> {
+    async fn start(plane: &'a ControlPlane) -> Result<Self> {
+        let url = plane.url();
+        let relay = TcpRelay::start(url.trim_start_matches("https://").parse()?).await?;
+        // The serving certificate names 127.0.0.1, the relay's address too.
+        let admin = std::fs::read_to_string(plane.admin_kubeconfig()?)?;
+        ensure!(admin.contains(&url), "{url} not in the admin kubeconfig");
+        let kubeconfig = tempfile::NamedTempFile::new()?;
+        let relayed = admin.replace(&url, &format!("https://{}", relay.addr()));
+        std::fs::write(kubeconfig.path(), relayed)?;
+        Ok(Relayed {
+            plane,
+            relay,
+            kubeconfig,
+        })
+    }
+}
+
+impl KubeApi for Relayed<'_> {
+    fn kube2sky_flags(&self) -> Result<Vec<String>> {
+        let path = self.kubeconfig.path().display();
+        Ok(vec![format!("--kubecfg-file={path}")])
+    }
+
+    fn kubectl(&self) -> Result<Kubectl> {
+        self.plane.kubectl()
+    }
+
+    fn create_pod(&self, ns: &str, name: &str, ips: &[&str]) -> Result<()> {
+        KubeApi::create_pod(self.plane, ns, name, ips)
+    }
 }

@@ -25,6 +25,7 @@
 //! - [`skydns`]: the skydns binary on free ports, ready once it answers.
 //! - [`tls`]: a CA and server and client certificates made with openssl.
 //! - [`kubectl`]: kubectl bound to one API server, isolated from the machine.
+//! - [`relay`]: a TCP relay whose connections a test cuts and holds.
 //! - [`control_plane`]: a real kube-apiserver (and kube-controller-manager)
 //!   over its own etcd, without nodes, as envtest runs one.
 //! - [`http`]: GETs of the health and metrics ports, and metric values.
@@ -45,6 +46,7 @@ pub mod http;
 pub mod kubectl;
 pub mod ports;
 pub mod process;
+pub mod relay;
 pub mod skydns;
 pub mod tls;
 pub mod tools;

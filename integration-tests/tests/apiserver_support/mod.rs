@@ -9,11 +9,13 @@ use std::future::Future;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::discovery::v1::EndpointSlice;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::Client;
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use serde_json::json;
 use test_support::control_plane::{ControlPlane, Options as ControlPlaneOptions};
+use test_support::relay::TcpRelay;
 
 /// Starts a server with the given config (port 0 unless set).
 pub async fn start(config: Config) -> ApiServerHandle {
@@ -38,20 +40,25 @@ pub async fn client_with_token(server: &ApiServerHandle, token: Option<&str>) ->
 /// A kube client for `server`; `retry: false` turns off kube's default
 /// retrying of 429/503/504 so tests can observe those codes directly.
 pub async fn client_with(server: &ApiServerHandle, token: Option<&str>, retry: bool) -> Client {
+    let kubeconfig = kubeconfig_for(&server.url(), token);
+    let kubeconfig = Kubeconfig::from_yaml(&kubeconfig.to_string()).expect("kubeconfig");
+    client_from(kubeconfig, retry).await
+}
+
+/// A kubeconfig document for the API test server at `url`.
+fn kubeconfig_for(url: &str, token: Option<&str>) -> serde_json::Value {
     let user = match token {
         Some(t) => json!({ "name": "test", "user": { "token": t } }),
         None => json!({ "name": "test", "user": {} }),
     };
-    let kubeconfig = json!({
+    json!({
         "apiVersion": "v1",
         "kind": "Config",
-        "clusters": [{ "name": "test", "cluster": { "server": server.url() } }],
+        "clusters": [{ "name": "test", "cluster": { "server": url } }],
         "users": [user],
         "contexts": [{ "name": "test", "context": { "cluster": "test", "user": "test", "namespace": "default" } }],
         "current-context": "test",
-    });
-    let kubeconfig = Kubeconfig::from_yaml(&kubeconfig.to_string()).expect("kubeconfig");
-    client_from(kubeconfig, retry).await
+    })
 }
 
 /// A kube client from `kubeconfig`, retrying 429/503/504 if `retry`.
@@ -230,6 +237,20 @@ impl Server {
         }
     }
 
+    /// Makes every version written before the call too old for a watch
+    /// (410 Expired): the test server forgets its history; the real one
+    /// compacts it and restarts kube-apiserver, whose watch cache would
+    /// still serve a compacted version in its window of recent events (see
+    /// `watch_from_compacted_version` in apiserver_api). The real one needs
+    /// a multi-threaded runtime.
+    pub async fn expire_for_watches(&mut self) {
+        self.compact().await;
+        if let Server::Real(plane) = self {
+            tokio::task::block_in_place(|| plane.restart_apiserver())
+                .expect("kube-apiserver restarts");
+        }
+    }
+
     /// How long a request may take to see a compaction ([`Server::compact`]).
     pub fn compaction_seen_within(&self) -> Duration {
         match self {
@@ -261,6 +282,41 @@ impl Server {
 }
 
 impl Server {
+    /// A kube client with full rights that reaches this server through
+    /// `relay` (started with [`Server::relay`]): the test cuts its
+    /// connections, the server runs on.
+    pub async fn client_through(&self, relay: &TcpRelay) -> Client {
+        let mut kubeconfig = match self {
+            Server::Test(_) => {
+                let url = format!("http://{}", relay.addr());
+                let config = kubeconfig_for(&url, None).to_string();
+                let config = Kubeconfig::from_yaml(&config).expect("kubeconfig");
+                return client_from(config, true).await;
+            }
+            Server::Real(plane) => {
+                let path = plane.admin_kubeconfig().expect("an admin kubeconfig");
+                Kubeconfig::read_from(path).expect("kubeconfig")
+            }
+        };
+        // The serving certificate names 127.0.0.1, the relay's address too.
+        let cluster = kubeconfig.clusters[0].cluster.as_mut().expect("a cluster");
+        cluster.server = Some(format!("https://{}", relay.addr()));
+        client_from(kubeconfig, true).await
+    }
+
+    /// A TCP relay in front of this server, for [`Server::client_through`].
+    pub async fn relay(&self) -> TcpRelay {
+        let addr = match self {
+            Server::Test(server) => server.addr(),
+            Server::Real(plane) => plane
+                .url()
+                .trim_start_matches("https://")
+                .parse()
+                .expect("the server's address"),
+        };
+        TcpRelay::start(addr).await.expect("a relay starts")
+    }
+
     /// kubectl with full rights on this server.
     pub fn kubectl(&self) -> test_support::kubectl::Kubectl {
         match self {
@@ -268,5 +324,27 @@ impl Server {
             Server::Real(plane) => plane.kubectl(),
         }
         .expect("kubectl")
+    }
+}
+
+/// An IPv4 slice of Service `service` with one endpoint per address.
+pub fn slice(name: &str, service: &str, addresses: &[&str]) -> EndpointSlice {
+    let endpoints: Vec<serde_json::Value> = addresses
+        .iter()
+        .map(|a| json!({ "addresses": [a], "conditions": { "ready": true } }))
+        .collect();
+    serde_json::from_value(json!({
+        "metadata": { "name": name, "labels": { "kubernetes.io/service-name": service } },
+        "addressType": "IPv4",
+        "endpoints": endpoints,
+        "ports": [{ "name": "http", "port": 80 }],
+    }))
+    .expect("endpoint slice")
+}
+
+pub fn api_status(err: kube::Error) -> (u16, String, String) {
+    match err {
+        kube::Error::Api(s) => (s.code, s.reason.clone(), s.message.clone()),
+        other => panic!("expected an API error, got {other}"),
     }
 }
