@@ -14,12 +14,12 @@
 use std::collections::HashMap;
 
 use http::{HeaderMap, StatusCode};
-use serde::ser::{Serialize, SerializeMap, Serializer};
 use serde_json::{json, Value};
 
 use super::history::Key;
 use super::resource::ResourceKind;
 use super::selector::Selector;
+use super::state::list_item_bytes;
 use super::status::{json_bytes_response, json_response, ApiError};
 use super::store::Store;
 use super::table;
@@ -252,32 +252,6 @@ fn visit_page(
         }
     }
     Ok(metadata)
-}
-
-/// An object as a list item: without `apiVersion` and `kind`, which the
-/// list states once.
-struct ListItem<'a>(&'a Value);
-
-impl Serialize for ListItem<'_> {
-    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let Some(object) = self.0.as_object() else {
-            return self.0.serialize(serializer);
-        };
-        let mut map = serializer.serialize_map(None)?;
-        for (key, value) in object {
-            if key != "apiVersion" && key != "kind" {
-                map.serialize_entry(key, value)?;
-            }
-        }
-        map.end()
-    }
-}
-
-/// An object's bytes as a list item: its JSON without `apiVersion` and
-/// `kind` ([`ListItem`]), as [`crate::state::Stored`] keeps them.
-pub(crate) fn list_item_bytes(value: &Value) -> Vec<u8> {
-    // Writing a `Value` into a Vec cannot fail (no I/O, string keys).
-    serde_json::to_vec(&ListItem(value)).expect("a JSON value serializes")
 }
 
 /// Handles a list GET (as a `<Kind>List`, or a Table when asked for). The

@@ -6,6 +6,8 @@
 
 use std::collections::BTreeMap;
 
+use serde::ser::{SerializeMap, Serializer};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::history::{History, Key};
@@ -57,7 +59,33 @@ pub(crate) struct Stored {
 
 impl Stored {
     pub(crate) fn new(value: Value) -> Self {
-        let list_item = super::list::list_item_bytes(&value).into_boxed_slice();
+        let list_item = list_item_bytes(&value).into_boxed_slice();
         Stored { value, list_item }
     }
+}
+
+/// An object as a list item: without `apiVersion` and `kind`, which the
+/// list states once.
+struct ListItem<'a>(&'a Value);
+
+impl Serialize for ListItem<'_> {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let Some(object) = self.0.as_object() else {
+            return self.0.serialize(serializer);
+        };
+        let mut map = serializer.serialize_map(None)?;
+        for (key, value) in object {
+            if key != "apiVersion" && key != "kind" {
+                map.serialize_entry(key, value)?;
+            }
+        }
+        map.end()
+    }
+}
+
+/// An object's bytes as a list item: its JSON without `apiVersion` and
+/// `kind` ([`ListItem`]), as [`Stored`] keeps them.
+pub(crate) fn list_item_bytes(value: &Value) -> Vec<u8> {
+    // Writing a `Value` into a Vec cannot fail (no I/O, string keys).
+    serde_json::to_vec(&ListItem(value)).expect("a JSON value serializes")
 }

@@ -4,6 +4,7 @@
 
 mod flags;
 
+use crate::name_rules::{is_dns1123_label, is_dns1123_subdomain};
 pub use flags::{parse_duration, Flags, SPELLING};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -144,7 +145,7 @@ impl Flags {
             ..
         } = self.clone();
         let leader_election = self.leader_election()?;
-        let config_map = crate::config_map::checked(&self.config_map_namespace, &self.config_map)?;
+        let config_map = config_map_flags(&self.config_map_namespace, &self.config_map)?;
         let domain = domain.trim().to_ascii_lowercase();
         if domain.trim_matches('.').is_empty() {
             return Err(ConfigError("--domain must not be empty".into()));
@@ -319,6 +320,25 @@ fn validate_master_url(url: &str) -> Result<String, ConfigError> {
         (Some(_), Some(host)) if !host.is_empty() && host != ":" => Ok(url.to_string()),
         _ => Err(invalid()),
     }
+}
+
+/// `--config-map-namespace` and `--config-map`, checked as object names;
+/// `None` when `--config-map` is empty (not followed).
+fn config_map_flags(namespace: &str, name: &str) -> Result<Option<(String, String)>, ConfigError> {
+    if name.is_empty() {
+        return Ok(None);
+    }
+    if !is_dns1123_subdomain(name) {
+        return Err(ConfigError(format!(
+            "--config-map {name:?} is not a ConfigMap name (lower-case DNS-1123 subdomain)"
+        )));
+    }
+    if !is_dns1123_label(namespace) {
+        return Err(ConfigError(format!(
+            "--config-map-namespace {namespace:?} is not a namespace name (DNS-1123 label)"
+        )));
+    }
+    Ok(Some((namespace.to_string(), name.to_string())))
 }
 
 /// Which etcd API to write through (`--etcd-api`).

@@ -8,11 +8,9 @@
 //! Until a first valid version (or its absence) is seen, what etcd holds
 //! from an earlier run is left as it is.
 
-use crate::config::ConfigError;
 use crate::index::Change;
 use crate::kube_dns_config::KubeDnsConfig;
 use crate::metrics::{ConfigMapLabel, ConfigMapResult, Kind, Metrics};
-use crate::name_rules::{is_dns1123_label, is_dns1123_subdomain};
 use crate::watch::Recovering;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::runtime::events::{Event as Report, EventType, Recorder, Reporter};
@@ -24,28 +22,6 @@ use tokio_util::sync::CancellationToken;
 
 /// The longest note an Event takes, in bytes.
 const EVENT_NOTE_BYTES: usize = 1024;
-
-/// `--config-map-namespace` and `--config-map`, checked as object names;
-/// `None` when `--config-map` is empty (not followed).
-pub(crate) fn checked(
-    namespace: &str,
-    name: &str,
-) -> Result<Option<(String, String)>, ConfigError> {
-    if name.is_empty() {
-        return Ok(None);
-    }
-    if !is_dns1123_subdomain(name) {
-        return Err(ConfigError(format!(
-            "--config-map {name:?} is not a ConfigMap name (lower-case DNS-1123 subdomain)"
-        )));
-    }
-    if !is_dns1123_label(namespace) {
-        return Err(ConfigError(format!(
-            "--config-map-namespace {namespace:?} is not a namespace name (DNS-1123 label)"
-        )));
-    }
-    Ok(Some((namespace.to_string(), name.to_string())))
-}
 
 /// What the watch needs.
 pub(crate) struct ConfigMapWatch {
@@ -205,22 +181,6 @@ fn clip(text: &str, bytes: usize) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_flags_name_a_config_map_or_nothing() {
-        assert_eq!(checked("kube-system", "").expect("off"), None);
-        assert_eq!(
-            checked("kube-system", "kube-dns").expect("valid"),
-            Some(("kube-system".into(), "kube-dns".into()))
-        );
-        let error = checked("kube-system", "a/b").expect_err("not a name");
-        assert!(error.0.contains("--config-map \"a/b\""), "{error}");
-        let error = checked("Kube", "kube-dns").expect_err("not a namespace");
-        assert!(
-            error.0.contains("--config-map-namespace \"Kube\""),
-            "{error}"
-        );
-    }
 
     #[test]
     fn a_note_is_clipped_on_a_character_boundary() {

@@ -16,24 +16,11 @@
 
 use crate::name_rules::is_dns1123_subdomain;
 use crate::reconcile::Actual;
-use crate::records::{Names, Records};
+use crate::records::{Names, Records, STUB_LEAF_PREFIX};
 use serde_json::{Map, Value};
 use skydns_msg::path::{fqdn, in_domain};
 use std::collections::BTreeMap;
 use std::net::{IpAddr, SocketAddr};
-
-/// The name of every stub leaf kube2sky writes, before its number: `_`
-/// makes it a label no stub domain can have (a leaf `kube-dns-0` would be
-/// the directory of the zone `kube-dns-0.<zone>` too, which etcd v2
-/// cannot hold), and is not leading, so v2 does not hide it.
-pub(crate) const STUB_LEAF_PREFIX: &str = "kube-dns_";
-
-/// Whether `leaf` (the last label of a key under the stub root) is one
-/// kube2sky writes: `kube-dns_<n>`, nothing else.
-pub(crate) fn is_stub_leaf(leaf: &str) -> bool {
-    leaf.strip_prefix(STUB_LEAF_PREFIX)
-        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
-}
 
 /// kube-dns allowed at most three upstreams.
 const MAX_UPSTREAMS: usize = 3;

@@ -65,7 +65,7 @@ impl Actual {
             names.owns_version_value(value)
         } else if let Some(stub) = key.strip_prefix(&names.stub_root()) {
             // Stub servers written by hand sit beside ours.
-            crate::kube_dns_config::is_stub_leaf(stub.rsplit('/').next().unwrap_or_default())
+            crate::records::is_stub_leaf(stub.rsplit('/').next().unwrap_or_default())
         } else if key == names.config_key() {
             // Only a JSON object can have its `nameservers` merged.
             serde_json::from_str::<serde_json::Map<String, serde_json::Value>>(value).is_ok()

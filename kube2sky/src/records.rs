@@ -26,6 +26,19 @@ mod units;
 pub(crate) use headless::{endpoint_labels, headless_records, HOSTNAMES_ANNOTATION};
 pub(crate) use reverse::{endpoint_ptr_names, ptr_records, PtrName, PtrOrder};
 
+/// The name of every stub leaf kube2sky writes, before its number: `_`
+/// makes it a label no stub domain can have (a leaf `kube-dns-0` would be
+/// the directory of the zone `kube-dns-0.<zone>` too, which etcd v2
+/// cannot hold), and is not leading, so v2 does not hide it.
+pub(crate) const STUB_LEAF_PREFIX: &str = "kube-dns_";
+
+/// Whether `leaf` (the last label of a key under the stub root) is one
+/// kube2sky writes: `kube-dns_<n>`, nothing else.
+pub(crate) fn is_stub_leaf(leaf: &str) -> bool {
+    leaf.strip_prefix(STUB_LEAF_PREFIX)
+        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// etcd key → JSON value.
 pub(crate) type Records = BTreeMap<String, String>;
 

@@ -29,10 +29,9 @@ use crate::hot::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::metrics::Metrics;
 use crate::query_log::{Asked, Entry, Source};
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
-use crate::snapshot::{note_read, record_reads, Snapshot};
+use crate::snapshot::{note_read, record_reads, SharedSnapshot, Snapshot};
 use crate::store::paths::{hidden_part, PathReader};
 use crate::stub::{has_loop_marker, StubZones};
-use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use skydns_msg::path::{in_domain, is_addressable_label};
@@ -49,10 +48,6 @@ pub enum Transport {
     /// TCP: replies up to 65535 bytes.
     Tcp,
 }
-
-/// The current snapshot, shared between the store task and the listeners.
-/// `None` until the first complete read of etcd.
-pub type SharedSnapshot = Arc<ArcSwapOption<Snapshot>>;
 
 /// What [`Handler::handle`] produced.
 pub enum Outcome {

@@ -51,10 +51,10 @@ mod wire;
 pub use answer::Zone;
 pub use dnssec::keyfile::KeyPair;
 pub use dnssec::{Dnssec, Settings as DnssecSettings};
-pub use handler::{Handler, NsPolicy, NsTransport, Options, Outcome, SharedSnapshot, Transport};
+pub use handler::{Handler, NsPolicy, NsTransport, Options, Outcome, Transport};
 pub use metrics::Metrics;
 pub use server::TcpLimits;
-pub use snapshot::Snapshot;
+pub use snapshot::{SharedSnapshot, Snapshot};
 pub use store::etcd::load_pages;
 
 use crate::config::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};

@@ -25,6 +25,10 @@ use std::ops::Bound;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 
+/// The current snapshot, shared between the store task and the listeners.
+/// `None` until the first complete read of etcd.
+pub type SharedSnapshot = Arc<arc_swap::ArcSwapOption<Snapshot>>;
+
 /// Source of [`Snapshot::generation`]: every snapshot gets a new number.
 static GENERATION: AtomicI64 = AtomicI64::new(0);
 

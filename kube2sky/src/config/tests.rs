@@ -297,3 +297,19 @@ fn the_log_format_is_text_or_json_and_underscored_flags_are_kept_for_the_log() {
     let err = Flags::parse_from_go_style(args(&["--log-format=yaml"])).unwrap_err();
     assert!(err.to_string().contains("--log-format"), "{err}");
 }
+
+#[test]
+fn the_flags_name_a_config_map_or_nothing() {
+    assert_eq!(config_map_flags("kube-system", "").expect("off"), None);
+    assert_eq!(
+        config_map_flags("kube-system", "kube-dns").expect("valid"),
+        Some(("kube-system".into(), "kube-dns".into()))
+    );
+    let error = config_map_flags("kube-system", "a/b").expect_err("not a name");
+    assert!(error.0.contains("--config-map \"a/b\""), "{error}");
+    let error = config_map_flags("Kube", "kube-dns").expect_err("not a namespace");
+    assert!(
+        error.0.contains("--config-map-namespace \"Kube\""),
+        "{error}"
+    );
+}

@@ -15,7 +15,8 @@
 //! cache, and neither does an NXDOMAIN a walk could replace
 //! ([`Inner::autopath_may_walk`]).
 
-use super::{pending, Inner, Outcome, Pending, Request, Route};
+use super::pending::{self, Walk};
+use super::{Inner, Outcome, Pending, Request, Route};
 use crate::answer::Question;
 use crate::autopath::{chain, chain_ttl, ends_walk, names_records, pod_dir, walks};
 use crate::query_log::Source;
@@ -23,17 +24,6 @@ use crate::snapshot::Snapshot;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name};
 use std::sync::Arc;
-
-/// A walk waiting on upstream work for one of its names.
-pub(super) struct Walk {
-    /// The name being tried, waiting for its answer.
-    step: Box<Pending>,
-    /// The name the CNAME points to.
-    target: Name,
-    /// The asked name's own reply (NXDOMAIN), sent when the walk finds
-    /// nothing (`None` on a walk that went straight to its step: made then).
-    first: Option<Message>,
-}
 
 impl Inner {
     /// The namespace whose search list `request` could be walked for,

@@ -13,7 +13,7 @@
 use super::{base_reply, unix_now, Inner, Pending, Request};
 use crate::answer::{self, Lookups};
 use crate::store::paths::PathRead;
-use hickory_proto::op::ResponseCode;
+use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{Name, Record, RecordType};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +32,19 @@ pub(super) enum Route {
     /// Authoritative answer needing this hidden etcd v2 path read first.
     HiddenPath(String),
     /// An autopath walk waiting on upstream work for one of its names.
-    Autopath(Box<super::autopath::Walk>),
+    Autopath(Box<Walk>),
+}
+
+/// An autopath walk (`super::autopath`) waiting on upstream work for one of
+/// its names.
+pub(super) struct Walk {
+    /// The name being tried, waiting for its answer.
+    pub(super) step: Box<Pending>,
+    /// The name the CNAME points to.
+    pub(super) target: Name,
+    /// The asked name's own reply (NXDOMAIN), sent when the walk finds
+    /// nothing (`None` on a walk that went straight to its step: made then).
+    pub(super) first: Option<Message>,
 }
 
 impl Inner {

@@ -5,8 +5,9 @@
 
 use super::*;
 use crate::answer::tests::zone;
-use crate::handler::{Options, SharedSnapshot};
+use crate::handler::Options;
 use crate::metrics::Metrics;
+use crate::snapshot::SharedSnapshot;
 use crate::snapshot::Snapshot;
 use anyhow::Context;
 use arc_swap::ArcSwapOption;

@@ -27,9 +27,9 @@ pub(crate) mod memory;
 pub(crate) mod paths;
 pub(crate) mod v2;
 
-use crate::handler::SharedSnapshot;
 use crate::lifecycle::Status;
 use crate::metrics::Metrics;
+use crate::snapshot::SharedSnapshot;
 use crate::snapshot::{Change, Snapshot};
 use futures::stream::BoxStream;
 use futures::StreamExt;

@@ -8,6 +8,7 @@
 use super::*;
 use crate::answer::tests::{cluster, zone};
 use crate::metrics::Metrics;
+use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Edns, Query};
 use hickory_proto::rr::rdata::SOA;
 use hickory_proto::rr::RData;
