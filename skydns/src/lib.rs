@@ -32,8 +32,6 @@ mod answer;
 pub mod autopath;
 mod cache;
 mod dnssec;
-#[cfg(test)]
-mod fake_upstream;
 mod forward;
 mod handler;
 mod hot;

@@ -16,6 +16,8 @@
 //! - [`etcd`]: a real etcd on its own ports and data directory, restartable.
 //! - [`etcd_cluster`]: a real etcd cluster of several members, for failover.
 //! - [`dead`]: an upstream that never answers, a port nobody listens on.
+//! - [`fake_upstream`]: upstreams that echo, forge, truncate, fail or switch
+//!   off, for skydns's forwarding tests.
 //! - [`dnssec`]: key pairs made by `dnssec-keygen` for the test.
 //! - [`dns`]: DNS queries from the test process itself (no `dig` per poll),
 //!   and `dig` where a real client is the point.
@@ -38,6 +40,7 @@ pub mod dns;
 pub mod dnsmasq;
 pub mod dnsperf;
 pub mod dnssec;
+pub mod fake_upstream;
 pub mod etcd;
 pub mod etcd_cluster;
 mod etcd_member;

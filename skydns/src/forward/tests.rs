@@ -2,7 +2,7 @@
 
 use super::health::FailureLog;
 use super::*;
-use crate::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only, forging_udp};
+use test_support::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only, forging_udp};
 use hickory_proto::rr::RecordType;
 use std::sync::atomic::Ordering;
 
@@ -128,7 +128,7 @@ const AN_HOUR: Duration = Duration::from_secs(3600);
 #[tokio::test]
 async fn a_dead_first_upstream_is_asked_only_until_the_threshold() {
     for (threshold, dead_asked) in [(2, 2), (0, 6)] {
-        let dead = crate::fake_upstream::switchable(false);
+        let dead = test_support::fake_upstream::switchable(false);
         let (live, live_seen) = echo_udp(Duration::ZERO);
         let upstreams = Upstreams::with(
             vec![dead.addr, live],
@@ -153,7 +153,7 @@ async fn a_dead_first_upstream_is_asked_only_until_the_threshold() {
 
 #[tokio::test]
 async fn servfail_counts_as_a_failure_of_that_upstream() {
-    let (failing, failing_seen) = crate::fake_upstream::servfail_udp();
+    let (failing, failing_seen) = test_support::fake_upstream::servfail_udp();
     let (live, live_seen) = echo_udp(Duration::ZERO);
     let upstreams = Upstreams::with(vec![failing, live], settings(1_000, 2, AN_HOUR), None);
     for id in 0..5 {
@@ -170,7 +170,7 @@ async fn servfail_counts_as_a_failure_of_that_upstream() {
 
 #[tokio::test]
 async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
-    let first = crate::fake_upstream::switchable(false);
+    let first = test_support::fake_upstream::switchable(false);
     let (live, _) = echo_udp(Duration::ZERO);
     let upstreams = Upstreams::with(
         vec![first.addr, live],
@@ -213,8 +213,8 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
 
 #[tokio::test]
 async fn when_every_upstream_is_down_all_are_tried_again() {
-    let a = crate::fake_upstream::switchable(false);
-    let b = crate::fake_upstream::switchable(false);
+    let a = test_support::fake_upstream::switchable(false);
+    let b = test_support::fake_upstream::switchable(false);
     let upstreams = Upstreams::with(vec![a.addr, b.addr], settings(1_000, 1, AN_HOUR), None);
     assert!(upstreams
         .relay(&query(1, "x.example.org."), false)
@@ -235,7 +235,7 @@ async fn when_every_upstream_is_down_all_are_tried_again() {
 
 #[tokio::test]
 async fn a_truncated_udp_reply_is_asked_again_over_tcp() {
-    let (addr, tcp_seen) = crate::fake_upstream::truncating();
+    let (addr, tcp_seen) = test_support::fake_upstream::truncating();
     let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
     let reply = upstreams
         .relay(&query(7, "big.example.org."), false)

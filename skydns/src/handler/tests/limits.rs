@@ -3,7 +3,7 @@
 
 use super::{ask_msg, handler_with, request};
 use crate::answer::tests::cluster;
-use crate::fake_upstream::oversized_udp;
+use test_support::fake_upstream::oversized_udp;
 use crate::handler::*;
 
 fn external(n: u16) -> Vec<u8> {

@@ -4,7 +4,7 @@
 
 use super::{ask_msg, handler, handler_sharing, handler_with, request};
 use crate::answer::tests::cluster;
-use crate::fake_upstream::echo_udp;
+use test_support::fake_upstream::echo_udp;
 use crate::handler::pending;
 use crate::handler::*;
 use crate::snapshot::Change;
@@ -147,7 +147,7 @@ fn without_ns_rotate_the_first_upstream_is_always_tried_first() {
 
 #[test]
 fn the_reply_cache_keeps_do_tcp_and_cd_replies_apart() {
-    let (upstream, seen) = crate::fake_upstream::answering();
+    let (upstream, seen) = test_support::fake_upstream::answering();
     let h = handler_with(
         Some(cluster()),
         Options {

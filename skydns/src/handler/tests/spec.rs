@@ -4,7 +4,7 @@
 
 use super::{ask_msg, assert_soa_authority, handler, handler_with, request};
 use crate::answer::tests::spec::{spec, FD00_10_1};
-use crate::fake_upstream::nxdomain_udp;
+use test_support::fake_upstream::nxdomain_udp;
 use crate::handler::*;
 use std::time::Duration;
 

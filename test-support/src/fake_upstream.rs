@@ -1,4 +1,4 @@
-//! Fake upstream DNS servers for the forwarding tests: each echoes a query
+//! Fake upstream DNS servers for skydns's forwarding tests: each echoes a query
 //! back with the QR bit set, so a relay's reply can be told apart from the
 //! query and carries its ID. Plain threads and std sockets, so they serve
 //! whatever runtime (or none) the test runs its client on.
@@ -11,11 +11,11 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use test_support::dead::SilentUpstream;
+use crate::dead::SilentUpstream;
 
 /// A UDP upstream on 127.0.0.1 that counts the queries it receives and
 /// echoes each one after `delay`.
-pub(crate) fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
+pub fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     // The thread ends once no query came for a while.
     socket
@@ -44,7 +44,7 @@ pub(crate) fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
 
 /// A UDP-only upstream: [`echo_udp`] with its port held over TCP by a
 /// listener that never accepts (kept alive by the returned value).
-pub(crate) fn echo_udp_only() -> (SocketAddr, TcpListener) {
+pub fn echo_udp_only() -> (SocketAddr, TcpListener) {
     // The UDP port may be taken over TCP by another test: take another
     // (an unused echo thread ends after 30 s without queries).
     loop {
@@ -58,7 +58,7 @@ pub(crate) fn echo_udp_only() -> (SocketAddr, TcpListener) {
 /// A TCP-only upstream on 127.0.0.1 echoing each length-prefixed query.
 /// Its port is held over UDP by a socket that never answers (kept alive by
 /// the returned value).
-pub(crate) fn echo_tcp_only() -> (SocketAddr, SilentUpstream) {
+pub fn echo_tcp_only() -> (SocketAddr, SilentUpstream) {
     // The TCP port may be taken over UDP by another test: take another.
     let (listener, addr, mute) = loop {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
@@ -89,7 +89,7 @@ pub(crate) fn echo_tcp_only() -> (SocketAddr, SilentUpstream) {
 /// query's ID, QR set, but the question `evil.attacker.net. A` and an
 /// answer 6.6.6.6), then with garbage carrying the query's ID, and then,
 /// if `honest`, with the echoed query.
-pub(crate) fn forging_udp(honest: bool) -> SocketAddr {
+pub fn forging_udp(honest: bool) -> SocketAddr {
     use hickory_proto::op::{Message, MessageType, OpCode, Query};
     use hickory_proto::rr::{rdata::A, Name, RData, Record, RecordType};
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -125,7 +125,7 @@ pub(crate) fn forging_udp(honest: bool) -> SocketAddr {
 
 /// A UDP upstream that answers every query with `n` A records for the
 /// asked name (10.0.x.y), however small the asker's buffer.
-pub(crate) fn oversized_udp(n: u16) -> SocketAddr {
+pub fn oversized_udp(n: u16) -> SocketAddr {
     use hickory_proto::op::Message;
     use hickory_proto::rr::{rdata::A, RData, Record};
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
@@ -155,7 +155,7 @@ pub(crate) fn oversized_udp(n: u16) -> SocketAddr {
 }
 
 /// A UDP upstream that echoes every query back with rcode NXDOMAIN.
-pub(crate) fn nxdomain_udp() -> SocketAddr {
+pub fn nxdomain_udp() -> SocketAddr {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -223,7 +223,7 @@ fn answer_a_over_tcp(listener: TcpListener, counter: Arc<AtomicUsize>) {
 
 /// An upstream on one port of 127.0.0.1, UDP and TCP, that answers every
 /// query with `A 1.2.3.4` (TTL 60, cacheable) and counts the queries.
-pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
+pub fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
     let (udp, listener) = udp_and_tcp_port();
     let addr = udp.local_addr().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
@@ -246,7 +246,7 @@ pub(crate) fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
 /// An upstream on UDP and TCP of one port: over UDP every reply is
 /// truncated (TC set, no answer, as a server with a small buffer), over
 /// TCP it answers `A 1.2.3.4`. Counts the TCP queries.
-pub(crate) fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
+pub fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
     let (udp, listener) = udp_and_tcp_port();
     let addr = udp.local_addr().unwrap();
     udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
@@ -267,7 +267,7 @@ pub(crate) fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
 /// A UDP upstream that is silent while `on` is false and answers
 /// `A 1.2.3.4` (TTL 60) while it is true, after `delay_ms`; counts what it
 /// receives, and apart the root NS queries (probes) it answers.
-pub(crate) struct Switchable {
+pub struct Switchable {
     pub addr: SocketAddr,
     pub on: Arc<std::sync::atomic::AtomicBool>,
     pub delay_ms: Arc<std::sync::atomic::AtomicU64>,
@@ -275,7 +275,7 @@ pub(crate) struct Switchable {
     pub probes_answered: Arc<AtomicUsize>,
 }
 
-pub(crate) fn switchable(on: bool) -> Switchable {
+pub fn switchable(on: bool) -> Switchable {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(30)))
@@ -320,7 +320,7 @@ pub(crate) fn switchable(on: bool) -> Switchable {
 
 /// A UDP upstream that echoes every query back with rcode SERVFAIL and
 /// counts them.
-pub(crate) fn servfail_udp() -> (SocketAddr, Arc<AtomicUsize>) {
+pub fn servfail_udp() -> (SocketAddr, Arc<AtomicUsize>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     socket
         .set_read_timeout(Some(Duration::from_secs(30)))
