@@ -3,6 +3,7 @@
 //! query and carries its ID. Plain threads and std sockets, so they serve
 //! whatever runtime (or none) the test runs its client on.
 
+use crate::dead::SilentUpstream;
 use hickory_proto::op::{Message, MessageType};
 use hickory_proto::rr::rdata::A;
 use hickory_proto::rr::{RData, Record};
@@ -11,7 +12,6 @@ use std::net::{SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use crate::dead::SilentUpstream;
 
 /// A UDP upstream on 127.0.0.1 that counts the queries it receives and
 /// echoes each one after `delay`.

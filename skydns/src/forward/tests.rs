@@ -2,9 +2,9 @@
 
 use super::health::FailureLog;
 use super::*;
-use test_support::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only, forging_udp};
 use hickory_proto::rr::RecordType;
 use std::sync::atomic::Ordering;
+use test_support::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only, forging_udp};
 
 fn query(id: u16, name: &str) -> Vec<u8> {
     let mut m = Message::query();

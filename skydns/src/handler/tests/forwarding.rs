@@ -3,9 +3,9 @@
 //! lifetimes here are capped at 1 s (`rcache_ttl`), so expiry is real time.
 
 use super::*;
-use test_support::fake_upstream::{switchable, Switchable};
 use crate::query_log::{QueryLog, Source};
 use std::sync::atomic::Ordering;
+use test_support::fake_upstream::{switchable, Switchable};
 use test_support::wait::{eventually, DEADLINE};
 
 const ONE_LIFETIME: Duration = Duration::from_millis(1_100);

@@ -3,8 +3,8 @@
 
 use super::{ask_msg, handler_with, request};
 use crate::answer::tests::cluster;
-use test_support::fake_upstream::oversized_udp;
 use crate::handler::*;
+use test_support::fake_upstream::oversized_udp;
 
 fn external(n: u16) -> Vec<u8> {
     let name = Name::from_ascii(format!("host{n}.example.org.")).unwrap();

@@ -4,12 +4,12 @@
 
 use super::{ask_msg, handler, handler_sharing, handler_with, request};
 use crate::answer::tests::cluster;
-use test_support::fake_upstream::echo_udp;
 use crate::handler::pending;
 use crate::handler::*;
 use crate::snapshot::Change;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
+use test_support::fake_upstream::echo_udp;
 
 fn name(text: &str) -> Name {
     Name::from_ascii(text).unwrap()

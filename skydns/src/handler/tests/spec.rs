@@ -4,9 +4,9 @@
 
 use super::{ask_msg, assert_soa_authority, handler, handler_with, request};
 use crate::answer::tests::spec::{spec, FD00_10_1};
-use test_support::fake_upstream::nxdomain_udp;
 use crate::handler::*;
 use std::time::Duration;
+use test_support::fake_upstream::nxdomain_udp;
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();
