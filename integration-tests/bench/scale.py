@@ -7,7 +7,7 @@ Per size (see scale_cluster.SIZES):
                ("full sync of services/pods done") and skydns answering the
                last service, pod and headless name; kube2sky's CPU seconds;
   during sync  a Service POSTed as soon as skydns answers the first seeded
-               service (the first slice of the full sync is written) ->
+               service (the first chunk of the full sync is written) ->
                skydns answers it, and whether the full syncs were still
                running then (if not, the figure says nothing);
   restart      kube2sky stopped and started over the same etcd: seconds until

@@ -158,7 +158,7 @@ async fn a_killed_sync_leaves_every_service_complete_or_absent() -> Result<()> {
         .filter(|(s, n)| **n != whole(s))
         .collect();
     ensure!(partial.is_empty(), "services not complete: {partial:?}");
-    // PTRs are written in slices of their own after the services' (key
+    // PTRs are written in chunks of their own after the services' (key
     // order of the PTR subtree): from an empty store a PTR may lag its
     // service, but never names one that is not written.
     let ptrs: Vec<&(String, String)> = records
@@ -252,7 +252,7 @@ async fn an_etcd_with_the_manifests_max_txn_ops_takes_the_sync_in_fewer_transact
 {
     // deploy/: etcd -max-txn-ops=1024 and kube2sky --etcd-max-txn-ops=1024.
     let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=1024"])?;
-    // One slice of 400 services × (A + 2 SRV) and `kubernetes` (A + 1 SRV):
+    // One chunk of 400 services × (A + 2 SRV) and `kubernetes` (A + 1 SRV):
     // 1,202 operations, then one of 401 PTRs: 3 transactions at 1024,
     // 10 + 4 at etcd's default 128.
     let api = apiserver_at(
@@ -285,7 +285,7 @@ async fn a_lowered_transaction_size_is_raised_again_once_etcd_allows_it() -> Res
     // docs/install.md's upgrade of a shared etcd: kube2sky met a member still
     // at a smaller --max-txn-ops, and the member restarts with the larger one.
     let mut etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=64"])?;
-    // One slice of 40 services × (A + 2 SRV) = 120 operations: refused at 64.
+    // One chunk of 40 services × (A + 2 SRV) = 120 operations: refused at 64.
     let api = apiserver_at(
         "127.0.0.1:0".parse()?,
         &services(40, &[("http", 80), ("dns", 53)]),

@@ -1,7 +1,7 @@
 //! kube2sky's full sync (the whole-subtree reconcile when it starts), end
 //! to end: it reads more than 4 MiB of owned keys in pages and removes the
 //! stale ones, leaves a foreign PTR record alone (as live writes do),
-//! writes nothing over a store that is already right, and in slices
+//! writes nothing over a store that is already right, and in chunks
 //! (`--full-sync-chunk`) leaves exactly the live pods, with pods deleted
 //! during the sync deleted.
 
@@ -157,13 +157,13 @@ async fn restart_over_a_store_that_is_right_writes_nothing() -> Result<()> {
     Ok(())
 }
 
-/// A full sync in slices of one object (`--full-sync-chunk=1`, v3) writes
-/// every pod, keeps what is right and deletes stale keys in every slice,
+/// A full sync in chunks of one object (`--full-sync-chunk=1`, v3) writes
+/// every pod, keeps what is right and deletes stale keys in every chunk,
 /// including those of namespaces with no pods left, which fall between or
-/// after the slices of live namespaces; services and PTRs the same. On v2,
+/// after the chunks of live namespaces; services and PTRs the same. On v2,
 /// which reads the subtree whole whatever the chunk, the end is the same.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_sync_of_pods_in_slices_leaves_exactly_the_pods() -> Result<()> {
+async fn a_full_sync_of_pods_in_chunks_leaves_exactly_the_pods() -> Result<()> {
     let etcd = Etcd::start()?;
     let api = apiserver(&[KUBERNETES]).await?;
     for (ns, name, ip) in [
@@ -231,7 +231,7 @@ async fn a_full_sync_of_pods_in_slices_leaves_exactly_the_pods() -> Result<()> {
             .any(|k| k == "/skydns/arpa/in-addr/10/0/0/1"),
         "{svc_keys:?}"
     );
-    // Four pod slices and one whole-service sync; the pod that was right
+    // Four pod chunks and one whole-service sync; the pod that was right
     // was not written again: 3 pods written, 4 stale keys deleted.
     ensure!(
         k2s.log().contains("full sync of pods done")
@@ -243,14 +243,14 @@ async fn a_full_sync_of_pods_in_slices_leaves_exactly_the_pods() -> Result<()> {
 }
 
 /// A change made while a full sync runs is written between two of its
-/// slices, not after the whole sync, and the slices after it keep it: a
+/// chunks, not after the whole sync, and the chunks after it keep it: a
 /// pod in a namespace that did not exist when the sync was planned (and
-/// whose keys fall in the range of a slice still to come) is not deleted as
+/// whose keys fall in the range of a chunk still to come) is not deleted as
 /// stale. In the end etcd holds what a full sync of the final state would
 /// write: a restart writes nothing. v3 only: v2 reads a subtree whole, in
-/// one slice.
+/// one chunk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_change_during_a_full_sync_is_written_between_slices_and_kept() -> Result<()> {
+async fn a_change_during_a_full_sync_is_written_between_chunks_and_kept() -> Result<()> {
     const NAMESPACES: usize = 400;
     const PODS_EACH: usize = 10;
     let total = (NAMESPACES * PODS_EACH) as i64;
@@ -258,7 +258,7 @@ async fn a_change_during_a_full_sync_is_written_between_slices_and_kept() -> Res
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
-    // A slice a namespace: 400 slices of pods.
+    // A chunk a namespace: 400 chunks of pods.
     let mut k2s = Kube2sky::start(&etcd, &api, &["--full-sync-chunk=10"])?;
     eventually("the full sync of pods to start", DEADLINE, async || {
         let n = count(&mut client, POD_ROOT).await?;
@@ -266,7 +266,7 @@ async fn a_change_during_a_full_sync_is_written_between_slices_and_kept() -> Res
         Ok(())
     })
     .await?;
-    // `zz-new/` sorts after every seeded namespace: in the last slice's range.
+    // `zz-new/` sorts after every seeded namespace: in the last chunk's range.
     namespace(&api, "zz-new")?;
     create_pod(&api, "zz-new", "late", "10.245.0.1")?;
     let late = format!("{POD_ROOT}zz-new/10-245-0-1/");
@@ -309,13 +309,13 @@ async fn a_change_during_a_full_sync_is_written_between_slices_and_kept() -> Res
 }
 
 /// Pods deleted while a full sync runs stay deleted. The writer plans each
-/// slice while etcd applies the one before (`kube2sky/src/etcd/slices.rs`);
-/// a round of deletes must wait for the slice in flight, or that slice,
+/// chunk while etcd applies the one before (`kube2sky/src/etcd/chunks.rs`);
+/// a round of deletes must wait for the chunk in flight, or that chunk,
 /// planned with the pods still there, can land after the deletes and put
-/// them back for good (no later slice covers its namespace). Pods are
+/// them back for good (no later chunk covers its namespace). Pods are
 /// deleted in a scattered order all through the sync, so rounds of deletes
-/// meet slices in flight in their namespaces. v3 only: v2 writes in one
-/// slice.
+/// meet chunks in flight in their namespaces. v3 only: v2 writes in one
+/// chunk.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     const NAMESPACES: usize = 12;
@@ -324,8 +324,8 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
-    // A slice a namespace: 12 slices of 300 pods, in transactions of two
-    // operations, so a slice in flight is still being sent (8 transactions
+    // A chunk a namespace: 12 chunks of 300 pods, in transactions of two
+    // operations, so a chunk in flight is still being sent (8 transactions
     // at a time) when the next round of deletes reads etcd.
     let flags = ["--full-sync-chunk=300", "--etcd-max-txn-ops=2"];
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
@@ -389,8 +389,8 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
 }
 
 /// etcd (v3), the API test server seeded with `seed_pods(namespaces,
-/// each)` and kube2sky syncing them in slices of 300 pods in transactions
-/// of two operations (each slice in flight for a while) with `extra`
+/// each)` and kube2sky syncing them in chunks of 300 pods in transactions
+/// of two operations (each chunk in flight for a while) with `extra`
 /// flags, once more than `written` pod keys are in etcd.
 async fn slow_sync_started(
     namespaces: usize,
@@ -418,9 +418,9 @@ async fn slow_sync_started(
     Ok((etcd, api, k2s))
 }
 
-/// A slice in flight when etcd goes away is written again once it is
-/// back: etcd is restarted in the middle of a full sync whose slices go in
-/// transactions of two operations (each slice is in flight for a while),
+/// A chunk in flight when etcd goes away is written again once it is
+/// back: etcd is restarted in the middle of a full sync whose chunks go in
+/// transactions of two operations (each chunk is in flight for a while),
 /// and every pod is in etcd when the sync is done.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
@@ -446,12 +446,12 @@ async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
     Ok(())
 }
 
-/// etcd wiped (restarted empty) in the middle of a full sync whose slices
+/// etcd wiped (restarted empty) in the middle of a full sync whose chunks
 /// are in flight for a while: every pod is written again and it counts as
 /// one data loss, not one per check (revisions the old store reported must
 /// not be taken for the new store's, or every check would see a store
 /// gone back in time). The rarer order, a check right as etcd comes back
-/// with a slice still unsettled, is not forced here.
+/// with a chunk still unsettled, is not forced here.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_wiped_during_a_full_sync_is_one_data_loss() -> Result<()> {
     const NAMESPACES: usize = 12;

@@ -17,8 +17,8 @@
 //! [`Writer::sync`] returns `Ok`. [`Writer::data_lost`] detects an etcd that came back empty
 //! or older: kube2sky keeps a marker key outside `/skydns` and remembers the
 //! highest revision it saw; a missing marker or a lower revision means every
-//! record must be rewritten. A full sync's slices are written one behind
-//! the other (`slices`): the next is planned while etcd applies the last.
+//! record must be rewritten. A full sync's chunks are written one behind
+//! the other (`chunks`): the next is planned while etcd applies the last.
 
 use crate::config::EtcdApi;
 use crate::kube_dns_config::upstream_records;
@@ -28,8 +28,8 @@ use crate::records::{Names, Records};
 use crate::scope::{DesiredState, Scope};
 pub(crate) use attempt::EtcdError;
 use backend::Backend;
+use chunks::{PendingChunk, PlannedChunk};
 use etcd_access::EtcdOptions;
-use slices::{PendingSlice, PlannedSlice};
 use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -38,7 +38,7 @@ use txn_limit::TxnLimit;
 
 mod attempt;
 mod backend;
-mod slices;
+mod chunks;
 mod txn_limit;
 mod v2;
 mod v3;
@@ -94,7 +94,7 @@ pub(crate) struct WriterOptions {
     pub max_txn_ops: usize,
     /// How long a lowered transaction size is kept (`--etcd-max-txn-ops-retry`).
     pub txn_limit_retry: Duration,
-    /// Pods or services per slice of a full sync on etcd v3 (`--full-sync-chunk`).
+    /// Pods or services per chunk of a full sync on etcd v3 (`--full-sync-chunk`).
     pub sync_chunk: usize,
 }
 
@@ -112,11 +112,11 @@ pub(crate) struct Writer {
     /// Operations per transaction: `--etcd-max-txn-ops`, halved each time
     /// etcd refuses a transaction as too large, for a while.
     txn_limit: TxnLimit,
-    /// The full sync's slice whose transactions etcd is applying while
-    /// the writer plans the next one (`slices`).
-    pending: Option<PendingSlice>,
-    /// The full sync's next slice, planned while `pending` is applied.
-    planned: Option<PlannedSlice>,
+    /// The full sync's chunk whose transactions etcd is applying while
+    /// the writer plans the next one (`chunks`).
+    pending: Option<PendingChunk>,
+    /// The full sync's next chunk, planned while `pending` is applied.
+    planned: Option<PlannedChunk>,
     shutdown: CancellationToken,
 }
 
@@ -209,8 +209,8 @@ impl Writer {
     /// Reconciles `scopes` (deduplicated) in one round: diffed together,
     /// so a service and its PTR land in one transaction (see
     /// `reconcile::pack`). A whole subtree ([`Scope::AllServices`],
-    /// [`Scope::AllPods`]) is written a slice at a time instead, by
-    /// `crate::full_sync` with [`Writer::full_sync_slices`].
+    /// [`Scope::AllPods`]) is written a chunk at a time instead, by
+    /// `crate::full_sync` with [`Writer::full_sync_chunks`].
     /// Returns `Ok` early, after the request in flight, once shutdown is
     /// requested.
     pub(crate) async fn sync(

@@ -1,21 +1,21 @@
-//! Full syncs in progress, written a slice at a time so that changes never
+//! Full syncs in progress, written a chunk at a time so that changes never
 //! wait for one.
 //!
 //! A (re)list of services and endpoints asks for the whole `svc/` subtree
 //! (and the PTRs) to be reconciled, a relist of pods for `pod/`: at 50,000
 //! services and 150,000 pods that is seconds of writing. [`FullSyncs`]
-//! holds each such sync as the slices still to write (planned by
-//! [`Writer::full_sync_slices`]); the write loop writes one slice, then
+//! holds each such sync as the chunks still to write (planned by
+//! [`Writer::full_sync_chunks`]); the write loop writes one chunk, then
 //! applies the watch events that arrived meanwhile and writes their scopes,
-//! then the next slice. A change made during a full sync waits for the
-//! slice being planned (the writer plans each slice while etcd applies the
-//! one before), or for one written in place, and a change to a slice's
-//! keys waits for that slice: see `crate::etcd::slices`. Each slice is
-//! diffed against the index as it stands when the slice is written
-//! ([`DesiredState::current_slice`]), so what an
-//! event wrote between two slices is neither undone nor lost, and a
+//! then the next chunk. A change made during a full sync waits for the
+//! chunk being planned (the writer plans each chunk while etcd applies the
+//! one before), or for one written in place, and a change to a chunk's
+//! keys waits for that chunk: see `crate::etcd::chunks`. Each chunk is
+//! diffed against the index as it stands when the chunk is written
+//! ([`DesiredState::current_chunk`]), so what an
+//! event wrote between two chunks is neither undone nor lost, and a
 //! service is still written whole or not at all. A relist of a subtree
-//! whose sync is running asks for one more pass after it (the slices
+//! whose sync is running asks for one more pass after it (the chunks
 //! already written saw the index before the relist); the running pass
 //! goes on, so relists faster than a pass cannot keep a sync from ending.
 //! Services go before pods.
@@ -31,8 +31,8 @@ use std::time::Instant;
 struct FullSync {
     /// [`Scope::AllServices`] or [`Scope::AllPods`].
     whole: Scope,
-    /// The slices not written yet, in key order.
-    slices: VecDeque<Scope>,
+    /// The chunks not written yet, in key order.
+    chunks: VecDeque<Scope>,
     started: Instant,
     written: u64,
     deleted: u64,
@@ -50,7 +50,8 @@ pub(crate) struct FullSyncs {
 
 /// Splits `scopes` into the ones written at once and the whole subtrees;
 /// a whole subtree absorbs the scopes of its parts (a relist's
-/// per-service scopes would otherwise be one unsliced round beside it).
+/// per-service scopes would otherwise be one round beside it, not cut
+/// into chunks).
 pub(crate) fn split_whole(scopes: Vec<Scope>) -> (Vec<Scope>, Vec<Scope>) {
     let (whole, mut now): (Vec<Scope>, Vec<Scope>) = scopes
         .into_iter()
@@ -78,12 +79,12 @@ impl FullSyncs {
         }
     }
 
-    /// Starts a pass of the full sync of `whole` in `slices`.
-    pub(crate) fn begin(&mut self, whole: Scope, slices: Vec<Scope>) {
+    /// Starts a pass of the full sync of `whole` in `chunks`.
+    pub(crate) fn begin(&mut self, whole: Scope, chunks: Vec<Scope>) {
         self.running.retain(|s| s.whole != whole);
         self.running.push(FullSync {
             whole,
-            slices: slices.into(),
+            chunks: chunks.into(),
             started: Instant::now(),
             written: 0,
             deleted: 0,
@@ -93,7 +94,7 @@ impl FullSyncs {
             .sort_by_key(|s| !matches!(s.whole, Scope::AllServices));
     }
 
-    /// Counts keys that a slice of the running pass wrote and deleted, as
+    /// Counts keys that a chunk of the running pass wrote and deleted, as
     /// [`Writer::settle`] reports them when something else waited for it.
     pub(crate) fn count(&mut self, (written, deleted): (u64, u64)) {
         if let Some(sync) = self.running.first_mut() {
@@ -102,7 +103,7 @@ impl FullSyncs {
         }
     }
 
-    /// Whether a slice is waiting to be written.
+    /// Whether a chunk is waiting to be written.
     pub(crate) fn is_running(&self) -> bool {
         !self.running.is_empty()
     }
@@ -117,8 +118,8 @@ impl FullSyncs {
                 .any(|s| matches!(s.whole, Scope::AllServices))
     }
 
-    /// Writes the next slice; logs (and for services, notes in `metrics`)
-    /// a pass whose last slice this was. Returns the subtree to plan and
+    /// Writes the next chunk; logs (and for services, notes in `metrics`)
+    /// a pass whose last chunk this was. Returns the subtree to plan and
     /// [`FullSyncs::begin`] again when a relist came during that pass.
     /// After shutdown nothing is written and nothing is logged as done.
     pub(crate) async fn write_next(
@@ -130,16 +131,16 @@ impl FullSyncs {
         let Some(sync) = self.running.first_mut() else {
             return Ok(None);
         };
-        // Sends the slice planned at the last step and plans the next one.
-        let next = sync.slices.pop_front();
-        let (written, deleted) = writer.sync_slice(state, next.as_ref()).await?;
+        // Sends the chunk planned at the last step and plans the next one.
+        let next = sync.chunks.pop_front();
+        let (written, deleted) = writer.sync_chunk(state, next.as_ref()).await?;
         sync.written += written;
         sync.deleted += deleted;
         // Nothing is left planned after a last step, but at shutdown.
         if next.is_some() || writer.is_shutting_down() {
             return Ok(None);
         }
-        // The last slice was sent: it is in etcd before the pass is done.
+        // The last chunk was sent: it is in etcd before the pass is done.
         let (written, deleted) = writer.settle(state).await?;
         sync.written += written;
         sync.deleted += deleted;
@@ -197,13 +198,13 @@ mod tests {
         syncs.begin(Scope::AllServices, vec![ptrs]);
         assert!(!syncs.services_written());
         assert_eq!(syncs.running[0].whole, Scope::AllServices);
-        syncs.running[1].slices.pop_front();
+        syncs.running[1].chunks.pop_front();
         // A relist of pods while their pass runs: it goes on, once more after.
         assert!(!syncs.request(&Scope::AllPods));
         assert!(!syncs.request(&Scope::AllPods));
         assert_eq!(syncs.running.len(), 2);
         assert_eq!(syncs.running[0].whole, Scope::AllServices);
-        assert_eq!(syncs.running[1].slices.len(), 1, "not started over");
+        assert_eq!(syncs.running[1].chunks.len(), 1, "not started over");
         assert!(syncs.running[1].again && !syncs.running[0].again);
     }
 

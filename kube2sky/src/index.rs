@@ -559,8 +559,8 @@ impl DesiredState for Index {
         Index::service_chunks(self, services)
     }
 
-    fn current_slice(&self, slice: &Scope) -> Scope {
-        Index::current_slice(self, slice)
+    fn current_chunk(&self, chunk: &Scope) -> Scope {
+        Index::current_chunk(self, chunk)
     }
 }
 

@@ -9,8 +9,8 @@
 //! writer: read the scope's actual keys, [`reconcile::diff`] against the
 //! desired records (built by the pure [`records`] functions; the writer
 //! sees the index only as a [`scope::DesiredState`]), apply the result in
-//! one transaction. A relist's whole-subtree reconcile is written a slice
-//! at a time ([`full_sync`]), with changes written between slices. One
+//! one transaction. A relist's whole-subtree reconcile is written a chunk
+//! at a time ([`full_sync`]), with changes written between chunks. One
 //! writer means no races between handlers. [`validate`]
 //! keeps objects whose names cannot be keys out of the index, with the
 //! checks of [`name_rules`]. With `--config-map`, [`config_map`] watches

@@ -1,10 +1,10 @@
 //! What the writer reconciles and where it reads: a [`Scope`] is a part of
 //! the owned key space diffed as a unit (one service, one PTR, one pod
-//! directory, a whole subtree or a slice of one), and [`Scope::reads`] names
+//! directory, a whole subtree or a chunk of one), and [`Scope::reads`] names
 //! the etcd [`Read`]s that give its actual records.
 //!
 //! [`DesiredState`] is all the writer asks of the index: the records a
-//! scope should hold, and a full sync cut into slices. The index answers it;
+//! scope should hold, and a full sync cut into chunks. The index answers it;
 //! the writer sees no more of the index than that.
 
 use crate::objects::ObjectKey;
@@ -29,10 +29,10 @@ pub(crate) trait DesiredState {
     /// IPs, covering every key under `svc/` and every owned PTR.
     fn service_chunks(&self, services: usize) -> Vec<Scope>;
 
-    /// A slice planned by one of the above, as the state stands now (the
-    /// same keys; the namespaces and held PTRs of today): slices are
+    /// A chunk planned by one of the above, as the state stands now (the
+    /// same keys; the namespaces and held PTRs of today): chunks are
     /// written one at a time with changes applied in between.
-    fn current_slice(&self, slice: &Scope) -> Scope;
+    fn current_chunk(&self, chunk: &Scope) -> Scope;
 }
 
 /// A part of the owned key space that is reconciled as a unit.
@@ -61,13 +61,13 @@ pub(crate) enum Scope {
     AllServices,
     /// Everything under `pod/`.
     AllPods,
-    /// A slice of `pod/` in key order: the namespaces' pods are desired, and
+    /// A chunk of `pod/` in key order: the namespaces' pods are desired, and
     /// every key from the directory of namespace `from` (the start of `pod/`
     /// when `None`) up to that of `to` (the end when `None`) is read, so
     /// keys of namespaces that are gone are deleted too. A full sync of
-    /// pods as several of these holds one slice in memory at a time.
+    /// pods as several of these holds one chunk in memory at a time.
     PodChunk {
-        /// The namespaces with pods in this slice, in key order.
+        /// The namespaces with pods in this chunk, in key order.
         namespaces: Vec<String>,
         /// First namespace directory read.
         from: Option<String>,
@@ -76,19 +76,19 @@ pub(crate) enum Scope {
     },
     /// [`Scope::PodChunk`] for `svc/`: the services of `namespaces`.
     ServiceChunk {
-        /// The namespaces with services in this slice, in key order.
+        /// The namespaces with services in this chunk, in key order.
         namespaces: Vec<String>,
         /// First namespace directory read.
         from: Option<String>,
         /// First namespace directory not read.
         to: Option<String>,
     },
-    /// A slice of the PTR subtree in key order: the PTRs of the IPs whose
+    /// A chunk of the PTR subtree in key order: the PTRs of the IPs whose
     /// key is from that of `from` (the start of the subtree when `None`)
     /// up to that of `to` (the end when `None`) are desired, and every
     /// owned PTR key in that range is read, so the PTRs of IPs no service
     /// holds are deleted. The bounds are IPs' keys, so an IP's key and the
-    /// leaves below it (an IP with several names) are in one slice.
+    /// leaves below it (an IP with several names) are in one chunk.
     PtrChunk {
         /// The IP whose key is the first read.
         from: Option<IpAddr>,
@@ -252,7 +252,7 @@ mod tests {
     }
 
     #[test]
-    fn a_slice_of_namespaces_overlaps_the_objects_in_them_only() {
+    fn a_chunk_of_namespaces_overlaps_the_objects_in_them_only() {
         let pods = Scope::PodChunk {
             namespaces: vec!["b".into()],
             from: Some("b".into()),
@@ -288,7 +288,7 @@ mod tests {
     }
 
     #[test]
-    fn a_slice_of_ptrs_overlaps_the_ips_in_its_range_only() {
+    fn a_chunk_of_ptrs_overlaps_the_ips_in_its_range_only() {
         let ip = |s: &str| -> IpAddr { s.parse().expect("ip") };
         let ptrs = Scope::PtrChunk {
             from: Some(ip("10.0.0.5")),

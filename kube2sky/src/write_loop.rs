@@ -1,7 +1,7 @@
 //! The single writer: takes the watches' changes off one channel, applies
 //! them to the [`Index`], and writes the scopes they touched; writes the
-//! full syncs a relist asks for a slice at a time ([`FullSyncs`]), with
-//! the changes that arrive meanwhile written between two slices, and
+//! full syncs a relist asks for a chunk at a time ([`FullSyncs`]), with
+//! the changes that arrive meanwhile written between two chunks, and
 //! while etcd applies one (once it is in etcd if they touch its keys:
 //! [`Writer::settle`]); and
 //! periodically checks etcd for data loss. One writer means no races
@@ -31,48 +31,48 @@ enum Work {
     Changes(Vec<Change>),
     /// Time to check etcd for data loss.
     CheckLoss,
-    /// Nothing queued: the next slice of a full sync.
-    Slice,
+    /// Nothing queued: the next chunk of a full sync.
+    Chunk,
 }
 
-/// Where the next slice of a full sync stands against queued events.
+/// Where the next chunk of a full sync stands against queued events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum SliceTurn {
+enum ChunkTurn {
     /// No full sync is running.
     None,
-    /// A slice was just written: queued events go first.
+    /// A chunk was just written: queued events go first.
     AfterEvents,
-    /// A round of events was just written: the slice goes first.
+    /// A round of events was just written: the chunk goes first.
     BeforeEvents,
 }
 
 /// Waits for the next piece of work. The loss-check tick goes before the
 /// events, so steady churn cannot starve it; it is ready at most once per
-/// interval, so it cannot starve the events either. A full sync's slices
-/// and rounds of queued events take turns ([`SliceTurn`]): a change waits
-/// for the slice being planned (or one written in place: see
-/// `crate::etcd::slices`), and a full sync moves on under any churn. A
-/// slice's turn comes once `in_flight` (the slice etcd is applying) is
+/// interval, so it cannot starve the events either. A full sync's chunks
+/// and rounds of queued events take turns ([`ChunkTurn`]): a change waits
+/// for the chunk being planned (or one written in place: see
+/// `crate::etcd::chunks`), and a full sync moves on under any churn. A
+/// chunk's turn comes once `in_flight` (the chunk etcd is applying) is
 /// done; events are taken meanwhile.
 async fn next_work(
     rx: &mut mpsc::Receiver<Change>,
     ticker: &mut tokio::time::Interval,
-    (check_loss, turn): (bool, SliceTurn),
+    (check_loss, turn): (bool, ChunkTurn),
     in_flight: impl Future<Output = ()>,
     shutdown: &CancellationToken,
 ) -> Work {
     let mut in_flight = std::pin::pin!(in_flight);
     // One future, in the branch before the events or in the one after.
     let (mut before, mut after): (OptionFuture<_>, OptionFuture<_>) = match turn {
-        SliceTurn::BeforeEvents => (Some(in_flight.as_mut()).into(), None.into()),
-        SliceTurn::AfterEvents => (None.into(), Some(in_flight.as_mut()).into()),
-        SliceTurn::None => (None.into(), None.into()),
+        ChunkTurn::BeforeEvents => (Some(in_flight.as_mut()).into(), None.into()),
+        ChunkTurn::AfterEvents => (None.into(), Some(in_flight.as_mut()).into()),
+        ChunkTurn::None => (None.into(), None.into()),
     };
     tokio::select! {
         biased;
         _ = shutdown.cancelled() => Work::Stop,
         _ = ticker.tick(), if check_loss => Work::CheckLoss,
-        _ = &mut before, if turn == SliceTurn::BeforeEvents => Work::Slice,
+        _ = &mut before, if turn == ChunkTurn::BeforeEvents => Work::Chunk,
         change = rx.recv() => {
             let Some(change) = change else { return Work::Stop };
             let mut changes = vec![change];
@@ -84,7 +84,7 @@ async fn next_work(
             }
             Work::Changes(changes)
         }
-        _ = &mut after, if turn == SliceTurn::AfterEvents => Work::Slice,
+        _ = &mut after, if turn == ChunkTurn::AfterEvents => Work::Chunk,
     }
 }
 
@@ -114,9 +114,9 @@ impl WriteLoop<'_> {
         let mut after_changes = false;
         loop {
             let turn = match (full.is_running(), after_changes) {
-                (false, _) => SliceTurn::None,
-                (true, true) => SliceTurn::BeforeEvents,
-                (true, false) => SliceTurn::AfterEvents,
+                (false, _) => ChunkTurn::None,
+                (true, true) => ChunkTurn::BeforeEvents,
+                (true, false) => ChunkTurn::AfterEvents,
             };
             let due = (loss_check.is_some(), turn);
             let in_flight = writer.in_flight_finished();
@@ -132,7 +132,7 @@ impl WriteLoop<'_> {
                     changes.into_iter().flat_map(|c| index.apply(c)).collect()
                 }
                 Work::CheckLoss => {
-                    // The slice in flight first: revisions it reports after
+                    // The chunk in flight first: revisions it reports after
                     // a loss was seen would look like another loss.
                     full.count(writer.settle(index).await?);
                     match writer.data_lost().await {
@@ -140,33 +140,33 @@ impl WriteLoop<'_> {
                         false => continue,
                     }
                 }
-                Work::Slice => {
+                Work::Chunk => {
                     after_changes = false;
                     let again = full.write_next(writer, index, metrics).await?;
                     again.into_iter().collect()
                 }
             };
             let (now, whole) = split_whole(scopes);
-            // A slice in flight goes on beside writes of other keys only:
+            // A chunk in flight goes on beside writes of other keys only:
             // changes to its keys, or a new pass, wait for it to be in etcd.
             if !whole.is_empty() || writer.in_flight_overlaps(&now) {
                 full.count(writer.settle(index).await?);
             }
-            // A slice planned before these writes is read again if they
+            // A chunk planned before these writes is read again if they
             // could touch its keys, or its pass starts over.
             writer.forget_planned(&now);
             writer.forget_planned(&whole);
             if whole.contains(&Scope::AllServices) {
                 // A services pass goes before a running pods pass: the pods
-                // slice planned is sent and counted to its own pass first.
+                // chunk planned is sent and counted to its own pass first.
                 // (Any other new pass goes after the running one, which
-                // goes on with the slice it planned.)
+                // goes on with the chunk it planned.)
                 full.count(writer.flush_planned(index).await?);
             }
             for subtree in whole {
                 if full.request(&subtree) {
-                    let slices = writer.full_sync_slices(index, &subtree);
-                    full.begin(subtree, slices);
+                    let chunks = writer.full_sync_chunks(index, &subtree);
+                    full.begin(subtree, chunks);
                 }
             }
             writer.sync(index, now).await?;
@@ -202,7 +202,7 @@ mod tests {
         // A tick that fell due while the writer was busy writing.
         let fell_due = tokio::time::Instant::now() - Duration::from_secs(5);
         let mut ticker = tokio::time::interval_at(fell_due, Duration::from_secs(3600));
-        let due = (true, SliceTurn::None);
+        let due = (true, ChunkTurn::None);
         for i in 0..8 {
             tx.send(pod_change(i)).await.expect("send");
         }
@@ -220,20 +220,20 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn changes_are_taken_while_the_slice_in_flight_is_applied() {
+    async fn changes_are_taken_while_the_chunk_in_flight_is_applied() {
         let (tx, mut rx) = mpsc::channel(16);
         let shutdown = CancellationToken::new();
         let mut ticker = tokio::time::interval(Duration::from_secs(3600));
         ticker.tick().await;
-        let before = (false, SliceTurn::BeforeEvents);
-        // The slice's turn, but etcd is still applying the one in flight:
+        let before = (false, ChunkTurn::BeforeEvents);
+        // The chunk's turn, but etcd is still applying the one in flight:
         // nothing to do until it is done...
         let waiting = tokio::time::timeout(
             Duration::from_millis(20),
             next_work(&mut rx, &mut ticker, before, pending(), &shutdown),
         )
         .await;
-        assert!(waiting.is_err(), "no slice while one is in flight");
+        assert!(waiting.is_err(), "no chunk while one is in flight");
         // ...and a change that comes meanwhile is taken at once.
         tx.send(pod_change(1)).await.expect("send");
         let round = next_work(&mut rx, &mut ticker, before, pending(), &shutdown).await;
@@ -242,12 +242,12 @@ mod tests {
             "{round:?}"
         );
         tx.send(pod_change(2)).await.expect("send");
-        let slice = next_work(&mut rx, &mut ticker, before, ready(()), &shutdown).await;
-        assert!(matches!(slice, Work::Slice), "in flight done: {slice:?}");
+        let chunk = next_work(&mut rx, &mut ticker, before, ready(()), &shutdown).await;
+        assert!(matches!(chunk, Work::Chunk), "in flight done: {chunk:?}");
     }
 
     #[tokio::test]
-    async fn slices_and_rounds_of_queued_changes_take_turns() {
+    async fn chunks_and_rounds_of_queued_changes_take_turns() {
         let (tx, mut rx) = mpsc::channel(1024);
         let shutdown = CancellationToken::new();
         let mut ticker = tokio::time::interval(Duration::from_secs(3600));
@@ -257,29 +257,29 @@ mod tests {
             next_work(
                 &mut rx,
                 &mut ticker,
-                (false, SliceTurn::None),
+                (false, ChunkTurn::None),
                 ready(()),
                 &shutdown,
             ),
         )
         .await;
-        assert!(idle.is_err(), "no work without changes or slices");
-        let after = (false, SliceTurn::AfterEvents);
-        let before = (false, SliceTurn::BeforeEvents);
-        let slice = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
-        assert!(matches!(slice, Work::Slice), "nothing queued: {slice:?}");
+        assert!(idle.is_err(), "no work without changes or chunks");
+        let after = (false, ChunkTurn::AfterEvents);
+        let before = (false, ChunkTurn::BeforeEvents);
+        let chunk = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
+        assert!(matches!(chunk, Work::Chunk), "nothing queued: {chunk:?}");
         for i in 0..MAX_EVENTS_PER_ROUND + 3 {
             tx.send(pod_change(i)).await.expect("send");
         }
-        // After a slice, queued changes go first, a round at a time...
+        // After a chunk, queued changes go first, a round at a time...
         let round = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
         assert!(
             matches!(&round, Work::Changes(c) if c.len() == MAX_EVENTS_PER_ROUND),
             "{round:?}"
         );
-        // ...and after a round, the next slice, though changes are queued.
-        let slice = next_work(&mut rx, &mut ticker, before, ready(()), &shutdown).await;
-        assert!(matches!(slice, Work::Slice), "{slice:?}");
+        // ...and after a round, the next chunk, though changes are queued.
+        let chunk = next_work(&mut rx, &mut ticker, before, ready(()), &shutdown).await;
+        assert!(matches!(chunk, Work::Chunk), "{chunk:?}");
         let rest = next_work(&mut rx, &mut ticker, after, ready(()), &shutdown).await;
         assert!(
             matches!(&rest, Work::Changes(c) if c.len() == 3),

@@ -322,7 +322,7 @@ pub const PROBE_DIR: &str = "/skydns/local/cluster/svc/default/probe/";
 /// once they are there, is in a later round, which kube2sky begins only
 /// when that one is written. It proves nothing of other watches (pods,
 /// endpoints: streams of their own), nor of a full sync still running,
-/// whose slices take turns with rounds: wait for its `full sync of ...
+/// whose chunks take turns with rounds: wait for its `full sync of ...
 /// done` first.
 pub async fn probe_handled(etcd: &Etcd, kubectl: &Kubectl, ip: &str) -> Result<()> {
     kubectl.with_manifest("create", &svc_manifest("probe", ip, &[]))?;

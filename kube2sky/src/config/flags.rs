@@ -124,10 +124,10 @@ pub struct Flags {
     /// a larger --max-txn-ops is then used at that size; 0s: never).
     #[arg(long, default_value = "10m", value_parser = parse_duration)]
     pub etcd_max_txn_ops_retry: Duration,
-    /// Objects per slice of a full sync on etcd v3 (whole namespaces of pods
+    /// Objects per chunk of a full sync on etcd v3 (whole namespaces of pods
     /// or services, then PTRs by IP): the desired and actual records of one
-    /// slice are held at a time, not a whole subtree's, and a change made
-    /// during the sync waits for the slices in flight (two at most).
+    /// chunk are held at a time, not a whole subtree's, and a change made
+    /// during the sync waits for the chunks in flight (two at most).
     #[arg(long, default_value_t = 1_000, value_parser = parse_full_sync_chunk)]
     pub full_sync_chunk: usize,
     /// How long /readiness waits for the first complete write of services and

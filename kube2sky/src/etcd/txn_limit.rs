@@ -64,7 +64,7 @@ impl TxnLimit {
     /// Etcd refused (`why`) a transaction of a batch cut at `planned`
     /// operations at `now`: goes back to the size it last accepted after a
     /// try of the configured one, or halves `planned`. A batch cut before
-    /// the size was lowered (a full sync's next slice, planned while the
+    /// the size was lowered (a full sync's next chunk, planned while the
     /// one before was refused) changes nothing. `None`: no change.
     pub(crate) fn refused(
         &mut self,
@@ -185,7 +185,7 @@ mod tests {
     fn a_batch_cut_before_the_size_was_lowered_changes_nothing() {
         let now = Instant::now();
         let mut limit = TxnLimit::new(1024, RETRY);
-        // Two slices cut at 1024; the first is refused, then halved to 128.
+        // Two chunks cut at 1024; the first is refused, then halved to 128.
         let planned = limit.at(now);
         assert_eq!(limit.refused(planned, now, &WHY), Some(512));
         assert_eq!(limit.refused(512, now, &WHY), Some(256));
@@ -205,7 +205,7 @@ mod tests {
         let planned = limit.at(later);
         assert_eq!(planned, 1024);
         assert_eq!(limit.refused(planned, later, &WHY), Some(256));
-        // A second slice cut at 1024 during the try: no further halving.
+        // A second chunk cut at 1024 during the try: no further halving.
         assert_eq!(limit.refused(planned, later, &WHY), None);
         assert_eq!(limit.at(later), 256);
     }

@@ -100,7 +100,7 @@ impl V3 {
     }
 
     /// [`V3::apply_all`] on a task of its own, so the writer can go on
-    /// (plan the next slice of a full sync) while etcd applies these.
+    /// (plan the next chunk of a full sync) while etcd applies these.
     pub(in crate::etcd) async fn start_apply(
         &mut self,
         batches: Vec<Vec<Op>>,

@@ -1,14 +1,14 @@
-//! A full sync in slices: [`Index::pod_chunks`] and
+//! A full sync in chunks: [`Index::pod_chunks`] and
 //! [`Index::service_chunks`] cut the pod and service subtrees into
 //! [`Scope::PodChunk`]s and [`Scope::ServiceChunk`]s of whole namespaces in
 //! etcd's key order, and the PTR subtree into [`Scope::PtrChunk`]s of IPs
-//! in key order, so the writer holds one slice's desired and actual records
+//! in key order, so the writer holds one chunk's desired and actual records
 //! at a time and reads each key once.
 //!
-//! Slices are planned when the full sync starts but written later, with
-//! watch events applied in between (see `crate::full_sync`): a slice keeps
+//! Chunks are planned when the full sync starts but written later, with
+//! watch events applied in between (see `crate::full_sync`): a chunk keeps
 //! its key range, and what it desires is what the index holds in that range
-//! when the slice is written ([`Index::current_slice`], and
+//! when the chunk is written ([`Index::current_chunk`], and
 //! [`Index::desired`] of a [`Scope::PtrChunk`]), so a namespace or PTR
 //! created since is desired, not deleted as stale.
 
@@ -69,12 +69,12 @@ impl Index {
         out
     }
 
-    /// `slice`, planned earlier, as the index stands now: the same key
+    /// `chunk`, planned earlier, as the index stands now: the same key
     /// range, with the namespaces in it today (O(namespaces)). A
     /// [`Scope::PtrChunk`] needs nothing: its desired records are found
     /// by key range when it is written.
-    pub(crate) fn current_slice(&self, slice: &Scope) -> Scope {
-        match slice {
+    pub(crate) fn current_chunk(&self, chunk: &Scope) -> Scope {
+        match chunk {
             Scope::PodChunk { from, to, .. } => Scope::PodChunk {
                 namespaces: in_range(self.pod_namespaces(), from, to),
                 from: from.clone(),

@@ -1,7 +1,7 @@
 //! The index's reverse map: the names each IP's PTR points at, and the same
 //! IPs in the order of their PTR keys in etcd, so that a full sync's PTR
-//! slice ([`crate::scope::Scope::PtrChunk`]) finds its IPs by range in
-//! O(log n + its IPs) instead of a scan of every IP per slice (51 slices of
+//! chunk ([`crate::scope::Scope::PtrChunk`]) finds its IPs by range in
+//! O(log n + its IPs) instead of a scan of every IP per chunk (51 chunks of
 //! 50,000 IPs at 50k services).
 
 use crate::records::{PtrName, PtrOrder};

@@ -1,5 +1,5 @@
-//! A full sync in slices: how the index cuts the subtrees into slices in
-//! etcd's key order, and brings a planned slice up to date.
+//! A full sync in chunks: how the index cuts the subtrees into chunks in
+//! etcd's key order, and brings a planned chunk up to date.
 
 use super::{index, pod, service};
 use crate::config::Features;
@@ -111,7 +111,7 @@ fn service_chunks_are_whole_namespaces_then_ptr_ranges() {
         })
         .collect();
     assert_eq!(namespaces, [vec!["a-b"], vec!["a"], vec!["c"]]);
-    // Four IPs, two a slice, in key order (`10/0/0/40` < `10/0/0/5`).
+    // Four IPs, two a chunk, in key order (`10/0/0/40` < `10/0/0/5`).
     let ptr_ranges: Vec<(Option<IpAddr>, Option<IpAddr>)> = chunks
         .iter()
         .filter_map(|c| match c {
@@ -144,7 +144,7 @@ fn service_chunks_are_whole_namespaces_then_ptr_ranges() {
             assert_eq!(pair[0].1, pair[1].0);
         }
     }
-    // Every record desired once; the shared IP's two leaves in one slice.
+    // Every record desired once; the shared IP's two leaves in one chunk.
     let mut desired = Records::new();
     for chunk in &chunks {
         let part = ix.desired(chunk);
@@ -163,13 +163,13 @@ fn service_chunks_are_whole_namespaces_then_ptr_ranges() {
     );
 }
 
-/// Slices are planned when a full sync starts and written later, with
-/// events applied in between: brought up to date, a slice desires a
+/// Chunks are planned when a full sync starts and written later, with
+/// events applied in between: brought up to date, a chunk desires a
 /// namespace created since in its range (instead of deleting its keys as
-/// stale) and drops one gone since, and a PTR slice desires a PTR written
+/// stale) and drops one gone since, and a PTR chunk desires a PTR written
 /// since.
 #[test]
-fn a_planned_slice_brought_up_to_date_desires_what_came_since() {
+fn a_planned_chunk_brought_up_to_date_desires_what_came_since() {
     let mut ix = index(Features {
         reverse: true,
         ..Features::default()
@@ -186,13 +186,13 @@ fn a_planned_slice_brought_up_to_date_desires_what_came_since() {
     ix.apply(Change::Endpoints(Update::Relisted(vec![])));
     let pods = ix.pod_chunks(1);
     let services = ix.service_chunks(1);
-    // Since: namespace `d` gains a pod (in the range of `c`'s slice, which
+    // Since: namespace `d` gains a pod (in the range of `c`'s chunk, which
     // runs to `e/`), `b-new` a service (in the range of `a`'s, which runs to
     // `c/`), and `e` loses its pod.
     ix.apply(Change::Pod(Update::Apply(pod("d", "p4", "10.1.0.4"))));
     ix.apply(Change::Pod(Update::Delete(pod("e", "p3", "10.1.0.3"))));
     ix.apply(service(Update::Apply(svc("b-new", "z").ip("10.0.0.7"))));
-    let namespaces = |slice: &Scope| match ix.current_slice(slice) {
+    let namespaces = |chunk: &Scope| match ix.current_chunk(chunk) {
         Scope::PodChunk { namespaces, .. } | Scope::ServiceChunk { namespaces, .. } => namespaces,
         other => panic!("{other:?}"),
     };
@@ -204,30 +204,30 @@ fn a_planned_slice_brought_up_to_date_desires_what_came_since() {
         "{services:?}"
     );
     assert_eq!(planned, [vec!["a", "b-new"], vec!["c"]]);
-    let new_pod = ix.desired(&ix.current_slice(&pods[1]));
+    let new_pod = ix.desired(&ix.current_chunk(&pods[1]));
     assert!(
         new_pod.keys().any(|k| k.contains("/pod/d/10-1-0-4/")),
         "{new_pod:?}"
     );
-    let new_svc = ix.desired(&ix.current_slice(&services[0]));
+    let new_svc = ix.desired(&ix.current_chunk(&services[0]));
     assert!(
         new_svc.keys().any(|k| k.contains("/svc/b-new/z/")),
         "{new_svc:?}"
     );
-    // Its PTR is in the range of a PTR slice planned before it existed.
+    // Its PTR is in the range of a PTR chunk planned before it existed.
     let ptr = "/skydns/arpa/in-addr/10/0/0/7";
     let holders: Vec<&Scope> = services
         .iter()
-        .filter(|s| ix.desired(&ix.current_slice(s)).contains_key(ptr))
+        .filter(|s| ix.desired(&ix.current_chunk(s)).contains_key(ptr))
         .collect();
     assert!(
         matches!(holders[..], [Scope::PtrChunk { .. }]),
         "{holders:?}"
     );
-    // Every slice brought up to date covers the whole desired state once.
+    // Every chunk brought up to date covers the whole desired state once.
     let mut desired = Records::new();
-    for slice in pods.iter().chain(&services) {
-        let part = ix.desired(&ix.current_slice(slice));
+    for chunk in pods.iter().chain(&services) {
+        let part = ix.desired(&ix.current_chunk(chunk));
         assert!(part.keys().all(|k| !desired.contains_key(k)));
         desired.extend(part);
     }

@@ -1,30 +1,30 @@
-//! A full sync's slices, written one behind the other on etcd v3: while
-//! etcd applies one slice's transactions (on a task of their own), the
-//! writer already works out the next slice's records and reads its keys,
-//! then goes back to the write loop until the slice in flight is applied
+//! A full sync's chunks, written one behind the other on etcd v3: while
+//! etcd applies one chunk's transactions (on a task of their own), the
+//! writer already works out the next chunk's records and reads its keys,
+//! then goes back to the write loop until the chunk in flight is applied
 //! ([`Writer::in_flight_finished`]), so that changes are written
-//! meanwhile. A change still waits for a slice written in place: one read
+//! meanwhile. A change still waits for a chunk written in place: one read
 //! again (below), the last of a pass (the pass ends once it is in etcd),
-//! and the slice in flight before a data-loss check or a new pass. Written
+//! and the chunk in flight before a data-loss check or a new pass. Written
 //! strictly one after the other, etcd sat idle while kube2sky planned, and
 //! kube2sky while etcd applied: at 50,000 services and 150,000 pods the
 //! planning was about a third of the sync.
 //!
-//! Only the next slice of the same pass is planned beside the one in
-//! flight, and the slices of a pass cover disjoint key ranges
+//! Only the next chunk of the same pass is planned beside the one in
+//! flight, and the chunks of a pass cover disjoint key ranges
 //! (`crate::index::chunks`), so the keys one reads are never the keys the
-//! other writes. Other writes wait for the slice in flight
+//! other writes. Other writes wait for the chunk in flight
 //! ([`Writer::settle`]) when their keys could be its keys
 //! ([`Writer::in_flight_overlaps`]: a round of events that touches its
 //! namespaces or IPs), and so do a new pass and the end of a pass: a
-//! change is diffed against etcd with the slice's writes in it, and a slice
+//! change is diffed against etcd with the chunk's writes in it, and a chunk
 //! planned before a change never lands after the change's own writes. A
-//! planned slice whose keys a change touches, or whose pass starts over,
+//! planned chunk whose keys a change touches, or whose pass starts over,
 //! is read again when its turn comes ([`Writer::forget_planned`]).
 //! Changes elsewhere (a Service created while pods are synced) are written
-//! at once, beside it. If etcd did not take the whole slice, it is written
+//! at once, beside it. If etcd did not take the whole chunk, it is written
 //! again as the index stands now, as a failed scope always was, and the
-//! next slice, read before that, is planned again.
+//! next chunk, read before that, is planned again.
 
 use super::v3::Applied;
 use super::{counts_of, EtcdError, Op, WriteError, Writer};
@@ -32,11 +32,11 @@ use crate::scope::{DesiredState, Scope};
 use std::time::Instant;
 use tokio::task::JoinHandle;
 
-/// A slice whose transactions etcd is applying; dropped (the writer
+/// A chunk whose transactions etcd is applying; dropped (the writer
 /// stopped, or lost the leader election), it stops sending them.
-pub(super) struct PendingSlice {
-    /// The slice, to write again should a transaction fail.
-    slice: Scope,
+pub(super) struct PendingChunk {
+    /// The chunk, to write again should a transaction fail.
+    chunk: Scope,
     /// The transaction size its batches were cut at.
     limit: usize,
     /// Each transaction's operations, and of those the puts and deletes.
@@ -47,32 +47,32 @@ pub(super) struct PendingSlice {
     applied: Option<Applied>,
 }
 
-/// The next slice of a full sync, planned while the one before it is in
+/// The next chunk of a full sync, planned while the one before it is in
 /// flight, and not sent yet.
-pub(super) struct PlannedSlice {
-    /// The slice, as it stood when it was planned.
-    slice: Scope,
+pub(super) struct PlannedChunk {
+    /// The chunk, as it stood when it was planned.
+    chunk: Scope,
     /// Its transactions and the size they were cut at; `None` when it is
     /// to be written in place when its turn comes (v2, a read that failed,
     /// or a change to its keys since it was read).
     batches: Option<(Vec<Vec<Op>>, usize)>,
 }
 
-impl Drop for PendingSlice {
+impl Drop for PendingChunk {
     fn drop(&mut self) {
         self.applying.abort();
     }
 }
 
 impl Writer {
-    /// The slices a full sync of `whole` ([`Scope::AllServices`] or
+    /// The chunks a full sync of `whole` ([`Scope::AllServices`] or
     /// [`Scope::AllPods`]) is written in. On etcd v3, about `sync_chunk`
     /// objects each ([`DesiredState::pod_chunks`],
     /// [`DesiredState::service_chunks`]: services by namespace, then the
     /// PTRs): at 150,000 pods the desired and actual records of the whole
-    /// subtree at once were 50 MB, and a slice is as long as a change made
-    /// during the sync waits. v2 reads a subtree in one request: one slice.
-    pub(crate) fn full_sync_slices(&self, state: &impl DesiredState, whole: &Scope) -> Vec<Scope> {
+    /// subtree at once were 50 MB, and a chunk is as long as a change made
+    /// during the sync waits. v2 reads a subtree in one request: one chunk.
+    pub(crate) fn full_sync_chunks(&self, state: &impl DesiredState, whole: &Scope) -> Vec<Scope> {
         let chunk = self.options.sync_chunk;
         match whole {
             Scope::AllPods if self.backend.has_transactions() => state.pod_chunks(chunk),
@@ -81,12 +81,12 @@ impl Writer {
         }
     }
 
-    /// One step of a full sync: waits for the slice in flight, sends the
-    /// slice planned beside it, and plans `next` (as the state stands now,
-    /// [`DesiredState::current_slice`]) while that one is applied. On v2
-    /// nothing is planned: the slice is written in place at its turn.
+    /// One step of a full sync: waits for the chunk in flight, sends the
+    /// chunk planned beside it, and plans `next` (as the state stands now,
+    /// [`DesiredState::current_chunk`]) while that one is applied. On v2
+    /// nothing is planned: the chunk is written in place at its turn.
     /// Returns the keys written and deleted by what finished meanwhile.
-    pub(crate) async fn sync_slice(
+    pub(crate) async fn sync_chunk(
         &mut self,
         state: &impl DesiredState,
         next: Option<&Scope>,
@@ -98,18 +98,18 @@ impl Writer {
         if let Some(planned) = self.planned.take() {
             done = add(done, self.send_planned(state, planned).await?);
         }
-        if let Some(slice) = next {
-            let slice = state.current_slice(slice);
+        if let Some(chunk) = next {
+            let chunk = state.current_chunk(chunk);
             let batches = match self.backend.has_transactions() {
-                true => self.plan(state, std::slice::from_ref(&slice)).await.ok(),
+                true => self.plan(state, std::slice::from_ref(&chunk)).await.ok(),
                 false => None,
             };
-            self.planned = Some(PlannedSlice { slice, batches });
+            self.planned = Some(PlannedChunk { chunk, batches });
         }
         Ok(done)
     }
 
-    /// Sends the planned slice, if any, and waits until it is in etcd.
+    /// Sends the planned chunk, if any, and waits until it is in etcd.
     pub(crate) async fn flush_planned(
         &mut self,
         state: &impl DesiredState,
@@ -121,23 +121,23 @@ impl Writer {
         Ok(add(done, self.settle(state).await?))
     }
 
-    /// Sends a planned slice, or writes it in place as the state stands
+    /// Sends a planned chunk, or writes it in place as the state stands
     /// now when it must be read again.
     async fn send_planned(
         &mut self,
         state: &impl DesiredState,
-        planned: PlannedSlice,
+        planned: PlannedChunk,
     ) -> Result<(u64, u64), WriteError> {
         let (batches, limit) = match planned.batches {
             Some((batches, _)) if batches.is_empty() => return Ok((0, 0)),
             Some(planned) => planned,
-            None => return self.sync_slice_now(state, &planned.slice).await,
+            None => return self.sync_chunk_now(state, &planned.chunk).await,
         };
         let (sizes, counts) = (batches.iter().map(Vec::len).collect(), counts_of(&batches));
         match self.backend.start_apply(batches).await {
             Ok(Some(applying)) => {
-                self.pending = Some(PendingSlice {
-                    slice: planned.slice,
+                self.pending = Some(PendingChunk {
+                    chunk: planned.chunk,
                     limit,
                     sizes,
                     counts,
@@ -146,11 +146,11 @@ impl Writer {
                 });
                 Ok((0, 0))
             }
-            _ => self.sync_slice_now(state, &planned.slice).await,
+            _ => self.sync_chunk_now(state, &planned.chunk).await,
         }
     }
 
-    /// Resolves once etcd has applied the slice in flight (at once when
+    /// Resolves once etcd has applied the chunk in flight (at once when
     /// there is none), keeping the result for [`Writer::settle`]. Dropped
     /// before that (the write loop took an event first), it changes nothing.
     pub(crate) async fn in_flight_finished(&mut self) {
@@ -162,40 +162,40 @@ impl Writer {
         }
     }
 
-    /// Marks the planned slice to be read again when its turn comes if
+    /// Marks the planned chunk to be read again when its turn comes if
     /// `scopes` (a round of changes, or passes that start over) could touch
     /// its keys: it was diffed against etcd before their writes.
     pub(crate) fn forget_planned(&mut self, scopes: &[Scope]) {
-        let touched = (self.planned.as_ref()).is_some_and(|p| self.overlaps(&p.slice, scopes));
+        let touched = (self.planned.as_ref()).is_some_and(|p| self.overlaps(&p.chunk, scopes));
         if let Some(planned) = self.planned.as_mut().filter(|_| touched) {
             planned.batches = None;
         }
     }
 
-    /// Stops sending the slice in flight, if any (the writer is stopping:
+    /// Stops sending the chunk in flight, if any (the writer is stopping:
     /// shutdown, or the leader election was lost).
     pub(crate) fn abandon_in_flight(&mut self) {
         self.pending = None;
         self.planned = None;
     }
 
-    /// Whether writing `scopes` could touch a key of the slice in flight
+    /// Whether writing `scopes` could touch a key of the chunk in flight
     /// (their etcd reads overlap): then [`Writer::settle`] must come first.
     pub(crate) fn in_flight_overlaps(&self, scopes: &[Scope]) -> bool {
-        (self.pending.as_ref()).is_some_and(|p| self.overlaps(&p.slice, scopes))
+        (self.pending.as_ref()).is_some_and(|p| self.overlaps(&p.chunk, scopes))
     }
 
-    /// Whether `slice` and `scopes` read overlapping keys in etcd.
-    fn overlaps(&self, slice: &Scope, scopes: &[Scope]) -> bool {
+    /// Whether `chunk` and `scopes` read overlapping keys in etcd.
+    fn overlaps(&self, chunk: &Scope, scopes: &[Scope]) -> bool {
         let reverse = self.options.reverse;
-        let reads = slice.reads(&self.names, reverse);
+        let reads = chunk.reads(&self.names, reverse);
         scopes
             .iter()
             .flat_map(|s| s.reads(&self.names, reverse))
             .any(|read| reads.iter().any(|r| r.overlaps(&read)))
     }
 
-    /// Waits for the slice in flight, if any, and writes it again as the
+    /// Waits for the chunk in flight, if any, and writes it again as the
     /// index stands now if etcd did not take all of it. Returns the keys
     /// written and deleted.
     pub(crate) async fn settle(
@@ -205,7 +205,7 @@ impl Writer {
         Ok(self.wait_in_flight(state).await?.0)
     }
 
-    /// [`Writer::settle`], and whether etcd took the slice as it was sent
+    /// [`Writer::settle`], and whether etcd took the chunk as it was sent
     /// (`false`: it was written again).
     async fn wait_in_flight(
         &mut self,
@@ -240,32 +240,32 @@ impl Writer {
                 self.backend.reset();
                 tracing::debug!(
                     "Failed to mutate etcd using mutator: sync {} due to: {error}. Writing it again",
-                    pending.slice.describe(&self.names)
+                    pending.chunk.describe(&self.names)
                 );
-                // The slice planned beside it was read before this rewrite.
+                // The chunk planned beside it was read before this rewrite.
                 if let Some(planned) = &mut self.planned {
                     planned.batches = None;
                 }
-                let written = self.sync_slice_now(state, &pending.slice).await?;
+                let written = self.sync_chunk_now(state, &pending.chunk).await?;
                 Ok((add(done, written), false))
             }
         }
     }
 
-    /// Writes `slice` (planned earlier) in place as the state stands now
-    /// ([`DesiredState::current_slice`]), with retries; returns the keys
+    /// Writes `chunk` (planned earlier) in place as the state stands now
+    /// ([`DesiredState::current_chunk`]), with retries; returns the keys
     /// written and deleted.
-    async fn sync_slice_now(
+    async fn sync_chunk_now(
         &mut self,
         state: &impl DesiredState,
-        slice: &Scope,
+        chunk: &Scope,
     ) -> Result<(u64, u64), WriteError> {
-        let slice = &state.current_slice(slice);
+        let chunk = &state.current_chunk(chunk);
         let before = (
             self.metrics.records_written.get(),
             self.metrics.records_deleted.get(),
         );
-        self.sync_with_retry(state, std::slice::from_ref(slice))
+        self.sync_with_retry(state, std::slice::from_ref(chunk))
             .await?;
         Ok((
             self.metrics.records_written.get() - before.0,
@@ -274,7 +274,7 @@ impl Writer {
     }
 }
 
-/// A slice task's result; a task that panicked panics here too.
+/// A chunk task's result; a task that panicked panics here too.
 fn joined(result: Result<Applied, tokio::task::JoinError>) -> Applied {
     match result {
         Ok(applied) => applied,
