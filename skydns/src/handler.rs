@@ -22,13 +22,13 @@ pub use live::Handler;
 pub use options::Options;
 
 use crate::answer::{self, Answer, Lookups, Question, Zone};
-use crate::cache::ResponseCache;
 use crate::forward::Upstreams;
 pub use crate::forward::{NsPolicy, NsTransport};
-use crate::hot::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::metrics::Metrics;
 use crate::query_log::{Asked, Entry, Source};
+use crate::reply_cache::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
+use crate::response_cache::ResponseCache;
 use crate::snapshot::{note_read, record_reads, SharedSnapshot, Snapshot};
 use crate::store::paths::{hidden_part, PathReader};
 use crate::stub::{has_loop_marker, StubZones};
@@ -60,7 +60,7 @@ pub enum Outcome {
 /// A request waiting for upstream answers.
 pub struct Pending {
     /// The configuration the request was routed with.
-    engine: Arc<Inner>,
+    engine: Arc<Engine>,
     request: Request,
     route: pending::Route,
     /// Its place among the pending forwards, released when it is done.
@@ -90,7 +90,7 @@ struct Request {
 /// changes. The snapshot, metrics, path reader and forward slots are shared
 /// by every configuration; the rest is made for each. Requests are answered
 /// by its methods, on the configuration current when they arrived.
-struct Inner {
+struct Engine {
     zone: Zone,
     snapshot: SharedSnapshot,
     options: Options,
@@ -111,7 +111,7 @@ struct Inner {
     forward_slots: Option<Arc<Semaphore>>,
 }
 
-impl Inner {
+impl Engine {
     /// Handles one request as far as memory allows.
     fn handle(
         self: &Arc<Self>,

@@ -7,16 +7,22 @@
 //! whole on every change; the [`server`] listeners hand each packet to the
 //! [`handler`], which decides the path (as SkyDNS `server/server.go`) and asks the pure
 //! [`answer`] functions, then shapes the reply in [`response`]. No query
-//! ever waits on etcd. Crate map:
-//! - [`record`]: the JSON record (shared with kube2sky) and its key hash;
-//! - [`path`]: DNS name ⇄ etcd key;
+//! ever waits on etcd. The record JSON and DNS name ⇄ etcd key paths are
+//! `skydns_msg`'s (shared with kube2sky). Crate map:
 //! - [`snapshot`]: the in-memory copy of the records queries read;
 //! - [`answer`]: pure "question + snapshot → answer" functions;
 //! - [`handler`], [`response`]: request → reply, rcodes, `Fit`;
+//! - [`reply_cache`]: authoritative replies kept encoded until the records
+//!   they read change;
+//! - [`forward`]: the upstream resolvers, their health and policy;
+//!   [`response_cache`]: their answers (`-rcache`), serve-stale, prefetch;
+//! - [`stub`]: stub zones; [`autopath`]: the pods' search paths walked at
+//!   the server;
 //! - [`store`]: the store trait, the etcd v2 and v3 stores and the mirror task;
 //! - [`config`]: flags, environment, the etcd config key, defaults;
 //! - [`dnssec`]: online signing of DO replies with `-dnssec`;
-//! - [`server`]: UDP and TCP sockets;
+//! - [`server`], [`wire`]: UDP and TCP sockets, batched reads and writes;
+//! - [`metrics`], [`query_log`]: Prometheus series and the query log;
 //! - [`lifecycle`]: start-up wait, readiness, lameduck and drain.
 //!
 //! We use hickory-proto for the wire format but not hickory-server: its
@@ -30,13 +36,13 @@ pub mod query_log;
 
 mod answer;
 pub mod autopath;
-mod cache;
 mod dnssec;
 mod forward;
 mod handler;
-mod hot;
 mod metrics;
+mod reply_cache;
 mod response;
+mod response_cache;
 mod server;
 mod snapshot;
 mod store;

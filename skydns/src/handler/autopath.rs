@@ -13,10 +13,10 @@
 //! NXDOMAIN, and the client goes on with its search list as it would have.
 //! Those replies depend on the client, so they never enter the hot path's
 //! cache, and neither does an NXDOMAIN a walk could replace
-//! ([`Inner::autopath_may_walk`]).
+//! ([`Engine::autopath_may_walk`]).
 
 use super::pending::{self, Walk};
-use super::{Inner, Outcome, Pending, Request, Route};
+use super::{Engine, Outcome, Pending, Request, Route};
 use crate::answer::Question;
 use crate::autopath::{chain, chain_ttl, ends_walk, names_records, pod_dir, walks};
 use crate::query_log::Source;
@@ -25,7 +25,7 @@ use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name};
 use std::sync::Arc;
 
-impl Inner {
+impl Engine {
     /// The namespace whose search list `request` could be walked for,
     /// whoever asks: autopath on, no DO, class IN, a type that walks, a name
     /// in a namespace's first search domain.
@@ -51,7 +51,7 @@ impl Inner {
         is_pod
     }
 
-    /// The reply of a walk for a request that [`Inner::may_walk`], or the
+    /// The reply of a walk for a request that [`Engine::may_walk`], or the
     /// request back when its own name is not NXDOMAIN (then it is answered
     /// as usual). A question walked before on the same records goes
     /// straight to the step that answered ([`crate::autopath::WalkMemo`]).

@@ -11,18 +11,18 @@
 //! stale entry is served at once (RFC 8767's failure recheck timer). Stub
 //! zones are relayed to their own servers, without the cache.
 
-use super::{base_reply, Inner, Request};
-use crate::cache::{name_key, Asker, CacheKey, CachedReply, Stale};
+use super::{base_reply, Engine, Request};
 use crate::forward::Upstreams;
 use crate::query_log::Source;
 use crate::response::MAX_UDP_PAYLOAD;
+use crate::response_cache::{name_key, Asker, CacheKey, CachedReply, Stale};
 use crate::stub;
 use hickory_proto::op::{Message, ResponseCode};
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
-impl Inner {
+impl Engine {
     /// The response cache's fresh answer to `r`, encoded, if there is one
     /// (`None` also when it cannot be encoded); a popular
     /// one due for a refresh is fetched again in the background. Called
@@ -59,7 +59,7 @@ impl Inner {
         }
     }
 
-    /// A forward the cache had no fresh answer for ([`Inner::cached_forward`]
+    /// A forward the cache had no fresh answer for ([`Engine::cached_forward`]
     /// was asked before the request became pending).
     pub(super) async fn forward(self: &Arc<Self>, r: &Request) -> Option<Vec<u8>> {
         let key = cache_key(r);

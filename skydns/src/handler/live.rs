@@ -1,6 +1,6 @@
 //! The handler the listeners share, and its configuration swapped live.
 //!
-//! [`Handler`] holds the current [`Inner`]: one configuration (zone
+//! [`Handler`] holds the current [`Engine`]: one configuration (zone
 //! settings, handler options) with what it keeps between requests (the
 //! upstreams and their health, the response cache, the encoded replies).
 //! Each request runs on the configuration current when it arrived, to the end.
@@ -10,12 +10,12 @@
 //! changed, so a new TTL does not forget what is known; new nameservers
 //! start with an empty cache, since the old ones may be why they changed.
 
-use super::{Inner, Options, Outcome, Pending, SharedSnapshot, Transport};
+use super::{Engine, Options, Outcome, Pending, SharedSnapshot, Transport};
 use crate::answer::Zone;
-use crate::cache::{CacheSettings, ResponseCache};
 use crate::forward::{self, NsPolicy, Upstreams};
-use crate::hot::ReplyCache;
 use crate::metrics::Metrics;
+use crate::reply_cache::ReplyCache;
+use crate::response_cache::{CacheSettings, ResponseCache};
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use arc_swap::ArcSwap;
@@ -27,7 +27,7 @@ use tokio::sync::Semaphore;
 /// Answers DNS requests from the shared snapshot.
 #[derive(Clone)]
 pub struct Handler {
-    current: Arc<ArcSwap<Inner>>,
+    current: Arc<ArcSwap<Engine>>,
 }
 
 impl Handler {
@@ -59,7 +59,7 @@ impl Handler {
             paths,
             forward_slots,
         };
-        let inner = Inner::build(zone, options, shared, None);
+        let inner = Engine::build(zone, options, shared, None);
         Handler {
             current: Arc::new(ArcSwap::from_pointee(inner)),
         }
@@ -79,7 +79,7 @@ impl Handler {
             paths: current.paths.clone(),
             forward_slots: current.forward_slots.clone(),
         };
-        let next = Inner::build(zone, options, shared, Some(&current));
+        let next = Engine::build(zone, options, shared, Some(&current));
         self.current.store(Arc::new(next));
     }
 
@@ -95,7 +95,7 @@ impl Handler {
 
     /// The configuration in force (tests look inside).
     #[cfg(test)]
-    pub(super) fn inner(&self) -> Arc<Inner> {
+    pub(super) fn inner(&self) -> Arc<Engine> {
         self.current.load_full()
     }
 
@@ -131,7 +131,7 @@ impl Handler {
         client: Option<SocketAddr>,
     ) -> Outcome {
         // A guard, not a clone: no shared counter touched per query.
-        Inner::handle(&self.current.load(), packet, transport, client)
+        Engine::handle(&self.current.load(), packet, transport, client)
     }
 
     /// Completes a pending request; `None` means "send nothing".
@@ -149,10 +149,10 @@ struct Shared {
     forward_slots: Option<Arc<Semaphore>>,
 }
 
-impl Inner {
+impl Engine {
     /// A configuration; `previous` lends its response cache when the
     /// cache settings are the same.
-    fn build(zone: Zone, options: Options, shared: Shared, previous: Option<&Inner>) -> Inner {
+    fn build(zone: Zone, options: Options, shared: Shared, previous: Option<&Engine>) -> Engine {
         let settings = forward::Settings {
             timeout: options.read_timeout,
             policy: options.ns_policy.unwrap_or(if options.ns_rotate {
@@ -183,7 +183,7 @@ impl Inner {
         };
         let stub_dir = StubZones::dir(&zone);
         let local_dns = (options.local.as_ref()).map(|_| format!("local.dns.{}", zone.domain));
-        Inner {
+        Engine {
             zone,
             snapshot: shared.snapshot,
             options,

@@ -10,7 +10,7 @@
 //! `store::paths`). When every upstream fails the client gets SERVFAIL, which
 //! SkyDNS built but never sent; so does a hidden path that cannot be read.
 
-use super::{base_reply, unix_now, Inner, Pending, Request};
+use super::{base_reply, unix_now, Engine, Pending, Request};
 use crate::answer::{self, Lookups};
 use crate::store::paths::PathRead;
 use hickory_proto::op::{Message, ResponseCode};
@@ -47,7 +47,7 @@ pub(super) struct Walk {
     pub(super) first: Option<Message>,
 }
 
-impl Inner {
+impl Engine {
     /// Completes a pending request; `None` means "send nothing".
     pub(super) async fn resolve(self: &Arc<Self>, pending: Pending) -> Option<Vec<u8>> {
         let Pending { request, route, .. } = pending;

@@ -7,13 +7,13 @@
 //! the nearest ancestor that is a key or a directory in etcd. A query
 //! without DO, or a server without a key, returns before any of that work.
 
-use super::{unix_now, Inner, Request};
+use super::{unix_now, Engine, Request};
 use crate::answer::{name_text, Answer, Question};
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 
-impl Inner {
+impl Engine {
     /// The apex DNSKEY answer, when signing is on and that is the question.
     pub(super) fn dnskey_answer(&self, q: &Question) -> Option<Answer> {
         let dnssec = self.options.dnssec.as_ref()?;

@@ -139,11 +139,12 @@ pub(crate) enum CachedReply {
 /// A bounded cache of upstream replies.
 pub(crate) struct ResponseCache {
     settings: CacheSettings,
-    inner: Mutex<Inner>,
+    entries: Mutex<Entries>,
 }
 
+/// The entries and their insertion order, under one lock.
 #[derive(Default)]
-struct Inner {
+struct Entries {
     entries: HashMap<CacheKey, Entry>,
     order: VecDeque<(CacheKey, Instant)>,
 }
@@ -159,7 +160,7 @@ impl ResponseCache {
     pub(crate) fn with(settings: CacheSettings) -> Self {
         ResponseCache {
             settings,
-            inner: Mutex::new(Inner::default()),
+            entries: Mutex::new(Entries::default()),
         }
     }
 
@@ -174,8 +175,8 @@ impl ResponseCache {
         self.lock().entries.len()
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
+        self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// The cached reply for `key` with TTLs counted down, if still fresh.
@@ -196,11 +197,11 @@ impl ResponseCache {
         now: Instant,
         asker: Option<Asker<'_>>,
     ) -> Option<Hit> {
-        let mut inner = self.lock();
-        let entry = inner.entries.get_mut(key)?;
+        let mut locked = self.lock();
+        let entry = locked.entries.get_mut(key)?;
         if now >= entry.expires {
             if now >= entry.expires + self.settings.stale {
-                inner.entries.remove(key);
+                locked.entries.remove(key);
             }
             return None;
         }
@@ -238,8 +239,8 @@ impl ResponseCache {
     /// TTL set to the stale TTL (RFC 8767 §4), and whether a refresh is due
     /// (none handed out for it in the last [`STALE_RECHECK`]).
     pub(crate) fn get_stale(&self, key: &CacheKey, now: Instant) -> Option<Stale> {
-        let mut inner = self.lock();
-        let entry = inner.entries.get_mut(key)?;
+        let mut locked = self.lock();
+        let entry = locked.entries.get_mut(key)?;
         if now < entry.expires || now >= entry.expires + self.settings.stale {
             return None;
         }
@@ -270,30 +271,30 @@ impl ResponseCache {
         let Some(encoded) = Encoded::of(&reply) else {
             return false;
         };
-        let mut inner = self.lock();
-        if !inner.entries.contains_key(&key) && inner.entries.len() >= capacity {
-            inner.entries.retain(|_, e| e.expires + stale > now);
-            if inner.entries.len() >= capacity {
+        let mut locked = self.lock();
+        if !locked.entries.contains_key(&key) && locked.entries.len() >= capacity {
+            locked.entries.retain(|_, e| e.expires + stale > now);
+            if locked.entries.len() >= capacity {
                 // Stale entries make room before fresh ones.
-                inner.entries.retain(|_, e| e.expires > now);
+                locked.entries.retain(|_, e| e.expires > now);
             }
-            while inner.entries.len() >= capacity {
-                let Some((oldest, stored)) = inner.order.pop_front() else {
+            while locked.entries.len() >= capacity {
+                let Some((oldest, stored)) = locked.order.pop_front() else {
                     break;
                 };
                 // Skip order records of entries replaced since.
-                if inner
+                if locked
                     .entries
                     .get(&oldest)
                     .is_some_and(|e| e.stored == stored)
                 {
-                    inner.entries.remove(&oldest);
+                    locked.entries.remove(&oldest);
                 }
             }
         }
-        inner.order.push_back((key.clone(), now));
+        locked.order.push_back((key.clone(), now));
         let expires = now + lifetime;
-        inner.entries.insert(
+        locked.entries.insert(
             key,
             Entry {
                 encoded,
@@ -304,8 +305,8 @@ impl ResponseCache {
                 refreshed: None,
             },
         );
-        if inner.order.len() > capacity.saturating_mul(4) {
-            let Inner { entries, order } = &mut *inner;
+        if locked.order.len() > capacity.saturating_mul(4) {
+            let Entries { entries, order } = &mut *locked;
             order.retain(|(k, s)| entries.get(k).is_some_and(|e| e.stored == *s));
         }
         true
