@@ -246,7 +246,7 @@ async fn on_the_real_apiserver_a_leader_that_cannot_renew_for_the_renew_deadline
     let cut_off = async {
         let relayed = Relayed::start(&plane).await?;
         let (_etcd, _kubectl, mut a) = one_leader(&relayed).await?;
-        relayed.relay.hold();
+        relayed.relay.hold().await;
         let status = a.wait_exit(DEADLINE).await?;
         not_renewed(&a, status)
     };

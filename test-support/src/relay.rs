@@ -7,8 +7,7 @@
 
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
@@ -16,10 +15,23 @@ use tokio::task::JoinHandle;
 /// The relay: a loopback port forwarding to `upstream`.
 pub struct TcpRelay {
     addr: SocketAddr,
-    held: watch::Sender<bool>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    accepted: Arc<AtomicUsize>,
+    state: watch::Sender<State>,
     accept: JoinHandle<()>,
+}
+
+/// What every connection reads and changes under the channel's one lock,
+/// so that a connection is either admitted before a hold (and then cut by
+/// it) or waits for the release: none slips between the two.
+#[derive(Clone, Copy, Debug, Default)]
+struct State {
+    /// New connections wait and open ones end while set.
+    held: bool,
+    /// Connections forwarding now.
+    active: usize,
+    /// Connections let through to the server so far.
+    admitted: usize,
+    /// The relay is dropped: every connection ends.
+    closed: bool,
 }
 
 impl TcpRelay {
@@ -29,21 +41,11 @@ impl TcpRelay {
             .await
             .context("binding the relay's port")?;
         let addr = listener.local_addr()?;
-        let (held, _) = watch::channel(false);
-        let connections = Arc::new(Mutex::new(Vec::new()));
-        let accepted = Arc::new(AtomicUsize::new(0));
-        let accept = tokio::spawn(accept(
-            listener,
-            upstream,
-            held.clone(),
-            connections.clone(),
-            accepted.clone(),
-        ));
+        let (state, _) = watch::channel(State::default());
+        let accept = tokio::spawn(accept(listener, upstream, state.clone()));
         Ok(TcpRelay {
             addr,
-            held,
-            connections,
-            accepted,
+            state,
             accept,
         })
     }
@@ -53,68 +55,86 @@ impl TcpRelay {
         self.addr
     }
 
-    /// How many connections clients have opened to the relay so far: a
-    /// test sees a client reconnect after a cut.
-    pub fn accepted(&self) -> usize {
-        self.accepted.load(Ordering::SeqCst)
+    /// How many connections the relay has let through to the server: one
+    /// admitted after a [`TcpRelay::hold`] is a client that came back.
+    pub fn admitted(&self) -> usize {
+        self.state.borrow().admitted
     }
 
-    /// Cuts every open connection (the client sees its peer close), and
-    /// keeps new connections waiting until [`TcpRelay::release`].
-    pub fn hold(&self) {
-        self.held.send_replace(true);
-        for connection in lock(&self.connections).drain(..) {
-            connection.abort();
-        }
+    /// Cuts every open connection (the client sees its peer close) and
+    /// returns once each is closed; new connections wait until
+    /// [`TcpRelay::release`].
+    pub async fn hold(&self) {
+        self.state.send_modify(|s| s.held = true);
+        let mut state = self.state.subscribe();
+        // The sender lives in `self`: the wait cannot end in an error.
+        let _ = state.wait_for(|s| s.active == 0).await;
     }
 
     /// Lets waiting and new connections through to the server again.
     pub fn release(&self) {
-        self.held.send_replace(false);
+        self.state.send_modify(|s| s.held = false);
     }
 }
 
 impl Drop for TcpRelay {
+    /// Stops accepting, and ends every connection, open or waiting.
     fn drop(&mut self) {
         self.accept.abort();
-        for connection in lock(&self.connections).drain(..) {
-            connection.abort();
+        self.state.send_modify(|s| s.closed = true);
+    }
+}
+
+async fn accept(listener: TcpListener, upstream: SocketAddr, state: watch::Sender<State>) {
+    loop {
+        match listener.accept().await {
+            Ok((client, _)) => {
+                tokio::spawn(connection(client, upstream, state.clone()));
+            }
+            // Out of descriptors, say: a failed accept is no reason to
+            // stop relaying.
+            Err(error) => {
+                eprintln!("relay: accept failed: {error}");
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
     }
 }
 
-async fn accept(
-    listener: TcpListener,
-    upstream: SocketAddr,
-    held: watch::Sender<bool>,
-    connections: Arc<Mutex<Vec<JoinHandle<()>>>>,
-    accepted: Arc<AtomicUsize>,
-) {
-    while let Ok((client, _)) = listener.accept().await {
-        accepted.fetch_add(1, Ordering::SeqCst);
-        let mut held = held.subscribe();
-        let connection = tokio::spawn(async move {
-            // Waits while held; a relay dropped meanwhile ends the wait.
-            if held.wait_for(|held| !held).await.is_err() {
-                return;
+/// One client connection: admitted once the relay is not held, then
+/// forwarded until either side closes or the relay is held or dropped.
+async fn connection(client: TcpStream, upstream: SocketAddr, state: watch::Sender<State>) {
+    let mut changes = state.subscribe();
+    loop {
+        // Under the channel's lock: admitted now, or held and waiting.
+        let mut admitted = false;
+        state.send_if_modified(|s| {
+            admitted = !s.held && !s.closed;
+            if admitted {
+                s.active += 1;
+                s.admitted += 1;
             }
-            forward(client, upstream).await;
+            admitted
         });
-        let mut connections = lock(&connections);
-        connections.retain(|c| !c.is_finished());
-        connections.push(connection);
+        if admitted {
+            break;
+        }
+        if changes.wait_for(|s| !s.held || s.closed).await.is_err() || changes.borrow().closed {
+            return;
+        }
     }
+    tokio::select! {
+        () = forward(client, upstream) => {}
+        _ = changes.wait_for(|s| s.held || s.closed) => {}
+    }
+    state.send_modify(|s| s.active -= 1);
 }
 
 async fn forward(mut client: TcpStream, upstream: SocketAddr) {
     let Ok(mut server) = TcpStream::connect(upstream).await else {
         return; // the client sees its connection closed, as a refused one
     };
+    let _ = client.set_nodelay(true);
+    let _ = server.set_nodelay(true);
     let _ = tokio::io::copy_bidirectional(&mut client, &mut server).await;
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
