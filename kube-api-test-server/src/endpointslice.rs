@@ -86,8 +86,8 @@ fn validate_endpoints(address_type: &str, endpoints: &Value) -> Vec<String> {
             let address = address.as_str().unwrap_or_default();
             for (at, why) in address_errors(address_type, address) {
                 let at = match at {
-                    At::Address => format!("{path}.addresses[{j}]"),
-                    At::List => format!("{path}.addresses"),
+                    ErrorPath::Address => format!("{path}.addresses[{j}]"),
+                    ErrorPath::List => format!("{path}.addresses"),
                 };
                 errors.push(format!("{at}: Invalid value: {address:?}: {why}"));
             }
@@ -110,32 +110,70 @@ fn validate_endpoints(address_type: &str, endpoints: &Value) -> Vec<String> {
 /// Which field an address's error names: the address (`addresses[j]`), or,
 /// for an IP of the other family, the list (`addresses`), as kube-apiserver
 /// 1.36 does (pkg/apis/discovery/validation/validation.go).
-enum At {
+enum ErrorPath {
     Address,
     List,
 }
 
 /// Why `address` is not valid for `address_type` (unknown types pass, as
 /// they already failed on `addressType`), as kube-apiserver 1.36 with its
-/// StrictIPCIDRValidation on: an IPv4-mapped IPv6 address is refused for
-/// either family.
-fn address_errors(address_type: &str, address: &str) -> Vec<(At, String)> {
-    let ip = address.parse::<IpAddr>().ok();
-    let mapped = matches!(ip, Some(IpAddr::V6(a)) if a.to_ipv4_mapped().is_some());
-    let at_address = |errors: Vec<String>| errors.into_iter().map(|e| (At::Address, e)).collect();
-    match (address_type, ip) {
-        ("IPv4" | "IPv6", None) => vec![(At::Address, NOT_AN_IP.into())],
-        ("IPv4" | "IPv6", Some(_)) if mapped => vec![(
-            At::Address,
-            "must not be an IPv4-mapped IPv6 address".into(),
-        )],
-        ("IPv4", Some(IpAddr::V4(v4))) => at_address(special_v4(v4)),
-        ("IPv4", Some(IpAddr::V6(_))) => vec![(At::List, "must be an IPv4 address".into())],
-        ("IPv6", Some(IpAddr::V6(v6))) => at_address(special_v6(v6)),
-        ("IPv6", Some(IpAddr::V4(_))) => vec![(At::List, "must be an IPv6 address".into())],
-        ("FQDN", _) => at_address(fqdn_errors(address)),
-        _ => Vec::new(),
+/// StrictIPCIDRValidation on: an IPv4-mapped IPv6 address or leading zeros
+/// are refused for either family, an IPv6 address must be in canonical
+/// form, and an IP of the other family is refused for the list and checked
+/// for special ranges all the same.
+fn address_errors(address_type: &str, address: &str) -> Vec<(ErrorPath, String)> {
+    use ErrorPath::{Address, List};
+    let at_address = |errors: Vec<String>| errors.into_iter().map(|e| (Address, e)).collect();
+    if address_type == "FQDN" {
+        return at_address(fqdn_errors(address));
     }
+    if address_type != "IPv4" && address_type != "IPv6" {
+        return Vec::new();
+    }
+    let Ok(ip) = address.parse::<IpAddr>() else {
+        let why = match leading_zeros(address) {
+            true => "must not have leading 0s",
+            false => NOT_AN_IP,
+        };
+        return vec![(Address, why.into())];
+    };
+    if matches!(ip, IpAddr::V6(a) if a.to_ipv4_mapped().is_some()) {
+        return vec![(Address, "must not be an IPv4-mapped IPv6 address".into())];
+    }
+    let canonical = ip.to_string();
+    if address_type == "IPv6" && address != canonical {
+        return vec![(
+            Address,
+            format!("must be in canonical form ({canonical:?})"),
+        )];
+    }
+    let special = match ip {
+        IpAddr::V4(v4) => special_v4(v4),
+        IpAddr::V6(v6) => special_v6(v6),
+    };
+    let mut errors = Vec::new();
+    match (address_type, ip) {
+        ("IPv4", IpAddr::V6(_)) => errors.push((List, "must be an IPv4 address".into())),
+        ("IPv6", IpAddr::V4(_)) => errors.push((List, "must be an IPv6 address".into())),
+        _ => {}
+    }
+    errors.extend(at_address(special));
+    errors
+}
+
+/// A dotted IPv4 address with a 0 leading an octet (`010.1.0.1`), which Go
+/// parses "sloppily" and 1.36 then refuses as such.
+fn leading_zeros(address: &str) -> bool {
+    let octets: Vec<&str> = address.split('.').collect();
+    let octet = |o: &&str| {
+        !o.is_empty()
+            && o.len() <= 3
+            && o.bytes().all(|b| b.is_ascii_digit())
+            && o.parse::<u16>().is_ok_and(|n| n <= 255)
+    };
+    octets.len() == 4
+        && octets.iter().all(octet)
+        && octets.iter().any(|o| o.len() > 1 && o.starts_with('0'))
 }
 
 fn special(
@@ -162,7 +200,7 @@ fn special(
     errors
 }
 
-/// `ValidateNonSpecialIP` for an IPv4 address.
+/// `ValidateEndpointIP` for an IPv4 address.
 fn special_v4(ip: Ipv4Addr) -> Vec<String> {
     let o = ip.octets();
     let ll_multicast = o[0] == 224 && o[1] == 0 && o[2] == 0;
@@ -175,7 +213,7 @@ fn special_v4(ip: Ipv4Addr) -> Vec<String> {
     )
 }
 
-/// `ValidateNonSpecialIP` for an IPv6 address.
+/// `ValidateEndpointIP` for an IPv6 address.
 fn special_v6(ip: Ipv6Addr) -> Vec<String> {
     let s = ip.segments();
     let link_local = s[0] & 0xffc0 == 0xfe80;
@@ -289,6 +327,22 @@ mod tests {
         assert_eq!(
             validate(&slice("IPv4", &["fd00::1"]), None),
             ["endpoints[0].addresses: Invalid value: \"fd00::1\": must be an IPv4 address"]
+        );
+        // The other family is checked for special ranges all the same.
+        assert_eq!(
+            validate(&slice("IPv4", &["::1"]), None),
+            [
+                "endpoints[0].addresses: Invalid value: \"::1\": must be an IPv4 address",
+                "endpoints[0].addresses[0]: Invalid value: \"::1\": may not be in the loopback range (127.0.0.0/8, ::1/128)",
+            ]
+        );
+        assert_eq!(
+            validate(&slice("IPv6", &["FD00::1"]), None),
+            ["endpoints[0].addresses[0]: Invalid value: \"FD00::1\": must be in canonical form (\"fd00::1\")"]
+        );
+        assert_eq!(
+            validate(&slice("IPv4", &["010.1.0.1"]), None),
+            ["endpoints[0].addresses[0]: Invalid value: \"010.1.0.1\": must not have leading 0s"]
         );
         let errors = validate(&slice("IPv4", &[]), None);
         assert_eq!(
