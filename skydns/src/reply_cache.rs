@@ -131,8 +131,8 @@ fn plain_options(mut data: &[u8]) -> bool {
 /// Encoded replies by question, each valid while what it read is unchanged.
 #[derive(Default)]
 pub(crate) struct ReplyCache {
-    inner: RwLock<Replies>,
-    /// `inner`'s generation, readable without the lock: on the hot path
+    replies: RwLock<Replies>,
+    /// `replies`'s generation, readable without the lock: on the hot path
     /// the snapshot has almost always not moved.
     generation: AtomicI64,
     hits: AtomicU64,
@@ -151,13 +151,13 @@ impl ReplyCache {
         if self.generation.load(Ordering::Acquire) >= generation {
             return;
         }
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.generation >= generation {
+        let mut replies = self.replies.write().unwrap_or_else(|e| e.into_inner());
+        if replies.generation >= generation {
             return;
         }
-        match touched_since(inner.generation) {
-            Some(touched) => inner.invalidate(&touched, generation),
-            None => inner.clear(generation),
+        match touched_since(replies.generation) {
+            Some(touched) => replies.invalidate(&touched, generation),
+            None => replies.clear(generation),
         }
         self.generation.store(generation, Ordering::Release);
     }
@@ -165,11 +165,11 @@ impl ReplyCache {
     /// The cached reply to `q`, ready to send, if valid for `generation`/`hour`.
     pub(crate) fn get(&self, q: &PlainQuery, generation: i64, hour: u64) -> Option<Vec<u8>> {
         let (mut out, shuffle) = {
-            let inner = self.inner.read().unwrap_or_else(|e| e.into_inner());
-            if inner.generation != generation {
+            let replies = self.replies.read().unwrap_or_else(|e| e.into_inner());
+            if replies.generation != generation {
                 return None;
             }
-            let entry = inner.entries.get(&q.key).filter(|e| e.hour == hour)?;
+            let entry = replies.entries.get(&q.key).filter(|e| e.hour == hour)?;
             (entry.reply.clone(), entry.shuffle.clone())
         };
         self.hits.fetch_add(1, Ordering::Relaxed);
@@ -208,8 +208,8 @@ impl ReplyCache {
         } else {
             None
         };
-        let mut inner = self.inner.write().unwrap_or_else(|e| e.into_inner());
-        if inner.generation != at.generation {
+        let mut replies = self.replies.write().unwrap_or_else(|e| e.into_inner());
+        if replies.generation != at.generation {
             return;
         }
         let entry = Entry {
@@ -217,7 +217,7 @@ impl ReplyCache {
             hour: at.hour,
             shuffle,
         };
-        inner.insert(q.key.clone(), entry, at.paths);
+        replies.insert(q.key.clone(), entry, at.paths);
     }
 }
 

@@ -47,7 +47,7 @@ thread_local! {
 /// [`Snapshot::has_read`]) and raw prefixes ([`Snapshot::scan_prefix`]) it
 /// looked at, in any order, possibly repeated. An answer computed by `f`
 /// stays right while no key at, below or above one of these paths changes,
-/// which is what the hot path's cache of replies relies on. `f` must not
+/// which is what the reply cache relies on. `f` must not
 /// await (the record is per thread).
 pub(crate) fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Arc<str>>) {
     let outer = READS.with(|r| r.borrow_mut().replace(Vec::new()));

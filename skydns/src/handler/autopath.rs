@@ -11,7 +11,7 @@
 //! chained from the asked name by a CNAME when it is NOERROR; a SERVFAIL or
 //! REFUSED there, or NXDOMAIN everywhere, gives the asked name's own
 //! NXDOMAIN, and the client goes on with its search list as it would have.
-//! Those replies depend on the client, so they never enter the hot path's
+//! Those replies depend on the client, so they never enter the reply
 //! cache, and neither does an NXDOMAIN a walk could replace
 //! ([`Engine::autopath_may_walk`]).
 

@@ -59,9 +59,9 @@ impl Handler {
             paths,
             forward_slots,
         };
-        let inner = Engine::build(zone, options, shared, None);
+        let engine = Engine::build(zone, options, shared, None);
         Handler {
-            current: Arc::new(ArcSwap::from_pointee(inner)),
+            current: Arc::new(ArcSwap::from_pointee(engine)),
         }
     }
 
@@ -95,7 +95,7 @@ impl Handler {
 
     /// The configuration in force (tests look inside).
     #[cfg(test)]
-    pub(super) fn inner(&self) -> Arc<Engine> {
+    pub(super) fn engine(&self) -> Arc<Engine> {
         self.current.load_full()
     }
 

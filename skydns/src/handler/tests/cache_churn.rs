@@ -1,4 +1,4 @@
-//! The hot path's cache under churn: a change drops the cached replies that
+//! The reply cache under churn: a change drops the cached replies that
 //! read what changed (the name itself, a directory listing above it, a
 //! negative answer for a name that now exists) and keeps every other.
 
@@ -12,7 +12,7 @@ const BASE: &str = "/skydns/local/cluster/svc";
 
 /// The answers (rdata) to `name` `qtype`, and whether they came from the cache.
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> (Vec<String>, ResponseCode, bool) {
-    let before = h.inner().replies.hits();
+    let before = h.engine().replies.hits();
     let r = ask_msg(
         h,
         &request(Name::from_ascii(name).unwrap(), qtype),
@@ -23,7 +23,7 @@ fn ask(h: &Handler, name: &str, qtype: RecordType) -> (Vec<String>, ResponseCode
     (
         answers,
         r.metadata.response_code,
-        h.inner().replies.hits() > before,
+        h.engine().replies.hits() > before,
     )
 }
 

@@ -33,7 +33,7 @@ fn past_the_pending_forward_limit_requests_get_servfail_at_once() {
     let reply = Message::from_vec(&bytes).unwrap();
     assert_eq!(reply.metadata.id, 3);
     assert_eq!(reply.metadata.response_code, ResponseCode::ServFail);
-    let metrics = h.inner().metrics.render();
+    let metrics = h.engine().metrics.render();
     assert!(
         metrics.contains("skydns_dns_limit_count_total{limit=\"pending_forwards\"} 1"),
         "{metrics}"
