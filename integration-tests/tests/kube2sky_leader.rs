@@ -275,19 +275,13 @@ fn not_renewed(a: &Kube2sky, status: std::process::ExitStatus) -> Result<()> {
 struct Relayed<'a> {
     plane: &'a ControlPlane,
     relay: TcpRelay,
-    kubeconfig: tempfile::NamedTempFile,
+    kubeconfig: std::path::PathBuf,
 }
 
 impl<'a> Relayed<'a> {
     async fn start(plane: &'a ControlPlane) -> Result<Self> {
-        let url = plane.url();
-        let relay = TcpRelay::start(url.trim_start_matches("https://").parse()?).await?;
-        // The serving certificate names 127.0.0.1, the relay's address too.
-        let admin = std::fs::read_to_string(plane.admin_kubeconfig()?)?;
-        ensure!(admin.contains(&url), "{url} not in the admin kubeconfig");
-        let kubeconfig = tempfile::NamedTempFile::new()?;
-        let relayed = admin.replace(&url, &format!("https://{}", relay.addr()));
-        std::fs::write(kubeconfig.path(), relayed)?;
+        let relay = TcpRelay::start(plane.addr()).await?;
+        let kubeconfig = plane.admin_kubeconfig_via(relay.addr())?;
         Ok(Relayed {
             plane,
             relay,
@@ -298,7 +292,7 @@ impl<'a> Relayed<'a> {
 
 impl KubeApi for Relayed<'_> {
     fn kube2sky_flags(&self) -> Result<Vec<String>> {
-        let path = self.kubeconfig.path().display();
+        let path = self.kubeconfig.display();
         Ok(vec![format!("--kubecfg-file={path}")])
     }
 

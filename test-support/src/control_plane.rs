@@ -22,6 +22,7 @@ use crate::tls::Certificates;
 use crate::wait::eventually_blocking;
 use anyhow::{ensure, Context, Result};
 use serde_json::json;
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::OnceLock;
@@ -140,14 +141,14 @@ impl ControlPlane {
         retry_on_conflict(|| {
             plane.port = free_port()?;
             let admin = plane.dir.path().join("admin.kubeconfig");
-            plane.write_kubeconfig(&admin, &plane.admin_token)?;
+            plane.write_kubeconfig(&admin, &plane.url(), &plane.admin_token)?;
             plane.spawn_apiserver(&bin)
         })?;
         let ready = plane.wait_ready();
         ready.map_err(|e| e.context(tail(&plane.apiserver_log(), 40)))?;
         if options.controllers {
             let kubeconfig = plane.dir.path().join("kcm.kubeconfig");
-            plane.write_kubeconfig(&kubeconfig, &kcm_token)?;
+            plane.write_kubeconfig(&kubeconfig, &plane.url(), &kcm_token)?;
             plane.spawn_controller_manager(&bin, &kubeconfig)?;
         }
         Ok(plane)
@@ -292,7 +293,12 @@ impl ControlPlane {
 
     /// `https://127.0.0.1:<port>`.
     pub fn url(&self) -> String {
-        format!("https://127.0.0.1:{}", self.port)
+        format!("https://{}", self.addr())
+    }
+
+    /// kube-apiserver's address: loopback, its port.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from(([127, 0, 0, 1], self.port))
     }
 
     /// The CA that signed the server's certificate.
@@ -316,6 +322,18 @@ impl ControlPlane {
         Ok(self.dir.path().join("admin.kubeconfig"))
     }
 
+    /// An admin kubeconfig whose server is `addr` (a relay in front of
+    /// kube-apiserver, `crate::relay`: the serving certificate names
+    /// 127.0.0.1, so a loopback port of the relay verifies).
+    pub fn admin_kubeconfig_via(&self, addr: SocketAddr) -> Result<PathBuf> {
+        let path = self
+            .dir
+            .path()
+            .join(format!("admin-via-{}.kubeconfig", addr.port()));
+        self.write_kubeconfig(&path, &format!("https://{addr}"), &self.admin_token)?;
+        Ok(path)
+    }
+
     /// A kubeconfig with a token of the ServiceAccount `ns/name` (made if
     /// missing), as a pod of that ServiceAccount gets: the identity RBAC
     /// checks. The token is valid one hour.
@@ -327,12 +345,12 @@ impl ControlPlane {
         }
         let token = kubectl.run(&["create", "token", name, "-n", ns, "--duration=1h"])?;
         let path = self.dir.path().join(format!("sa-{ns}-{name}.kubeconfig"));
-        self.write_kubeconfig(&path, token.trim())?;
+        self.write_kubeconfig(&path, &self.url(), token.trim())?;
         Ok(path)
     }
 
-    fn write_kubeconfig(&self, path: &Path, token: &str) -> Result<()> {
-        let config = kubeconfig(&self.url(), &self.ca(), token);
+    fn write_kubeconfig(&self, path: &Path, server: &str, token: &str) -> Result<()> {
+        let config = kubeconfig(server, &self.ca(), token);
         std::fs::write(path, config.to_string())
             .with_context(|| format!("writing {}", path.display()))
     }

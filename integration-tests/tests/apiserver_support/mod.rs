@@ -286,33 +286,24 @@ impl Server {
     /// `relay` (started with [`Server::relay`]): the test cuts its
     /// connections, the server runs on.
     pub async fn client_through(&self, relay: &TcpRelay) -> Client {
-        let mut kubeconfig = match self {
+        let kubeconfig = match self {
             Server::Test(_) => {
                 let url = format!("http://{}", relay.addr());
-                let config = kubeconfig_for(&url, None).to_string();
-                let config = Kubeconfig::from_yaml(&config).expect("kubeconfig");
-                return client_from(config, true).await;
+                Kubeconfig::from_yaml(&kubeconfig_for(&url, None).to_string())
             }
             Server::Real(plane) => {
-                let path = plane.admin_kubeconfig().expect("an admin kubeconfig");
-                Kubeconfig::read_from(path).expect("kubeconfig")
+                let path = plane.admin_kubeconfig_via(relay.addr());
+                Kubeconfig::read_from(path.expect("a relayed kubeconfig"))
             }
         };
-        // The serving certificate names 127.0.0.1, the relay's address too.
-        let cluster = kubeconfig.clusters[0].cluster.as_mut().expect("a cluster");
-        cluster.server = Some(format!("https://{}", relay.addr()));
-        client_from(kubeconfig, true).await
+        client_from(kubeconfig.expect("kubeconfig"), true).await
     }
 
     /// A TCP relay in front of this server, for [`Server::client_through`].
     pub async fn relay(&self) -> TcpRelay {
         let addr = match self {
             Server::Test(server) => server.addr(),
-            Server::Real(plane) => plane
-                .url()
-                .trim_start_matches("https://")
-                .parse()
-                .expect("the server's address"),
+            Server::Real(plane) => plane.addr(),
         };
         TcpRelay::start(addr).await.expect("a relay starts")
     }
