@@ -133,9 +133,13 @@ ip=$(podman inspect "$infra" --format '{{.NetworkSettings.Networks.podman.IPAddr
 
 name_to_check="kubernetes.default.svc.$DNS_DOMAIN"
 echo "==> waiting for $name_to_check at $ip:53 and /healthz"
+# exec-healthz answers 200 before its first nslookup (as 1.2's did), and that
+# nslookup may run before kube2sky has written the name: wait for a run to
+# have happened (its metrics) and /healthz to be 200 after it.
 ok=""
 for _ in $(seq 600); do
   if [ -n "$(dig +short +time=1 +tries=1 "@$ip" "$name_to_check" A 2>/dev/null | grep -E '^[0-9.]+$')" ] \
+     && curl -s "http://$ip:8080/metrics" | grep -q '^exechealthz_runs_total [1-9]' \
      && [ "$(curl -s -o /dev/null -w '%{http_code}' "http://$ip:8080/healthz")" = 200 ]; then
     ok=1
     break
