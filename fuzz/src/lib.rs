@@ -28,7 +28,7 @@ use hickory_proto::op::{Message, MessageType, ResponseCode};
 use hickory_proto::rr::Name;
 use hickory_proto::serialize::binary::{BinDecodable, BinDecoder};
 use skydns::{Dnssec, DnssecSettings as Settings, KeyPair, Zone};
-use skydns::{Handler, Metrics, Options, Outcome, SharedSnapshot, Snapshot, Transport};
+use skydns::{Handler, HandlerSettings, Metrics, Outcome, SharedSnapshot, Snapshot, Transport};
 use skydns_msg::path::PathPrefix;
 use skydns_msg::record::Record;
 use std::sync::{Arc, OnceLock};
@@ -106,12 +106,12 @@ fn snapshot_of(records: &[(String, String)]) -> Snapshot {
 /// when given `dnssec`.
 fn handler_over(snapshot: Snapshot, dnssec: Option<Arc<Dnssec>>) -> Handler {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::from_pointee(snapshot));
-    let options = Options {
+    let settings = HandlerSettings {
         round_robin: true,
         dnssec,
-        ..Options::default()
+        ..HandlerSettings::default()
     };
-    Handler::new(zone(), shared, options, Arc::new(Metrics::default()))
+    Handler::new(zone(), shared, settings, Arc::new(Metrics::default()))
 }
 
 /// `-dnssec` with an ECDSA key made in memory, so that every request with

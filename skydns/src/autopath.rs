@@ -18,6 +18,9 @@ use hickory_proto::rr::rdata::CNAME;
 use hickory_proto::rr::{Name, RData, Record, RecordType};
 use std::net::IpAddr;
 
+mod flags;
+pub use flags::Flags;
+
 /// The search list and `ndots` autopath assumes every pod resolves with.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Autopath {

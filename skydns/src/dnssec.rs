@@ -23,6 +23,9 @@ use sigcache::SigCache;
 use sign::Signer;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+mod flags;
+pub use flags::{Flags, Keys};
+
 /// The UDP payload size a signed reply advertises (SkyDNS's).
 const EDNS_PAYLOAD: u16 = 4096;
 

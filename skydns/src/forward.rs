@@ -15,7 +15,12 @@
 
 mod coalesce;
 mod exchange;
+mod flags;
 mod health;
+mod settings;
+
+pub use flags::Flags;
+pub use settings::{nameservers_from_resolv_conf, Keys, Settings};
 
 use crate::metrics::Metrics;
 use coalesce::{Coalescer, Leader, Turn};
@@ -79,9 +84,9 @@ impl std::str::FromStr for NsTransport {
     }
 }
 
-/// How forwarded queries are sent.
+/// How forwarded queries are sent: what one set of [`Upstreams`] keeps.
 #[derive(Clone, Debug, PartialEq)]
-pub(crate) struct Settings {
+pub struct Relay {
     /// Bound of one exchange (`-rtimeout`).
     pub timeout: Duration,
     /// The first server to try.
@@ -94,11 +99,11 @@ pub(crate) struct Settings {
     pub probe_interval: Duration,
 }
 
-impl Settings {
+impl Relay {
     /// SkyDNS's forwarding: first server by request ID, the client's
     /// transport, no memory of failures.
     pub(crate) fn plain(timeout: Duration) -> Self {
-        Settings {
+        Relay {
             timeout,
             policy: NsPolicy::RequestId,
             transport: NsTransport::Client,
@@ -119,7 +124,7 @@ struct Client {
 #[derive(Clone)]
 pub(crate) struct Upstreams {
     servers: Arc<[SocketAddr]>,
-    settings: Settings,
+    settings: Relay,
     coalescer: Coalescer,
     failures: Arc<FailureLog>,
     health: Option<Arc<Health>>,
@@ -131,13 +136,13 @@ impl Upstreams {
     /// Upstreams `servers` used as SkyDNS did, each exchange bounded by
     /// `timeout` (stub zones; tests).
     pub(crate) fn new(servers: Vec<SocketAddr>, timeout: Duration) -> Self {
-        Self::with(servers, Settings::plain(timeout), None)
+        Self::with(servers, Relay::plain(timeout), None)
     }
 
     /// Upstreams `servers` used as `settings` say, counted in `metrics`.
     pub(crate) fn with(
         servers: Vec<SocketAddr>,
-        settings: Settings,
+        settings: Relay,
         metrics: Option<Arc<Metrics>>,
     ) -> Self {
         let health = (settings.fail_threshold > 0 && !servers.is_empty()).then(|| {
@@ -160,7 +165,7 @@ impl Upstreams {
     }
 
     /// How the servers are used.
-    pub(crate) fn settings(&self) -> &Settings {
+    pub(crate) fn settings(&self) -> &Relay {
         &self.settings
     }
 

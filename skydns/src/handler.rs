@@ -14,16 +14,15 @@
 mod autopath;
 mod forwarding;
 mod live;
-mod options;
 mod pending;
 mod secure;
+mod settings;
 
 pub use live::Handler;
-pub use options::Options;
+pub use settings::Settings;
 
 use crate::answer::{self, Answer, Lookups, Question, Zone};
 use crate::forward::Upstreams;
-pub use crate::forward::{NsPolicy, NsTransport};
 use crate::metrics::Metrics;
 use crate::query_log::{Asked, Entry, Source};
 use crate::reply_cache::{Computed, PlainQuery, QuestionKey, ReplyCache};
@@ -93,7 +92,7 @@ struct Request {
 struct Engine {
     zone: Zone,
     snapshot: SharedSnapshot,
-    options: Options,
+    settings: Settings,
     upstreams: Upstreams,
     cache: Option<Arc<ResponseCache>>,
     stubs: Mutex<(i64, Arc<StubZones>)>,
@@ -133,7 +132,7 @@ impl Engine {
             if let Some(reply) = self.replies.get(q, generation, hour) {
                 self.metrics.request(tcp, q.dnssec_ok);
                 self.metrics.reply(tcp, &reply, start.elapsed(), false);
-                if let Some(log) = &self.options.query_log {
+                if let Some(log) = &self.settings.query_log {
                     log.note(&Entry {
                         client,
                         tcp,
@@ -190,7 +189,7 @@ impl Engine {
             query.query_type(),
             query.query_class(),
         );
-        if let (Some(local), Some(local_dns)) = (&self.options.local, &self.local_dns) {
+        if let (Some(local), Some(local_dns)) = (&self.settings.local, &self.local_dns) {
             // `-local`: local.dns.<domain> is looked up as that name; the
             // answers keep the owner asked for (SkyDNS `server/server.go`, `ServeDNS`).
             if q.name == *local_dns {
@@ -288,7 +287,7 @@ impl Engine {
             return; // the REFUSED reply clears RD, which the hot path copies
         }
         let shufflable =
-            self.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
+            self.settings.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA);
         self.replies.insert(plain, bytes, at, shufflable);
     }
 
@@ -367,12 +366,12 @@ impl Engine {
     /// Forwarding, or the reply SkyDNS gives when it cannot forward.
     fn forward_route(&self, mut reply: Message, q: &Question) -> Route {
         reply.metadata.authoritative = false;
-        if self.options.no_rec {
+        if self.settings.forward.no_rec {
             reply.metadata.response_code = ResponseCode::ServFail;
             reply.metadata.recursion_available = false;
             return Route::Reply(reply);
         }
-        if self.upstreams.is_empty() || q.qname.iter().count() < self.options.ndots {
+        if self.upstreams.is_empty() || q.qname.iter().count() < self.settings.forward.ndots {
             reply.metadata.response_code = ResponseCode::ServFail;
             return Route::Reply(reply);
         }
@@ -401,7 +400,7 @@ impl Engine {
 
     /// The stub servers for `name`, when stub zones are on and one matches.
     fn stub_servers(&self, snapshot: Option<&Snapshot>, name: &str) -> Option<Vec<SocketAddr>> {
-        if !self.options.stubzones {
+        if !self.settings.stubzones {
             return None;
         }
         let snapshot = snapshot?;
@@ -443,7 +442,8 @@ impl Engine {
                 dedup(&mut answers);
                 dedup(&mut additionals);
                 clamp_ttls(&mut answers, self.zone.ttl);
-                if self.options.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA) {
+                if self.settings.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA)
+                {
                     shuffle(&mut answers);
                 }
                 if answers.is_empty() {
@@ -484,7 +484,7 @@ impl Engine {
         let elapsed = r.start.elapsed();
         self.metrics.reply(r.tcp, bytes, elapsed, overflow);
         tracing::debug!(name = %r.q.qname_text, qtype = %r.q.qtype, rcode = bytes.get(3).map_or(0, |b| b & 0x0f), "reply");
-        if let Some(log) = &self.options.query_log {
+        if let Some(log) = &self.settings.query_log {
             log.note(&Entry {
                 client: r.client,
                 tcp: r.tcp,
@@ -507,7 +507,7 @@ impl Engine {
         reply: Option<Vec<u8>>,
         start: Instant,
     ) -> Outcome {
-        if let (Some(log), Some(bytes)) = (&self.options.query_log, &reply) {
+        if let (Some(log), Some(bytes)) = (&self.settings.query_log, &reply) {
             log.note(&Entry {
                 client,
                 tcp,

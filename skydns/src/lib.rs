@@ -36,17 +36,18 @@ pub mod query_log;
 
 mod answer;
 pub mod autopath;
-mod dnssec;
-mod forward;
-mod handler;
-mod metrics;
+pub mod dnssec;
+pub mod forward;
+pub mod handler;
+pub mod metrics;
 mod reply_cache;
 mod response;
-mod response_cache;
-mod server;
+pub mod response_cache;
+pub mod server;
 mod snapshot;
-mod store;
-mod stub;
+pub mod store;
+pub mod stub;
+mod values;
 mod wire;
 
 // The public surface besides `run`, `config` and `lifecycle`: what the
@@ -55,7 +56,8 @@ mod wire;
 pub use answer::Zone;
 pub use dnssec::keyfile::KeyPair;
 pub use dnssec::{Dnssec, Settings as DnssecSettings};
-pub use handler::{Handler, NsPolicy, NsTransport, Options, Outcome, Transport};
+pub use forward::{NsPolicy, NsTransport};
+pub use handler::{Handler, Outcome, Settings as HandlerSettings, Transport};
 pub use metrics::Metrics;
 pub use server::TcpLimits;
 pub use snapshot::{SharedSnapshot, Snapshot};
@@ -82,11 +84,11 @@ const CONFIG_READ_TIMEOUT: Duration = Duration::from_secs(5);
 /// reading etcd through the v2 keys API, or the v3 API with `-etcd3`.
 pub async fn run(flags: Flags, shutdown: impl Into<Shutdown>) -> anyhow::Result<()> {
     let shutdown = shutdown.into();
-    let options = flags.etcd_options();
-    if flags.etcd3 {
+    let options = flags.store.etcd_options();
+    if flags.store.etcd3 {
         refuse_etcd2(&options).await?;
         let store = EtcdStore::new(options.clone());
-        if flags.discover {
+        if flags.store.discover {
             let follow =
                 store::discover::follow_v3(options, store.endpoints(), shutdown.terminate.clone());
             tokio::spawn(follow);
@@ -94,7 +96,7 @@ pub async fn run(flags: Flags, shutdown: impl Into<Shutdown>) -> anyhow::Result<
         serve(flags, store, shutdown).await
     } else {
         let store = EtcdV2Store::new(&options).map_err(|e| ConfigError(e.to_string()))?;
-        if flags.discover {
+        if flags.store.discover {
             tokio::spawn(store::discover::follow_v2(
                 store.client(),
                 shutdown.terminate.clone(),
@@ -135,7 +137,7 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     let listeners = listen(&config).await?;
     let (config_feed, config_values) = tokio::sync::watch::channel(config_value.clone());
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::empty());
-    let status = Arc::new(Status::new(config.ready_store_timeout));
+    let status = Arc::new(Status::new(config.lifecycle.ready_store_timeout));
     // Listeners close at `stop`: at the end of the lameduck after
     // `terminate`; the store and metrics tasks stop after them.
     let stop = CancellationToken::new();
@@ -156,13 +158,13 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
         },
         tasks_stop.clone(),
     ));
-    let metrics_task = match config.metrics_addr {
+    let metrics_task = match config.metrics.addr {
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .map_err(|e| ConfigError(format!("cannot serve metrics on {addr}: {e}")))?;
             let (path, metrics, status) =
-                (config.metrics_path.clone(), metrics.clone(), status.clone());
+                (config.metrics.path.clone(), metrics.clone(), status.clone());
             Some(tokio::spawn(metrics::serve(
                 listener,
                 path,
@@ -175,24 +177,26 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     };
     let lameduck = {
         let (status, shutdown, stop) = (status.clone(), shutdown.clone(), stop.clone());
-        let duration = config.lameduck;
+        let duration = config.lifecycle.lameduck;
         tokio::spawn(async move { lifecycle::lameduck(&status, duration, &shutdown, &stop).await })
     };
     // Queries that came before the first load wait in the sockets' queues.
-    if lifecycle::wait_for_first_load(&status, config.startup_wait, &shutdown.terminate).await {
+    if lifecycle::wait_for_first_load(&status, config.lifecycle.startup_wait, &shutdown.terminate)
+        .await
+    {
         tracing::info!(
             domain = %config.zone.domain,
             addr = ?listeners.addresses(),
             etcd = ?config.etcd.endpoints,
-            api = if flags.etcd3 { "v3" } else { "v2" },
-            lameduck = ?config.lameduck,
+            api = if flags.store.etcd3 { "v3" } else { "v2" },
+            lameduck = ?config.lifecycle.lameduck,
             "ready for queries"
         );
     }
     let handler = Handler::reading_paths(
         config.zone.clone(),
         shared,
-        config.handler_options(),
+        config.handler.clone(),
         metrics,
         reader,
     );

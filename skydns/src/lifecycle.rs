@@ -18,6 +18,9 @@ use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
+mod flags;
+pub use flags::{Flags, Keys, Settings};
+
 /// How long, once the listeners are closed, replies already being worked on
 /// (a TCP query read, a forward waiting on an upstream) may take to finish.
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(5);

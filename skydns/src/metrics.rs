@@ -24,6 +24,8 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 mod conventional;
+mod flags;
+pub use flags::{Flags, Settings};
 
 type Labels = Vec<(&'static str, &'static str)>;
 /// Labels naming an upstream server (bounded by the configured list).

@@ -15,7 +15,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 use wire::{class_text, decode_question, name_text, rcode_name, type_text, ReplySummary};
 
+mod flags;
 mod wire;
+pub use flags::Flags;
 
 /// Which replies a query log keeps, by what they say (CoreDNS's classes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -23,6 +23,11 @@
 //! entry is due for a refresh (once), so a popular name never expires.
 
 mod encoded;
+mod flags;
+mod settings;
+
+pub use flags::Flags;
+pub use settings::{Keys, Settings};
 
 pub(crate) use encoded::Asker;
 use encoded::Encoded;
@@ -80,40 +85,6 @@ struct Entry {
     refreshed: Option<Instant>,
 }
 
-/// What the cache keeps and for how long.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct CacheSettings {
-    /// Most replies kept (`-rcache`).
-    pub capacity: usize,
-    /// Longest lifetime (`-rcache-ttl`).
-    pub max_ttl: Duration,
-    /// How long an expired reply may still be served when upstreams fail
-    /// (`-rcache-stale`; zero: not at all).
-    pub stale: Duration,
-    /// The TTL of a stale reply's records (`-rcache-stale-ttl`).
-    pub stale_ttl: u32,
-    /// Hits after which an entry is refreshed before it expires
-    /// (`-rcache-prefetch`; 0: never).
-    pub prefetch_hits: u32,
-    /// The share of its lifetime left, in percent, when the refresh is due.
-    pub prefetch_percent: u8,
-}
-
-impl CacheSettings {
-    /// SkyDNS's cache: `capacity` replies living at most `max_ttl`.
-    #[cfg(test)]
-    pub(crate) fn plain(capacity: usize, max_ttl: Duration) -> Self {
-        CacheSettings {
-            capacity,
-            max_ttl,
-            stale: Duration::ZERO,
-            stale_ttl: 30,
-            prefetch_hits: 0,
-            prefetch_percent: 10,
-        }
-    }
-}
-
 /// A fresh hit, and whether the caller should refresh it now.
 pub(crate) struct Hit {
     pub reply: CachedReply,
@@ -138,7 +109,7 @@ pub(crate) enum CachedReply {
 
 /// A bounded cache of upstream replies.
 pub(crate) struct ResponseCache {
-    settings: CacheSettings,
+    settings: Settings,
     entries: Mutex<Entries>,
 }
 
@@ -153,11 +124,11 @@ impl ResponseCache {
     /// A cache of at most `capacity` replies, each kept at most `max_ttl`.
     #[cfg(test)]
     pub(crate) fn new(capacity: usize, max_ttl: Duration) -> Self {
-        Self::with(CacheSettings::plain(capacity, max_ttl))
+        Self::with(Settings::plain(capacity, max_ttl))
     }
 
     /// A cache as `settings` say.
-    pub(crate) fn with(settings: CacheSettings) -> Self {
+    pub(crate) fn with(settings: Settings) -> Self {
         ResponseCache {
             settings,
             entries: Mutex::new(Entries::default()),
@@ -165,7 +136,7 @@ impl ResponseCache {
     }
 
     /// What this cache keeps and for how long.
-    pub(crate) fn settings(&self) -> &CacheSettings {
+    pub(crate) fn settings(&self) -> &Settings {
         &self.settings
     }
 

@@ -23,7 +23,9 @@ use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+mod flags;
 mod tcp;
+pub use flags::Flags;
 mod udp;
 
 /// Bounds on TCP clients.

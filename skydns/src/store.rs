@@ -21,6 +21,7 @@
 
 pub(crate) mod discover;
 pub(crate) mod etcd;
+mod flags;
 pub(crate) mod member;
 #[cfg(test)]
 pub(crate) mod memory;
@@ -35,6 +36,8 @@ use futures::stream::BoxStream;
 use futures::StreamExt;
 use paths::{PathRequests, ReadPaths};
 use skydns_msg::record::Record;
+
+pub use flags::Flags;
 use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;

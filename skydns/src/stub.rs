@@ -17,6 +17,9 @@ use skydns_msg::record::HostKind;
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 
+mod flags;
+pub use flags::Flags;
+
 /// The EDNS0 local option marking a stub-forwarded request.
 pub(crate) const LOOP_OPTION: u16 = 65001 + 10;
 

@@ -161,7 +161,11 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
             Accepted::Skydns(config) => {
                 assert_eq!(config.zone.domain, format!("{DOMAIN}."), "{what}");
                 assert_eq!(config.addr.to_string(), "0.0.0.0:53", "{what}");
-                assert!(!config.ns_rotate, "{what}: -ns-rotate=false as in 1.2");
+                assert_eq!(
+                    config.handler.forward.relay.policy,
+                    skydns::NsPolicy::Sequential,
+                    "{what}: -ns-rotate=false as in 1.2"
+                );
                 assert_eq!(config.etcd.endpoints, ["http://127.0.0.1:4001"], "{what}");
                 assert!(client_urls.contains(&config.etcd.endpoints[0]));
                 let ports: BTreeSet<(i32, String)> = c
@@ -173,8 +177,14 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
                 let mut want: BTreeSet<(i32, String)> =
                     [(53, "UDP".to_owned()), (53, "TCP".to_owned())].into();
                 if m.flavour == "legacy" {
-                    assert!(config.lameduck.is_zero(), "{what}: 1.2 had no lameduck");
-                    assert_eq!(config.rcache, 0, "{what}: 1.2 had no response cache");
+                    assert!(
+                        config.lifecycle.lameduck.is_zero(),
+                        "{what}: 1.2 had no lameduck"
+                    );
+                    assert_eq!(
+                        config.handler.cache.capacity, 0,
+                        "{what}: 1.2 had no response cache"
+                    );
                 } else {
                     let metrics = check_skydns_lifecycle(pod, c, &config, &what);
                     want.insert((metrics, "TCP".to_owned()));
@@ -281,7 +291,7 @@ pub(crate) fn check_skydns_lifecycle(
     config: &skydns::config::Config,
     what: &str,
 ) -> i32 {
-    let metrics = config.metrics_addr.expect("-metrics-addr").port();
+    let metrics = config.metrics.addr.expect("-metrics-addr").port();
     let metrics = i32::from(metrics);
     assert_eq!(
         http_get(c.readiness_probe.as_ref(), what),
@@ -293,10 +303,10 @@ pub(crate) fn check_skydns_lifecycle(
         ("/health".to_owned(), metrics),
         "{what}: liveness"
     );
-    assert!(!config.lameduck.is_zero(), "{what}: -lameduck");
+    assert!(!config.lifecycle.lameduck.is_zero(), "{what}: -lameduck");
     check_skydns_forwarding(config, what);
     let grace = pod.termination_grace_period_seconds.unwrap_or(30);
-    let needed = config.lameduck + skydns::lifecycle::DRAIN_LIMIT;
+    let needed = config.lifecycle.lameduck + skydns::lifecycle::DRAIN_LIMIT;
     assert!(
         u64::try_from(grace).unwrap() > needed.as_secs(),
         "{what}: terminationGracePeriodSeconds {grace} <= lameduck + drain {needed:?}"
@@ -307,11 +317,14 @@ pub(crate) fn check_skydns_lifecycle(
 /// skydns in a current pod caches forwarded answers, prefetches popular
 /// ones, serves stale ones when the upstreams fail, and skips a dead one.
 fn check_skydns_forwarding(config: &skydns::config::Config, what: &str) {
-    assert!(config.rcache >= 1_000, "{what}: -rcache");
-    let f = &config.forwarding;
-    assert!(f.rcache_prefetch > 0, "{what}: -rcache-prefetch");
-    assert!(!f.rcache_stale.is_zero(), "{what}: -rcache-stale");
-    assert!(f.ns_fail_threshold > 0, "{what}: upstream health on");
+    assert!(config.handler.cache.capacity >= 1_000, "{what}: -rcache");
+    let (cache, forward) = (&config.handler.cache, &config.handler.forward);
+    assert!(cache.prefetch_hits > 0, "{what}: -rcache-prefetch");
+    assert!(!cache.stale.is_zero(), "{what}: -rcache-stale");
+    assert!(
+        forward.relay.fail_threshold > 0,
+        "{what}: upstream health on"
+    );
 }
 
 pub(crate) fn check_service(m: &Manifests) {

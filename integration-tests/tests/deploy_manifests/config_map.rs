@@ -22,11 +22,11 @@ pub(crate) fn check_config_map_access(
         "{what}"
     );
     assert!(
-        skydns.stubzones,
+        skydns.handler.stubzones,
         "{what}: the ConfigMap's stub domains need -stubzones"
     );
     // Autopath finds a client's namespace through kube2sky's pod records.
-    assert!(skydns.autopath.is_some(), "{what}: -autopath");
+    assert!(skydns.handler.autopath.is_some(), "{what}: -autopath");
     assert!(
         kube2sky.features.pods,
         "{what}: -autopath needs kube2sky --pods"

@@ -288,8 +288,8 @@ fn check_scrape(m: &Manifests) {
         // The container serves its metrics there: its own flags say so.
         let served = match check_args(&with_references_expanded(c), &what) {
             Some(Ok(Accepted::Skydns(config))) => {
-                let addr = config.metrics_addr.expect("-metrics-addr");
-                (i32::from(addr.port()), config.metrics_path.clone())
+                let addr = config.metrics.addr.expect("-metrics-addr");
+                (i32::from(addr.port()), config.metrics.path.clone())
             }
             Some(Ok(Accepted::Kube2sky(config))) => {
                 (i32::from(config.healthz_port), "/metrics".to_owned())

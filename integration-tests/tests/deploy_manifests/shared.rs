@@ -251,7 +251,7 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
     config_map::check_config_map_access(&m, &config, &sky, &account);
     check_skydns_lifecycle(dns_pod, &skydns, &sky, "shared-etcd skydns");
     assert!(
-        sky.ready_store_timeout.is_zero(),
+        sky.lifecycle.ready_store_timeout.is_zero(),
         "a shared etcd's outage must not take every replica out of the Service"
     );
     let healthz = container(dns_pod, "healthz");

@@ -58,14 +58,15 @@ impl Follower {
         }
         match self.config_for(value.as_deref()) {
             Ok((settings, config)) => {
-                let mut options = config.handler_options();
+                let mut features = config.handler;
                 // The key pair is loaded once, at start.
-                options.dnssec = handler.options().dnssec;
-                handler.reconfigure(config.zone, options);
+                features.dnssec = handler.settings().dnssec;
+                let nameservers = features.forward.nameservers.clone();
+                handler.reconfigure(config.zone, features);
                 handler.metrics().config_reload("applied");
                 tracing::info!(
                     key = %self.key,
-                    nameservers = ?config.nameservers,
+                    ?nameservers,
                     present = value.is_some(),
                     "applied the etcd config key (the flags where it is silent)"
                 );
@@ -87,7 +88,7 @@ impl Follower {
         }
         self.keep_restart_only(&mut settings);
         let mut finishing = settings.clone();
-        finishing.dnssec = String::new();
+        finishing.dnssec.dnssec = String::new();
         let config = finishing.finish(&self.flags, || {
             nameservers_from_resolv_conf(Path::new("/etc/resolv.conf"))
         })?;
@@ -111,16 +112,16 @@ impl Follower {
                 std::mem::replace(&mut s.domain, running.domain.clone()),
             ));
         }
-        if s.dnssec != running.dnssec {
+        if s.dnssec.dnssec != running.dnssec.dnssec {
             changed.push((
                 "dnssec",
-                std::mem::replace(&mut s.dnssec, running.dnssec.clone()),
+                std::mem::replace(&mut s.dnssec.dnssec, running.dnssec.dnssec.clone()),
             ));
         }
-        if s.scache != running.scache {
+        if s.dnssec.scache != running.dnssec.scache {
             changed.push((
                 "scache",
-                std::mem::replace(&mut s.scache, running.scache).to_string(),
+                std::mem::replace(&mut s.dnssec.scache, running.dnssec.scache).to_string(),
             ));
         }
         if s.systemd != running.systemd {
@@ -129,10 +130,11 @@ impl Follower {
                 std::mem::replace(&mut s.systemd, running.systemd).to_string(),
             ));
         }
-        if s.lameduck != running.lameduck {
+        if s.lifecycle.lameduck != running.lifecycle.lameduck {
             changed.push((
                 "lameduck",
-                std::mem::replace(&mut s.lameduck, running.lameduck).to_string(),
+                std::mem::replace(&mut s.lifecycle.lameduck, running.lifecycle.lameduck)
+                    .to_string(),
             ));
         }
         for (setting, value) in changed {
@@ -164,7 +166,7 @@ pub(crate) async fn follow(
 mod tests {
     use super::*;
     use crate::handler::tests::handler_with;
-    use crate::handler::Options;
+    use crate::handler::Settings as HandlerSettings;
 
     fn follower(args: &[&str]) -> Follower {
         let mut argv = vec!["skydns", "-nameservers=127.0.0.1:5301"];
@@ -179,7 +181,8 @@ mod tests {
     }
 
     fn nameservers(h: &Handler) -> Vec<String> {
-        h.options()
+        h.settings()
+            .forward
             .nameservers
             .iter()
             .map(ToString::to_string)
@@ -188,14 +191,14 @@ mod tests {
 
     #[test]
     fn a_new_value_applies_a_bad_one_changes_nothing_and_deleting_goes_back_to_the_flags() {
-        let h = handler_with(None, Options::default());
+        let h = handler_with(None, HandlerSettings::default());
         let mut f = follower(&[]);
         f.apply(
             Some(br#"{"nameservers":["127.0.0.1:5302"],"ndot":3}"#.to_vec()),
             &h,
         );
         assert_eq!(nameservers(&h), ["127.0.0.1:5302"]);
-        assert_eq!(h.options().ndots, 3);
+        assert_eq!(h.settings().forward.ndots, 3);
         for bad in [
             &b"{not json"[..],
             br#"{"nameservers":["nowhere"]}"#,
@@ -216,18 +219,18 @@ mod tests {
         );
         f.apply(None, &h);
         assert_eq!(nameservers(&h), ["127.0.0.1:5301"], "the flag's");
-        assert_eq!(h.options().ndots, 2);
+        assert_eq!(h.settings().forward.ndots, 2);
     }
 
     #[test]
     fn settings_that_need_a_restart_keep_their_running_value() {
-        let h = handler_with(None, Options::default());
+        let h = handler_with(None, HandlerSettings::default());
         let mut f = follower(&["-domain=cluster.local."]);
         f.apply(
             Some(br#"{"domain":"other.example.","dns_addr":"127.0.0.1:9","rcache":50}"#.to_vec()),
             &h,
         );
-        assert_eq!(h.options().rcache, 50, "a live setting applied");
+        assert_eq!(h.settings().cache.capacity, 50, "a live setting applied");
         assert_eq!(f.running.domain, "cluster.local.");
         assert_eq!(f.running.dns_addr, "127.0.0.1:53");
         assert_eq!(f.warned.len(), 2, "each logged once: {:?}", f.warned);

@@ -1,6 +1,8 @@
 //! Flag parsing, etcd config merging and defaults.
 
 use super::*;
+use crate::forward::NsPolicy;
+use std::time::Duration;
 
 fn flags(args: &[&str]) -> Flags {
     let argv = std::iter::once("skydns")
@@ -25,15 +27,23 @@ fn the_pod_arguments_of_kubernetes_1_2_parse() {
     .unwrap();
     assert_eq!(c.zone.domain, "cluster.local.");
     assert_eq!(c.addr, "0.0.0.0:53".parse().unwrap());
-    assert!(!c.ns_rotate && c.round_robin);
+    assert!(!(c.handler.forward.relay.policy == NsPolicy::RequestId) && c.handler.round_robin);
     assert_eq!(c.etcd.endpoints, ["http://127.0.0.1:4001"]);
     assert_eq!(c.zone.hostmaster, "hostmaster.skydns.local.");
     assert_eq!(
-        (c.zone.ttl, c.zone.min_ttl, c.zone.priority, c.ndots),
+        (
+            c.zone.ttl,
+            c.zone.min_ttl,
+            c.zone.priority,
+            c.handler.forward.ndots
+        ),
         (3600, 60, 10, 2)
     );
-    assert_eq!(c.read_timeout, Duration::from_secs(2));
-    assert_eq!(c.nameservers, ["192.0.2.1:53".parse().unwrap()]);
+    assert_eq!(c.handler.forward.relay.timeout, Duration::from_secs(2));
+    assert_eq!(
+        c.handler.forward.nameservers,
+        ["192.0.2.1:53".parse().unwrap()]
+    );
 }
 
 #[test]
@@ -56,8 +66,8 @@ fn gnu_style_and_bare_booleans_work_too() {
     ])
     .unwrap();
     assert_eq!(c.zone.domain, "cluster.local.");
-    assert!(c.no_rec && !c.round_robin);
-    assert_eq!(c.read_timeout, Duration::from_secs(90));
+    assert!(c.handler.forward.no_rec && !c.handler.round_robin);
+    assert_eq!(c.handler.forward.relay.timeout, Duration::from_secs(90));
 }
 
 #[test]
@@ -98,11 +108,12 @@ fn dnssec_reads_the_key_from_the_flag_or_the_etcd_config_key() {
     let key = crate::dnssec::tests::ecdsa();
     let flag = format!("-dnssec={}", key.base);
     let c = config(&["-domain=cluster.local.", &flag, "-scache=0"]).unwrap();
-    let d = c.dnssec.clone().expect("signing on");
+    let d = c.handler.dnssec.clone().expect("signing on");
     assert_eq!(d.key_tag(), key.tag);
-    assert_eq!(c.handler_options().dnssec, Some(d));
+    assert_eq!(c.handler.dnssec, Some(d));
     assert!(config(&["-domain=cluster.local."])
         .unwrap()
+        .handler
         .dnssec
         .is_none());
     // The key belongs to cluster.local.: another domain is refused.
@@ -119,7 +130,7 @@ fn dnssec_reads_the_key_from_the_flag_or_the_etcd_config_key() {
     let json = serde_json::json!({ "dnssec": key.base, "scache": 5 }).to_string();
     s.merge_json(json.as_bytes()).unwrap();
     let c = s.finish(&f, || Ok(Vec::new())).unwrap();
-    assert_eq!(c.dnssec.map(|d| d.key_tag()), Some(key.tag));
+    assert_eq!(c.handler.dnssec.map(|d| d.key_tag()), Some(key.tag));
     let mut s = Settings::from_flags(&f);
     s.merge_json(br#"{"dnssec": "/nonexistent/K"}"#).unwrap();
     let err = s.finish(&f, || Ok(Vec::new())).unwrap_err().to_string();
@@ -138,8 +149,11 @@ fn etcd_config_json_overrides_present_keys_only() {
     assert_eq!(c.zone.domain, "cluster.local.");
     assert_eq!((c.zone.ttl, c.zone.min_ttl), (120, 10));
     assert_eq!(c.zone.hostmaster, "ops.example.org.");
-    assert_eq!(c.nameservers, ["10.1.1.1:53".parse().unwrap()]);
-    assert!(!c.ns_rotate);
+    assert_eq!(
+        c.handler.forward.nameservers,
+        ["10.1.1.1:53".parse().unwrap()]
+    );
+    assert!(!(c.handler.forward.relay.policy == NsPolicy::RequestId));
 }
 
 #[test]
@@ -176,7 +190,7 @@ fn resolv_conf_nameservers_are_read() {
 fn rtimeout_takes_go_durations_and_names_a_bad_value() {
     // The parser is gocompat's, tested against Go's own tables there.
     assert_eq!(
-        flags(&["-rtimeout=1h2m3.5s"]).rtimeout,
+        flags(&["-rtimeout=1h2m3.5s"]).forward.rtimeout,
         Duration::from_millis(3_723_500)
     );
     let err = parse_args(["skydns", "-rtimeout=99999999999999999h"].map(OsString::from))
@@ -190,17 +204,21 @@ fn no_rec_still_reads_resolv_conf_for_lookups_and_hostmaster_keeps_its_case() {
     let c = Settings::from_flags(&f)
         .finish(&f, || Ok(vec!["192.0.2.9:53".parse().unwrap()]))
         .unwrap();
-    assert_eq!(c.nameservers, ["192.0.2.9:53".parse().unwrap()]);
+    assert_eq!(
+        c.handler.forward.nameservers,
+        ["192.0.2.9:53".parse().unwrap()]
+    );
     assert_eq!(c.zone.hostmaster, "DNS.Example.org.");
 }
 
 #[test]
 fn local_systemd_and_discover_from_flags_and_the_etcd_config_key() {
     let c = config(&["-local=Host1.Example.ORG", "-systemd", "-discover"]).unwrap();
-    assert_eq!(c.local.as_deref(), Some("host1.example.org."));
-    assert!(c.systemd && c.discover);
+    assert_eq!(c.handler.local.as_deref(), Some("host1.example.org."));
+    assert!(c.systemd && flags(&["-discover"]).store.discover);
     let c = config(&[]).unwrap();
-    assert_eq!((c.local, c.systemd, c.discover), (None, false, false));
+    assert_eq!((c.handler.local, c.systemd), (None, false));
+    assert!(!flags(&[]).store.discover);
     // The etcd `config` key overrides the flags, as in SkyDNS.
     let f = flags(&["-local=a.example."]);
     let mut settings = Settings::from_flags(&f);
@@ -210,7 +228,7 @@ fn local_systemd_and_discover_from_flags_and_the_etcd_config_key() {
     let c = settings
         .finish(&f, || Ok(vec!["192.0.2.1:53".parse().unwrap()]))
         .unwrap();
-    assert_eq!(c.local.as_deref(), Some("b.example."));
+    assert_eq!(c.handler.local.as_deref(), Some("b.example."));
     assert!(c.systemd);
     // A name that cannot be one is refused, naming the key.
     let err = config(&["-local=a..b"]).unwrap_err().to_string();
@@ -223,7 +241,11 @@ fn local_systemd_and_discover_from_flags_and_the_etcd_config_key() {
 fn lifecycle_flags_and_the_lameduck_config_key() {
     let c = config(&[]).unwrap();
     assert_eq!(
-        (c.lameduck, c.startup_wait, c.ready_store_timeout),
+        (
+            c.lifecycle.lameduck,
+            c.lifecycle.startup_wait,
+            c.lifecycle.ready_store_timeout
+        ),
         (
             Duration::ZERO,
             Duration::from_secs(5),
@@ -237,7 +259,11 @@ fn lifecycle_flags_and_the_lameduck_config_key() {
     ])
     .unwrap();
     assert_eq!(
-        (c.lameduck, c.startup_wait, c.ready_store_timeout),
+        (
+            c.lifecycle.lameduck,
+            c.lifecycle.startup_wait,
+            c.lifecycle.ready_store_timeout
+        ),
         (
             Duration::from_secs(7),
             Duration::from_millis(250),
@@ -253,7 +279,7 @@ fn lifecycle_flags_and_the_lameduck_config_key() {
         let mut s = Settings::from_flags(&f);
         s.merge_json(json).unwrap();
         let c = s.finish(&f, || Ok(Vec::new())).unwrap();
-        assert_eq!(c.lameduck, want);
+        assert_eq!(c.lifecycle.lameduck, want);
     }
     let mut s = Settings::from_flags(&f);
     let err = s.merge_json(br#"{"lameduck": "soon"}"#).unwrap_err();
@@ -269,4 +295,15 @@ fn lifecycle_flags_and_the_lameduck_config_key() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("/ready"), "{err}");
+}
+
+#[test]
+fn each_features_default_settings_are_what_the_default_flags_build() {
+    let f = flags(&[]);
+    let c = Settings::from_flags(&f)
+        .finish(&f, || Ok(Vec::new()))
+        .unwrap();
+    assert_eq!(c.handler, crate::handler::Settings::default());
+    assert_eq!(c.handler.forward, crate::forward::Settings::default());
+    assert_eq!(c.handler.cache, crate::response_cache::Settings::default());
 }

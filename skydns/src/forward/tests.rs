@@ -113,8 +113,8 @@ fn failed_forwards_are_logged_once_per_ten_seconds_with_the_count() {
 }
 
 /// Forwarding settings of these tests: sequential, health on.
-fn settings(timeout_ms: u64, threshold: u32, probe: Duration) -> Settings {
-    Settings {
+fn settings(timeout_ms: u64, threshold: u32, probe: Duration) -> Relay {
+    Relay {
         timeout: Duration::from_millis(timeout_ms),
         policy: NsPolicy::Sequential,
         transport: NsTransport::Client,

@@ -30,7 +30,7 @@ impl Engine {
     /// whoever asks: autopath on, no DO, class IN, a type that walks, a name
     /// in a namespace's first search domain.
     fn walk_namespace<'a>(&self, request: &'a Request) -> Option<&'a str> {
-        let autopath = self.options.autopath.as_ref()?;
+        let autopath = self.settings.autopath.as_ref()?;
         let q = &request.q;
         if request.dnssec_ok || !walks(q.qtype) || q.qclass != DNSClass::IN {
             return None;
@@ -60,7 +60,7 @@ impl Engine {
         request: Request,
         snapshot: &Arc<Snapshot>,
     ) -> Result<Outcome, Box<Request>> {
-        let Some(autopath) = self.options.autopath.clone() else {
+        let Some(autopath) = self.settings.autopath.clone() else {
             return Err(Box::new(request));
         };
         let Some((namespace, base)) = autopath.split(&request.q.name) else {

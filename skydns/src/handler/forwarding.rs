@@ -88,7 +88,7 @@ impl Engine {
             }) => {
                 // The fetch goes on without the client: it refreshes the cache.
                 let task = tokio::spawn(fetch);
-                match tokio::time::timeout(self.options.rcache_stale_timeout, task).await {
+                match tokio::time::timeout(self.settings.cache.stale_timeout, task).await {
                     Ok(Ok(Some(bytes))) if !says_server_failure(&bytes) => {
                         return self.relayed(r, bytes)
                     }
@@ -138,7 +138,7 @@ impl Engine {
     ) -> Option<Vec<u8>> {
         self.metrics.external("stub");
         let packet = stub::mark(&r.message)?;
-        let upstreams = Upstreams::new(servers, self.options.read_timeout);
+        let upstreams = Upstreams::new(servers, self.settings.forward.relay.timeout);
         match upstreams.relay_within(&packet, r.tcp, r.limit).await {
             Some(bytes) => self.relayed(r, bytes),
             None => self.upstream_failure(r),

@@ -1,7 +1,7 @@
 //! The handler the listeners share, and its configuration swapped live.
 //!
-//! [`Handler`] holds the current [`Engine`]: one configuration (zone
-//! settings, handler options) with what it keeps between requests (the
+//! [`Handler`] holds the current [`Engine`]: one configuration (the zone,
+//! the features' [`Settings`]) with what it keeps between requests (the
 //! upstreams and their health, the response cache, the encoded replies).
 //! Each request runs on the configuration current when it arrived, to the end.
 //! [`Handler::reconfigure`] builds a new one when the etcd config key
@@ -10,18 +10,17 @@
 //! changed, so a new TTL does not forget what is known; new nameservers
 //! start with an empty cache, since the old ones may be why they changed.
 
-use super::{Engine, Options, Outcome, Pending, SharedSnapshot, Transport};
+use super::{Engine, Outcome, Pending, Settings, SharedSnapshot, Transport};
 use crate::answer::Zone;
-use crate::forward::{self, NsPolicy, Upstreams};
+use crate::forward::Upstreams;
 use crate::metrics::Metrics;
 use crate::reply_cache::ReplyCache;
-use crate::response_cache::{CacheSettings, ResponseCache};
+use crate::response_cache::ResponseCache;
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use arc_swap::ArcSwap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 use tokio::sync::Semaphore;
 
 /// Answers DNS requests from the shared snapshot.
@@ -36,10 +35,10 @@ impl Handler {
     pub fn new(
         zone: Zone,
         snapshot: SharedSnapshot,
-        options: Options,
+        settings: Settings,
         metrics: Arc<Metrics>,
     ) -> Self {
-        Self::reading_paths(zone, snapshot, options, metrics, PathReader::default())
+        Self::reading_paths(zone, snapshot, settings, metrics, PathReader::default())
     }
 
     /// A handler that asks `paths` for the hidden paths the snapshot lacks
@@ -47,31 +46,31 @@ impl Handler {
     pub fn reading_paths(
         zone: Zone,
         snapshot: SharedSnapshot,
-        options: Options,
+        settings: Settings,
         metrics: Arc<Metrics>,
         paths: PathReader,
     ) -> Self {
-        let forward_slots = (options.max_pending_forwards > 0)
-            .then(|| Arc::new(Semaphore::new(options.max_pending_forwards)));
+        let max_pending = settings.forward.max_pending;
+        let forward_slots = (max_pending > 0).then(|| Arc::new(Semaphore::new(max_pending)));
         let shared = Shared {
             snapshot,
             metrics,
             paths,
             forward_slots,
         };
-        let engine = Engine::build(zone, options, shared, None);
+        let engine = Engine::build(zone, settings, shared, None);
         Handler {
             current: Arc::new(ArcSwap::from_pointee(engine)),
         }
     }
 
-    /// Runs the handler with `zone` and `options` from now on; requests
+    /// Runs the handler with `zone` and `settings` from now on; requests
     /// under way finish with the configuration they started with.
-    pub fn reconfigure(&self, zone: Zone, mut options: Options) {
+    pub fn reconfigure(&self, zone: Zone, mut settings: Settings) {
         let current = self.current.load_full();
-        if options.query_log == current.options.query_log {
+        if settings.query_log == current.settings.query_log {
             // The same query log goes on counting for its sampling.
-            options.query_log.clone_from(&current.options.query_log);
+            settings.query_log.clone_from(&current.settings.query_log);
         }
         let shared = Shared {
             snapshot: current.snapshot.clone(),
@@ -79,13 +78,13 @@ impl Handler {
             paths: current.paths.clone(),
             forward_slots: current.forward_slots.clone(),
         };
-        let next = Engine::build(zone, options, shared, Some(&current));
+        let next = Engine::build(zone, settings, shared, Some(&current));
         self.current.store(Arc::new(next));
     }
 
-    /// The options in force.
-    pub fn options(&self) -> Options {
-        self.current.load().options.clone()
+    /// The settings in force.
+    pub fn settings(&self) -> Settings {
+        self.current.load().settings.clone()
     }
 
     /// The metrics this handler counts in.
@@ -150,43 +149,34 @@ struct Shared {
 }
 
 impl Engine {
-    /// A configuration; `previous` lends its response cache when the
-    /// cache settings are the same.
-    fn build(zone: Zone, options: Options, shared: Shared, previous: Option<&Engine>) -> Engine {
-        let settings = forward::Settings {
-            timeout: options.read_timeout,
-            policy: options.ns_policy.unwrap_or(if options.ns_rotate {
-                NsPolicy::RequestId
-            } else {
-                NsPolicy::Sequential
-            }),
-            transport: options.ns_transport,
-            fail_threshold: options.ns_fail_threshold,
-            probe_interval: options.ns_probe_interval.max(Duration::from_millis(10)),
-        };
+    /// A configuration; `previous` lends its upstreams (their health) and
+    /// its response cache when their settings are the same.
+    fn build(zone: Zone, settings: Settings, shared: Shared, previous: Option<&Engine>) -> Engine {
+        let forward = &settings.forward;
         // Same servers, same settings: their health and coalescing go on.
-        let same_servers = previous.filter(|p| p.options.nameservers == options.nameservers);
+        let same_servers =
+            previous.filter(|p| p.settings.forward.nameservers == forward.nameservers);
         let upstreams = match same_servers {
-            Some(p) if p.upstreams.settings() == &settings => p.upstreams.clone(),
+            Some(p) if p.upstreams.settings() == &forward.relay => p.upstreams.clone(),
             _ => Upstreams::with(
-                options.nameservers.clone(),
-                settings,
+                forward.nameservers.clone(),
+                forward.relay.clone(),
                 Some(shared.metrics.clone()),
             ),
         };
         // New servers may answer otherwise (the old ones may be why they
         // changed): their answers start from an empty cache.
-        let cache_settings = cache_settings(&options);
+        let wanted = (settings.cache.capacity > 0).then_some(&settings.cache);
         let cache = match same_servers.and_then(|p| p.cache.as_ref()) {
-            Some(cache) if cache_settings.as_ref() == Some(cache.settings()) => Some(cache.clone()),
-            _ => cache_settings.map(|s| Arc::new(ResponseCache::with(s))),
+            Some(cache) if wanted == Some(cache.settings()) => Some(cache.clone()),
+            _ => wanted.map(|s| Arc::new(ResponseCache::with(s.clone()))),
         };
         let stub_dir = StubZones::dir(&zone);
-        let local_dns = (options.local.as_ref()).map(|_| format!("local.dns.{}", zone.domain));
+        let local_dns = (settings.local.as_ref()).map(|_| format!("local.dns.{}", zone.domain));
         Engine {
             zone,
             snapshot: shared.snapshot,
-            options,
+            settings,
             upstreams,
             cache,
             stubs: Mutex::new((i64::MIN, Arc::default())),
@@ -199,16 +189,4 @@ impl Engine {
             forward_slots: shared.forward_slots,
         }
     }
-}
-
-/// The response cache `options` ask for, if any.
-fn cache_settings(options: &Options) -> Option<CacheSettings> {
-    (options.rcache > 0).then(|| CacheSettings {
-        capacity: options.rcache,
-        max_ttl: Duration::from_secs(u64::from(options.rcache_ttl)),
-        stale: options.rcache_stale,
-        stale_ttl: options.rcache_stale_ttl,
-        prefetch_hits: options.rcache_prefetch,
-        prefetch_percent: options.rcache_prefetch_percent.min(100),
-    })
 }

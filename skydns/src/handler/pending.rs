@@ -57,7 +57,7 @@ impl Engine {
             Route::Lookups => self.answer_with_lookups(&request).await,
             Route::Autopath(walk) => self.finish_walk(&request, *walk).await,
             Route::HiddenPath(path) => {
-                let timeout = self.options.read_timeout;
+                let timeout = self.settings.forward.relay.timeout;
                 match self.paths.read(path, timeout).await {
                     PathRead::Read | PathRead::Absent => self.answer_with_lookups(&request).await,
                     PathRead::Failed => self.server_failure(&request),
@@ -100,12 +100,12 @@ impl Engine {
 
     /// SkyDNS `Lookup` for one target outside the domain.
     async fn lookup(&self, r: &Request, name: &Name, qtype: RecordType) -> Option<Vec<Record>> {
-        if name.iter().count() < self.options.ndots {
+        if name.iter().count() < self.settings.forward.ndots {
             return None;
         }
         self.metrics.external("lookup");
         let bufsize = r.message.edns.as_ref().map_or(512, |e| e.max_payload());
-        let ttl = self.options.rcache_ttl;
+        let ttl = self.settings.cache.max_ttl_secs();
         self.upstreams
             .lookup(name, qtype, bufsize, r.dnssec_ok, ttl)
             .await

@@ -16,7 +16,7 @@ use hickory_proto::rr::{DNSClass, Name, RecordType};
 impl Engine {
     /// The apex DNSKEY answer, when signing is on and that is the question.
     pub(super) fn dnskey_answer(&self, q: &Question) -> Option<Answer> {
-        let dnssec = self.options.dnssec.as_ref()?;
+        let dnssec = self.settings.dnssec.as_ref()?;
         let asked =
             q.qtype == RecordType::DNSKEY && q.qclass == DNSClass::IN && q.name == self.zone.domain;
         asked.then(|| Answer::Records {
@@ -30,7 +30,7 @@ impl Engine {
         if !r.dnssec_ok {
             return;
         }
-        let Some(dnssec) = &self.options.dnssec else {
+        let Some(dnssec) = &self.settings.dnssec else {
             return;
         };
         if r.q.qclass != DNSClass::IN || reply.metadata.response_code == ResponseCode::ServFail {

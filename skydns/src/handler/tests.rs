@@ -29,21 +29,21 @@ mod spec;
 pub(super) fn handler(snapshot: Option<Snapshot>) -> Handler {
     handler_with(
         snapshot,
-        Options {
+        Settings {
             round_robin: false,
-            ..Options::default()
+            ..Settings::default()
         },
     )
 }
 
-pub(crate) fn handler_with(snapshot: Option<Snapshot>, options: Options) -> Handler {
+pub(crate) fn handler_with(snapshot: Option<Snapshot>, options: Settings) -> Handler {
     handler_sharing(snapshot, options).0
 }
 
 /// [`handler_with`], and the snapshot it serves, for a test to replace.
 pub(super) fn handler_sharing(
     snapshot: Option<Snapshot>,
-    options: Options,
+    options: Settings,
 ) -> (Handler, SharedSnapshot) {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::from(snapshot.map(Arc::new)));
     let h = Handler::new(
@@ -336,14 +336,12 @@ fn random_packets_never_panic() {
 #[test]
 fn no_rec_servfail_has_no_recursion_available() {
     let silent = test_support::dead::silent_upstream();
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            no_rec: true,
-            nameservers: vec![silent.addr()],
-            ..Options::default()
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = Settings::default();
+        s.forward.no_rec = true;
+        s.forward.nameservers = vec![silent.addr()];
+        s
+    });
     let r = ask_msg(
         &h,
         &request(Name::from_ascii("www.example.com.").unwrap(), RecordType::A),
@@ -356,13 +354,11 @@ fn no_rec_servfail_has_no_recursion_available() {
 #[test]
 fn single_label_names_are_never_forwarded() {
     let silent = test_support::dead::silent_upstream();
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            nameservers: vec![silent.addr()],
-            ..Options::default()
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = Settings::default();
+        s.forward.nameservers = vec![silent.addr()];
+        s
+    });
     let out = h.handle(
         &request(Name::from_ascii("foo.").unwrap(), RecordType::A)
             .to_vec()
@@ -381,9 +377,9 @@ fn single_label_names_are_never_forwarded() {
 fn cached_replies_follow_snapshot_changes() {
     let (h, shared) = handler_sharing(
         Some(cluster()),
-        Options {
+        Settings {
             round_robin: false,
-            ..Options::default()
+            ..Settings::default()
         },
     );
     let m = request(
@@ -432,13 +428,11 @@ fn repeated_any_queries_keep_rd_clear() {
 #[test]
 fn a_leading_star_counts_as_a_label_for_ndots() {
     let silent = test_support::dead::silent_upstream();
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            nameservers: vec![silent.addr()],
-            ..Options::default()
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = Settings::default();
+        s.forward.nameservers = vec![silent.addr()];
+        s
+    });
     let packet = request(Name::from_ascii("*.example.").unwrap(), RecordType::A)
         .to_vec()
         .unwrap();

@@ -178,9 +178,9 @@ fn eviction_stays_in_insertion_order_after_replacements() {
 
 #[test]
 fn an_expired_entry_is_stale_for_the_window_with_the_stale_ttl() {
-    let cache = ResponseCache::with(CacheSettings {
+    let cache = ResponseCache::with(Settings {
         stale: Duration::from_secs(100),
-        ..CacheSettings::plain(10, Duration::from_secs(60))
+        ..Settings::plain(10, Duration::from_secs(60))
     });
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
@@ -216,10 +216,10 @@ fn an_expired_entry_is_stale_for_the_window_with_the_stale_ttl() {
 
 #[test]
 fn a_popular_entry_is_due_for_prefetch_once_near_its_expiry() {
-    let cache = ResponseCache::with(CacheSettings {
+    let cache = ResponseCache::with(Settings {
         prefetch_hits: 3,
         prefetch_percent: 10,
-        ..CacheSettings::plain(10, Duration::from_secs(600))
+        ..Settings::plain(10, Duration::from_secs(600))
     });
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);

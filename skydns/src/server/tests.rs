@@ -5,7 +5,7 @@
 
 use super::*;
 use crate::answer::tests::zone;
-use crate::handler::Options;
+use crate::handler::Settings;
 use crate::metrics::Metrics;
 use crate::snapshot::SharedSnapshot;
 use crate::snapshot::Snapshot;
@@ -37,9 +37,9 @@ fn many() -> Snapshot {
 async fn start(limits: TcpLimits) -> (SocketAddr, Arc<Metrics>, CancellationToken) {
     let shared: SharedSnapshot = Arc::new(ArcSwapOption::from_pointee(many()));
     let metrics = Arc::new(Metrics::default());
-    let options = Options {
+    let options = Settings {
         round_robin: false,
-        ..Options::default()
+        ..Settings::default()
     };
     let handler = Handler::new(zone(), shared, options, metrics.clone());
     let listeners = Listeners::bind("127.0.0.1:0".parse().unwrap())

@@ -53,10 +53,10 @@ fn put(key: &str, ip: &str) -> Change {
     Change::Put(format!("{BASE}/{key}"), Record::kube2sky_address(ip))
 }
 
-fn options() -> Options {
-    Options {
+fn options() -> Settings {
+    Settings {
         round_robin: false,
-        ..Options::default()
+        ..Settings::default()
     }
 }
 

@@ -5,7 +5,7 @@
 use super::{handler_with, request};
 use crate::answer::tests::cluster;
 use crate::dnssec::tests::{ecdsa, TestKey};
-use crate::dnssec::{nsec3, Dnssec, Settings};
+use crate::dnssec::{nsec3, Dnssec, Settings as SigningSettings};
 use crate::handler::*;
 use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::dnssec::Verifier;
@@ -14,7 +14,7 @@ use hickory_proto::rr::{RData, Record};
 
 fn signing() -> (TestKey, Arc<Dnssec>) {
     let key = ecdsa();
-    let settings = Settings {
+    let settings = SigningSettings {
         ttl: 3600,
         min_ttl: 60,
         scache: 100,
@@ -25,11 +25,11 @@ fn signing() -> (TestKey, Arc<Dnssec>) {
 
 fn handlers() -> (TestKey, Arc<Dnssec>, Handler, Handler) {
     let (key, d) = signing();
-    let plain = Options {
+    let plain = Settings {
         round_robin: false,
-        ..Options::default()
+        ..Settings::default()
     };
-    let signed = Options {
+    let signed = Settings {
         dnssec: Some(d.clone()),
         ..plain.clone()
     };
@@ -213,9 +213,9 @@ fn chaos_and_failures_are_not_signed() {
     assert!(r.edns.is_none());
     let unsynced = handler_with(
         None,
-        Options {
+        Settings {
             dnssec: Some(d.clone()),
-            ..Options::default()
+            ..Settings::default()
         },
     );
     let r = ask(

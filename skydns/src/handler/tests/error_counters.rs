@@ -77,9 +77,9 @@ fn many(n: u32) -> Snapshot {
 
 #[test]
 fn truncated_udp_and_overflowing_tcp_replies_are_counted() {
-    let options = Options {
+    let options = Settings {
         round_robin: false,
-        ..Options::default()
+        ..Settings::default()
     };
     // 100 A records do not fit 512 bytes: truncated over UDP.
     let h = Handler::new(

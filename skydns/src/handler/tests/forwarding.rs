@@ -10,15 +10,14 @@ use test_support::wait::{eventually, DEADLINE};
 
 const ONE_LIFETIME: Duration = Duration::from_millis(1_100);
 
-fn caching(upstream: &Switchable) -> Options {
-    Options {
-        nameservers: vec![upstream.addr],
-        read_timeout: Duration::from_secs(1),
-        ns_fail_threshold: 0,
-        rcache: 100,
-        rcache_ttl: 1,
-        ..Options::default()
-    }
+fn caching(upstream: &Switchable) -> Settings {
+    let mut s = Settings::default();
+    s.forward.nameservers = vec![upstream.addr];
+    s.forward.relay.timeout = Duration::from_secs(1);
+    s.forward.relay.fail_threshold = 0;
+    s.cache.capacity = 100;
+    s.cache.max_ttl = Duration::from_secs(1);
+    s
 }
 
 async fn ask(h: &Handler, name: &str) -> Message {
@@ -38,7 +37,7 @@ fn logging_all() -> Option<Arc<QueryLog>> {
 
 /// The sources of the query log's lines so far.
 fn sources(h: &Handler) -> Vec<Source> {
-    let log = h.options().query_log.expect("a query log");
+    let log = h.settings().query_log.expect("a query log");
     let written = log.written.lock().unwrap();
     written.iter().map(|(source, ..)| *source).collect()
 }
@@ -53,16 +52,14 @@ fn metric(h: &Handler, line_start: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
     let up = switchable(true);
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            rcache_stale: Duration::from_secs(6),
-            // Longer than both timeouts of the silent upstream.
-            rcache_stale_timeout: Duration::from_secs(10),
-            query_log: logging_all(),
-            ..caching(&up)
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = caching(&up);
+        s.cache.stale = Duration::from_secs(6);
+        // Longer than both timeouts of the silent upstream.
+        s.cache.stale_timeout = Duration::from_secs(10);
+        s.query_log = logging_all();
+        s
+    });
     assert_eq!(ttls(&ask(&h, "www.example.org.").await), [60]);
     up.on.store(false, Ordering::SeqCst);
     tokio::time::sleep(ONE_LIFETIME).await;
@@ -114,15 +111,13 @@ async fn without_a_stale_window_an_expired_answer_is_not_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_upstream_gets_the_client_the_stale_answer_and_refreshes_the_cache() {
     let up = switchable(true);
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            rcache_stale: Duration::from_secs(3600),
-            rcache_stale_timeout: Duration::from_millis(50),
-            read_timeout: Duration::from_secs(5),
-            ..caching(&up)
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = caching(&up);
+        s.cache.stale = Duration::from_secs(3600);
+        s.cache.stale_timeout = Duration::from_millis(50);
+        s.forward.relay.timeout = Duration::from_secs(5);
+        s
+    });
     ask(&h, "slow.example.org.").await;
     tokio::time::sleep(ONE_LIFETIME).await;
     up.delay_ms.store(1_000, Ordering::SeqCst);
@@ -153,15 +148,13 @@ async fn a_slow_upstream_gets_the_client_the_stale_answer_and_refreshes_the_cach
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_popular_answer_is_refreshed_before_it_expires() {
     let up = switchable(true);
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            rcache_prefetch: 2,
-            rcache_prefetch_percent: 50,
-            rcache_ttl: 2,
-            ..caching(&up)
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = caching(&up);
+        s.cache.prefetch_hits = 2;
+        s.cache.prefetch_percent = 50;
+        s.cache.max_ttl = Duration::from_secs(2);
+        s
+    });
     ask(&h, "hot.example.org.").await;
     ask(&h, "hot.example.org.").await;
     assert_eq!(up.seen.load(Ordering::SeqCst), 1, "one miss, one hit");
@@ -203,19 +196,18 @@ async fn a_popular_answer_is_refreshed_before_it_expires() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_new_configuration_sends_the_next_query_to_the_new_nameservers() {
     let (a, b) = (switchable(true), switchable(true));
-    let options = Options {
-        rcache_ttl: 60,
-        ..caching(&a)
+    let options = {
+        let mut s = caching(&a);
+        s.cache.max_ttl = Duration::from_secs(60);
+        s
     };
     let h = handler_with(Some(cluster()), options.clone());
     ask(&h, "one.example.org.").await;
-    h.reconfigure(
-        zone(),
-        Options {
-            nameservers: vec![b.addr],
-            ..options.clone()
-        },
-    );
+    h.reconfigure(zone(), {
+        let mut s = options.clone();
+        s.forward.nameservers = vec![b.addr];
+        s
+    });
     ask(&h, "two.example.org.").await;
     assert_eq!(b.seen.load(Ordering::SeqCst), 1, "the new server");
     assert_eq!(a.seen.load(Ordering::SeqCst), 1, "the old one no more");
@@ -225,14 +217,12 @@ async fn a_new_configuration_sends_the_next_query_to_the_new_nameservers() {
         2,
         "new nameservers: an empty cache, so the new one is asked"
     );
-    h.reconfigure(
-        zone(),
-        Options {
-            nameservers: vec![b.addr],
-            round_robin: false,
-            ..options
-        },
-    );
+    h.reconfigure(zone(), {
+        let mut s = options;
+        s.forward.nameservers = vec![b.addr];
+        s.round_robin = false;
+        s
+    });
     ask(&h, "one.example.org.").await;
     assert_eq!(
         b.seen.load(Ordering::SeqCst),
@@ -244,15 +234,13 @@ async fn a_new_configuration_sends_the_next_query_to_the_new_nameservers() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_cached_forward_is_answered_without_waiting() {
     let up = switchable(true);
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            rcache_ttl: 60,
-            max_pending_forwards: 1,
-            query_log: logging_all(),
-            ..caching(&up)
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = caching(&up);
+        s.cache.max_ttl = Duration::from_secs(60);
+        s.forward.max_pending = 1;
+        s.query_log = logging_all();
+        s
+    });
     ask(&h, "cached.example.org.").await;
     let m = request(
         Name::from_ascii("cached.example.org.").unwrap(),

@@ -17,10 +17,11 @@ fn external(n: u16) -> Vec<u8> {
 fn past_the_pending_forward_limit_requests_get_servfail_at_once() {
     // An upstream that never answers: every forward stays pending.
     let silent = test_support::dead::silent_upstream();
-    let options = Options {
-        nameservers: vec![silent.addr()],
-        max_pending_forwards: 2,
-        ..Options::default()
+    let options = {
+        let mut s = Settings::default();
+        s.forward.nameservers = vec![silent.addr()];
+        s.forward.max_pending = 2;
+        s
     };
     let h = handler_with(Some(cluster()), options);
     let first = h.handle(&external(1), Transport::Udp);
@@ -54,9 +55,10 @@ fn past_the_pending_forward_limit_requests_get_servfail_at_once() {
 
 #[test]
 fn a_forwarded_reply_larger_than_the_client_allows_is_truncated() {
-    let options = Options {
-        nameservers: vec![oversized_udp(100)],
-        ..Options::default()
+    let options = {
+        let mut s = Settings::default();
+        s.forward.nameservers = vec![oversized_udp(100)];
+        s
     };
     let h = handler_with(Some(cluster()), options);
     // No EDNS: 512 bytes. The upstream sends 100 A records (~1.6 KB).
@@ -83,7 +85,7 @@ fn a_forwarded_reply_larger_than_the_client_allows_is_truncated() {
 fn a_reloaded_store_at_the_same_revision_is_not_answered_from_the_old_one() {
     // etcd wiped and written again up to the same revision number: the
     // snapshot differs although its revision does not.
-    let (h, shared) = super::tests::handler_sharing(Some(cluster()), Options::default());
+    let (h, shared) = super::tests::handler_sharing(Some(cluster()), Settings::default());
     let name = Name::from_ascii("kubernetes.default.svc.cluster.local.").unwrap();
     let query = request(name, RecordType::A);
     for t in [Transport::Udp, Transport::Udp, Transport::Tcp] {

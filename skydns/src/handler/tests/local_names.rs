@@ -13,10 +13,10 @@ fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
 fn local_dns_is_answered_as_the_local_name_with_the_owner_asked_for() {
     let h = handler_with(
         Some(spec()),
-        Options {
+        Settings {
             round_robin: false,
             local: Some("ext.default.svc.cluster.local.".into()),
-            ..Options::default()
+            ..Settings::default()
         },
     );
     let r = ask(&h, "Local.DNS.cluster.local.", RecordType::CNAME);

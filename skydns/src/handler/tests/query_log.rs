@@ -9,16 +9,16 @@ use crate::handler::*;
 use crate::query_log::{QueryLog, Source};
 use hickory_proto::op::Query;
 
-fn logging(classes: &str, sample: f64) -> Options {
-    Options {
+fn logging(classes: &str, sample: f64) -> Settings {
+    Settings {
         query_log: Some(Arc::new(QueryLog::new(classes, sample).unwrap().unwrap())),
-        ..Options::default()
+        ..Settings::default()
     }
 }
 
 /// The (source, rcode, name) of every line written so far.
 fn written(h: &Handler) -> Vec<(Source, u16, String)> {
-    let log = h.options().query_log.expect("a query log");
+    let log = h.settings().query_log.expect("a query log");
     let written = log.written.lock().unwrap();
     written.clone()
 }
@@ -65,15 +65,15 @@ fn the_sampling_count_goes_on_in_a_new_configuration() {
         run(h, &q.to_vec().unwrap(), Transport::Udp).expect("a reply");
     };
     ask(&h); // the first of two: not written
-    let before = h.options().query_log.unwrap();
+    let before = h.settings().query_log.unwrap();
     h.reconfigure(zone(), logging("denial", 0.5));
-    let after = h.options().query_log.unwrap();
+    let after = h.settings().query_log.unwrap();
     assert!(Arc::ptr_eq(&before, &after), "the same log goes on");
     ask(&h); // the second: written
     assert_eq!(written(&h).len(), 1);
     h.reconfigure(zone(), logging("all", 0.5));
     assert!(
-        !Arc::ptr_eq(&after, &h.options().query_log.unwrap()),
+        !Arc::ptr_eq(&after, &h.settings().query_log.unwrap()),
         "a new one when it changed"
     );
 }

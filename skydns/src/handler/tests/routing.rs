@@ -4,6 +4,7 @@
 
 use super::{ask_msg, handler, handler_sharing, handler_with, request};
 use crate::answer::tests::cluster;
+use crate::forward::NsPolicy;
 use crate::handler::pending;
 use crate::handler::*;
 use crate::snapshot::Change;
@@ -68,9 +69,9 @@ fn stub_zones_follow_etcd_changes() {
     };
     let (h, shared) = handler_sharing(
         Some(cluster()),
-        Options {
+        Settings {
             stubzones: true,
-            ..Options::default()
+            ..Settings::default()
         },
     );
     let packet = request(name("www.example.com."), RecordType::A)
@@ -110,15 +111,17 @@ fn stub_zones_follow_etcd_changes() {
 fn forward_counts(ns_rotate: bool, ids: &[u16]) -> Vec<[usize; 2]> {
     let (a0, seen0) = echo_udp(Duration::ZERO);
     let (a1, seen1) = echo_udp(Duration::ZERO);
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            nameservers: vec![a0, a1],
-            ns_rotate,
-            read_timeout: Duration::from_secs(2),
-            ..Options::default()
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = Settings::default();
+        s.forward.nameservers = vec![a0, a1];
+        s.forward.relay.policy = if ns_rotate {
+            NsPolicy::RequestId
+        } else {
+            NsPolicy::Sequential
+        };
+        s.forward.relay.timeout = Duration::from_secs(2);
+        s
+    });
     ids.iter()
         .map(|&id| {
             let mut m = request(name(&format!("q{id}.example.org.")), RecordType::A);
@@ -148,14 +151,12 @@ fn without_ns_rotate_the_first_upstream_is_always_tried_first() {
 #[test]
 fn the_reply_cache_keeps_do_tcp_and_cd_replies_apart() {
     let (upstream, seen) = test_support::fake_upstream::answering();
-    let h = handler_with(
-        Some(cluster()),
-        Options {
-            nameservers: vec![upstream],
-            rcache: 100,
-            ..Options::default()
-        },
-    );
+    let h = handler_with(Some(cluster()), {
+        let mut s = Settings::default();
+        s.forward.nameservers = vec![upstream];
+        s.cache.capacity = 100;
+        s
+    });
     let plain = request(name("www.example.org."), RecordType::A);
     let mut dnssec_ok = plain.clone();
     let mut edns = hickory_proto::op::Edns::new();

@@ -62,15 +62,15 @@ fn other_types_under_ip6_arpa_are_forwarded_as_under_in_addr_arpa() {
 fn an_external_name_keeps_its_cname_when_upstream_fails_or_says_nxdomain() {
     let dead = test_support::dead::silent_upstream();
     for upstream in [nxdomain_udp(), dead.addr()] {
-        let h = handler_with(
-            Some(spec()),
-            Options {
+        let h = handler_with(Some(spec()), {
+            let mut s = Settings {
                 round_robin: false,
-                nameservers: vec![upstream],
-                read_timeout: Duration::from_millis(300),
-                ..Options::default()
-            },
-        );
+                ..Settings::default()
+            };
+            s.forward.nameservers = vec![upstream];
+            s.forward.relay.timeout = Duration::from_millis(300);
+            s
+        });
         for qtype in [RecordType::A, RecordType::AAAA] {
             let r = ask(&h, "ext.default.svc.cluster.local.", qtype);
             assert_eq!(r.metadata.response_code, ResponseCode::NoError, "{qtype}");
