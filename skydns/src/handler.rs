@@ -1,40 +1,40 @@
-//! One DNS request in, one reply out: SkyDNS's `ServeDNS` pipeline.
-//!
-//! [`Handler::handle`] decodes the packet and routes the question as
-//! SkyDNS's `ServeDNS` did (SkyDNS `server/server.go`): refused (ANY), stub
-//! zone, reverse, forwarded (outside the domain) or authoritative. Everything answerable from memory is answered right away,
-//! without waiting on anything; the rest comes back as [`Outcome::Pending`],
-//! which [`Handler::resolve`] completes by talking to upstream servers (see
-//! `pending.rs`). This module is the only place where answers become
-//! response codes: NOERROR, NODATA and NXDOMAIN with the SOA, SERVFAIL,
-//! REFUSED, FORMERR, NOTIMP. Malformed packets get FORMERR when they have a
-//! readable header and are dropped otherwise; nothing a client sends can
-//! make it panic.
+//! One DNS request in, one reply out: a query passes a fixed chain of steps
+//! (`Engine::handle`): the reply cache, decoding (`request.rs`), `-local`,
+//! autopath (`autopath.rs`), the route (`route.rs`: refused, stub zone,
+//! reverse, forwarded, local records), then the reply or the wait on
+//! upstreams (`pending.rs`, `forwarding.rs`). Each step answers or passes
+//! the request on. docs/architecture.md draws the chain and says where a new
+//! feature goes; nothing a client sends can make it panic.
 
 mod autopath;
 mod forwarding;
 mod live;
 mod pending;
+mod request;
+mod route;
 mod secure;
 mod settings;
 
 pub use live::Handler;
 pub use settings::Settings;
 
-use crate::answer::{self, Answer, Lookups, Question, Zone};
+use request::Request;
+use route::{base_reply, Route};
+
+use crate::answer::{Question, Zone};
 use crate::forward::Upstreams;
 use crate::metrics::Metrics;
 use crate::query_log::{Asked, Entry, Source};
 use crate::reply_cache::{Computed, PlainQuery, QuestionKey, ReplyCache};
-use crate::response::{clamp_ttls, dedup, fit_reporting, shuffle};
+use crate::response::fit_reporting;
 use crate::response_cache::ResponseCache;
-use crate::snapshot::{note_read, record_reads, SharedSnapshot, Snapshot};
-use crate::store::paths::{hidden_part, PathReader};
-use crate::stub::{has_loop_marker, StubZones};
-use hickory_proto::op::{Message, MessageType, OpCode, ResponseCode};
-use hickory_proto::rr::{DNSClass, Name, RecordType};
-use skydns_msg::path::{in_domain, is_addressable_label};
+use crate::snapshot::{record_reads, SharedSnapshot, Snapshot};
+use crate::store::paths::PathReader;
+use crate::stub::StubZones;
+use hickory_proto::op::{Message, ResponseCode};
+use hickory_proto::rr::RecordType;
 use std::net::SocketAddr;
+use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
@@ -66,24 +66,6 @@ pub struct Pending {
     _slot: Option<OwnedSemaphorePermit>,
 }
 
-/// A decoded request and what the reply depends on.
-struct Request {
-    message: Message,
-    packet: Vec<u8>,
-    q: Question,
-    tcp: bool,
-    limit: usize,
-    dnssec_ok: bool,
-    start: Instant,
-    /// Whether its reply is counted in the metrics and the query log (not
-    /// for the names autopath tries on a client's behalf).
-    account: bool,
-    /// Who asked.
-    client: Option<SocketAddr>,
-    /// Where its reply comes from, unless said otherwise when it is sent.
-    source: Source,
-}
-
 /// One configuration of the handler and what it keeps between requests;
 /// [`Handler`] holds the current one and swaps it when the etcd config key
 /// changes. The snapshot, metrics, path reader and forward slots are shared
@@ -111,7 +93,9 @@ struct Engine {
 }
 
 impl Engine {
-    /// Handles one request as far as memory allows.
+    /// Handles one request as far as memory allows: the steps of a query in
+    /// order (docs/architecture.md draws them). A step answers (`Break`) or
+    /// passes the request on, changed or not.
     fn handle(
         self: &Arc<Self>,
         packet: &[u8],
@@ -119,11 +103,44 @@ impl Engine {
         client: Option<SocketAddr>,
     ) -> Outcome {
         let start = Instant::now();
+        let snapshot = self.snapshot.load_full();
+        // 1. The reply cache: encoded replies, before any decoding.
+        let replay = match self.replay(packet, transport, client, snapshot.as_deref(), start) {
+            ControlFlow::Break(outcome) => return outcome,
+            ControlFlow::Continue(replay) => replay,
+        };
+        // 2. Decode and check (FORMERR, NOTIMP, BADVERS).
+        let mut request = match self.decode(packet, transport, client, start) {
+            ControlFlow::Break(outcome) => return outcome,
+            ControlFlow::Continue(request) => request,
+        };
+        // 3. `-local` changes the question.
+        self.local_name(&mut request.q);
+        // 4. Autopath walks a pod's search list, routing each name.
+        let request = match self.autopath(request, snapshot.as_ref()) {
+            ControlFlow::Break(outcome) => return outcome,
+            ControlFlow::Continue(request) => request,
+        };
+        // 5. The route: refused, stub zone, reverse, forwarded, local records.
+        let (route, paths) = record_reads(|| self.route(&request, snapshot.clone()));
+        // 6. The reply now, kept for step 1; or 7. the wait on upstreams.
+        self.conclude(request, route, replay, paths, snapshot.as_deref())
+    }
+
+    /// Step 1: a reply kept encoded for this very packet, if the records
+    /// it read have not changed since; else what step 6 keeps it under.
+    fn replay(
+        &self,
+        packet: &[u8],
+        transport: Transport,
+        client: Option<SocketAddr>,
+        snapshot: Option<&Snapshot>,
+        start: Instant,
+    ) -> ControlFlow<Outcome, Replay> {
         let tcp = transport == Transport::Tcp;
         let plain = QuestionKey::parse(packet, tcp);
-        let snapshot = self.snapshot.load_full();
-        let generation = snapshot.as_ref().map_or(-1, |s| s.generation());
-        if let Some(s) = &snapshot {
+        let generation = snapshot.map_or(-1, |s| s.generation());
+        if let Some(s) = snapshot {
             self.replies
                 .advance(generation, |since| s.touched_since(since));
         }
@@ -142,98 +159,48 @@ impl Engine {
                         source: Source::Cached,
                     });
                 }
-                return Outcome::Done(Some(reply));
+                return ControlFlow::Break(Outcome::Done(Some(reply)));
             }
         }
-        let message = match Message::from_vec(packet) {
-            Ok(message) => message,
-            Err(error) => {
-                tracing::debug!(%error, len = packet.len(), "undecodable request");
-                let reply = format_error(packet);
-                // The question, when it is the one part that can be read.
-                let asked = match (packet.get(4..6), packet.get(12..)) {
-                    (Some([0, 1]), Some(question)) => Asked::Wire(question),
-                    _ => Asked::Unknown,
-                };
-                return self.refused_early(client, tcp, asked, reply, start);
-            }
-        };
-        if message.metadata.message_type != MessageType::Query {
-            return Outcome::Done(None);
-        }
-        let dnssec_ok = message.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
-        self.metrics.request(tcp, dnssec_ok);
-        let asked = match message.queries.first() {
-            Some(q) => Asked::Decoded(q.name(), q.query_type(), q.query_class()),
-            None => Asked::Unknown,
-        };
-        if message.metadata.op_code != OpCode::Query {
-            let reply = error_reply(&message, ResponseCode::NotImp).to_vec().ok();
-            return self.refused_early(client, tcp, asked, reply, start);
-        }
-        let [query] = message.queries.as_slice() else {
-            // None, or several: DNS has no meaning for more than one question.
-            let reply = error_reply(&message, ResponseCode::FormErr).to_vec().ok();
-            return self.refused_early(client, tcp, asked, reply, start);
-        };
-        if message.edns.as_ref().is_some_and(|e| e.version() > 0) {
-            // RFC 6891 §6.1.3: BADVERS, with an OPT of the version we speak
-            // and the question echoed, whatever the options.
-            let mut reply = error_reply(&message, ResponseCode::BADVERS);
-            reply.queries = vec![query.clone()];
-            reply.edns = Some(hickory_proto::op::Edns::new());
-            return self.refused_early(client, tcp, asked, reply.to_vec().ok(), start);
-        }
-        let mut q = Question::new(
-            query.name().clone(),
-            query.query_type(),
-            query.query_class(),
-        );
+        ControlFlow::Continue(Replay {
+            plain,
+            generation,
+            hour,
+        })
+    }
+
+    /// Step 3: `-local` looks local.dns.<domain> up as that name; the
+    /// answers keep the owner asked for (SkyDNS `server/server.go`, `ServeDNS`).
+    fn local_name(&self, q: &mut Question) {
         if let (Some(local), Some(local_dns)) = (&self.settings.local, &self.local_dns) {
-            // `-local`: local.dns.<domain> is looked up as that name; the
-            // answers keep the owner asked for (SkyDNS `server/server.go`, `ServeDNS`).
             if q.name == *local_dns {
                 q.name.clone_from(local);
             }
         }
-        let limit = match transport {
-            Transport::Tcp => 65535,
-            Transport::Udp => message
-                .edns
-                .as_ref()
-                .map_or(512, |e| usize::from(e.max_payload()).max(512)),
-        };
-        let request = Request {
-            message,
-            packet: packet.to_vec(),
-            q,
-            tcp,
-            limit,
-            dnssec_ok,
-            start,
-            account: true,
-            client,
-            source: Source::Local,
-        };
-        let request = match &snapshot {
-            Some(s) if self.may_walk(&request, Some(s)) => match self.walk(request, s) {
-                Ok(outcome) => return outcome,
-                Err(request) => *request,
-            },
-            _ => request,
-        };
-        let (route, mut paths) = record_reads(|| self.route(&request, snapshot.clone()));
+    }
+
+    /// Steps 6 and 7: the reply now, kept in the reply cache unless
+    /// autopath may answer the same packet otherwise; or the wait on
+    /// upstreams.
+    fn conclude(
+        self: &Arc<Self>,
+        request: Request,
+        route: Route,
+        replay: Replay,
+        mut paths: Vec<Arc<str>>,
+        snapshot: Option<&Snapshot>,
+    ) -> Outcome {
         match route {
             Route::Reply(reply) => {
                 let bytes = self.send(&request, reply);
-                if let (Some(plain), Some(bytes)) = (&plain, &bytes) {
-                    if self.autopath_may_walk(&request, bytes, snapshot.as_deref(), &mut paths) {
+                if let (Some(plain), Some(bytes)) = (&replay.plain, &bytes) {
+                    if self.autopath_may_walk(&request, bytes, snapshot, &mut paths) {
                         // A pod of the namespace gets another answer.
                         return Outcome::Done(Some(bytes.clone()));
                     }
                     let at = Computed {
-                        generation,
-                        hour,
+                        generation: replay.generation,
+                        hour: replay.hour,
                         paths: &paths,
                     };
                     self.remember(plain, &request.q, bytes, at);
@@ -291,179 +258,6 @@ impl Engine {
         self.replies.insert(plain, bytes, at, shufflable);
     }
 
-    /// Decides the path of a request (SkyDNS `server/server.go`, `ServeDNS`)
-    /// and answers what memory can.
-    fn route(&self, r: &Request, snapshot: Option<Arc<Snapshot>>) -> Route {
-        let q = &r.q;
-        let mut reply = base_reply(&r.message);
-        if q.qtype == RecordType::ANY {
-            reply.metadata.response_code = ResponseCode::Refused;
-            reply.metadata.authoritative = false;
-            reply.metadata.recursion_available = false;
-            reply.metadata.recursion_desired = false;
-            return Route::Reply(reply);
-        }
-        if let Some(servers) = self.stub_servers(snapshot.as_deref(), &q.name) {
-            if has_loop_marker(&r.message) {
-                tracing::warn!(name = %q.qname_text, "dropping a stub-forwarded request that came back (loop)");
-                return Route::Drop;
-            }
-            return Route::Pending(pending::Route::Stub(servers));
-        }
-        // PTR in either reverse tree; SkyDNS sent every type under
-        // `.ip6.arpa.` here and answered an AAAA question with a PTR.
-        let reverse = q.qtype == RecordType::PTR
-            && (q.name.ends_with(".in-addr.arpa.") || q.name.ends_with(".ip6.arpa."));
-        if reverse {
-            let ptrs = snapshot
-                .as_deref()
-                .and_then(|s| answer::reverse(&self.zone, s, q));
-            return match ptrs {
-                Some(ptrs) => {
-                    reply.metadata.authoritative = false;
-                    reply.answers = ptrs;
-                    Route::Reply(reply)
-                }
-                None => self.forward_route(reply, q),
-            };
-        }
-        if q.qclass != DNSClass::CH && !in_domain(&q.name, &self.zone.domain) {
-            return self.forward_route(reply, q);
-        }
-        if q.qclass != DNSClass::IN && q.qclass != DNSClass::CH {
-            // The records are IN data; HS, NONE, ANY or class 77 has none.
-            // (SkyDNS answered them with IN records and AA.)
-            reply.metadata.response_code = ResponseCode::Refused;
-            reply.metadata.authoritative = false;
-            return Route::Reply(reply);
-        }
-        let Some(snapshot) = snapshot else {
-            // Not synced with etcd yet: "I don't know", not "no such name".
-            reply.metadata.response_code = ResponseCode::ServFail;
-            return Route::Reply(reply);
-        };
-        if !addressable(&q.qname) {
-            return Route::Reply(self.finish(reply, r, Answer::NameError, &snapshot));
-        }
-        if let Some(answer) = self.dnskey_answer(q) {
-            return Route::Reply(self.finish(reply, r, answer, &snapshot));
-        }
-        if let Some(path) = self.unread_hidden_path(&snapshot, &q.name) {
-            return Route::Pending(pending::Route::HiddenPath(path));
-        }
-        let lookups = if self.can_forward() {
-            Lookups::new()
-        } else {
-            Lookups::disabled()
-        };
-        let answer = answer::authoritative(&self.zone, &snapshot, q, unix_now(), &lookups);
-        if !lookups.take_missing().is_empty() {
-            return Route::Pending(pending::Route::Lookups);
-        }
-        Route::Reply(self.finish(reply, r, answer, &snapshot))
-    }
-
-    /// Forwarding, or the reply SkyDNS gives when it cannot forward.
-    fn forward_route(&self, mut reply: Message, q: &Question) -> Route {
-        reply.metadata.authoritative = false;
-        if self.settings.forward.no_rec {
-            reply.metadata.response_code = ResponseCode::ServFail;
-            reply.metadata.recursion_available = false;
-            return Route::Reply(reply);
-        }
-        if self.upstreams.is_empty() || q.qname.iter().count() < self.settings.forward.ndots {
-            reply.metadata.response_code = ResponseCode::ServFail;
-            return Route::Reply(reply);
-        }
-        Route::Pending(pending::Route::Forward)
-    }
-
-    /// The hidden etcd v2 path `name` needs and the snapshot lacks, if any.
-    fn unread_hidden_path(&self, snapshot: &Snapshot, name: &str) -> Option<String> {
-        // Cheap test first: most names have no `_` label at all.
-        if !self.paths.is_enabled() || !name.split('.').any(|l| l.starts_with('_')) {
-            return None;
-        }
-        let prefix = &self.zone.prefix;
-        let (path, _) = prefix.path_with_wildcard(name);
-        let root = prefix.root();
-        let hidden = hidden_part(&path, root.trim_end_matches('/'))?;
-        (!snapshot.has_read(&hidden)).then_some(hidden)
-    }
-
-    /// Whether internal lookups (of CNAME and SRV/MX targets outside the
-    /// domain, docs/skydns.md) can run: they need upstreams only;
-    /// `-no-rec` stops forwarding, not lookups.
-    fn can_forward(&self) -> bool {
-        !self.upstreams.is_empty()
-    }
-
-    /// The stub servers for `name`, when stub zones are on and one matches.
-    fn stub_servers(&self, snapshot: Option<&Snapshot>, name: &str) -> Option<Vec<SocketAddr>> {
-        if !self.settings.stubzones {
-            return None;
-        }
-        let snapshot = snapshot?;
-        // Every answer depends on the stub zones, read once per snapshot.
-        note_read(&self.stub_dir);
-        let zones = {
-            let mut cached = self.stubs.lock().unwrap_or_else(|e| e.into_inner());
-            if cached.0 != snapshot.generation() {
-                *cached = (
-                    snapshot.generation(),
-                    Arc::new(StubZones::from_snapshot(snapshot, &self.zone)),
-                );
-            }
-            cached.1.clone()
-        };
-        zones.servers_for(name).map(<[SocketAddr]>::to_vec)
-    }
-
-    /// The authoritative answer as a reply, signed when the request asked
-    /// for DNSSEC and a key is configured.
-    fn finish(&self, reply: Message, r: &Request, answer: Answer, snapshot: &Snapshot) -> Message {
-        let mut reply = self.shape(reply, &r.q, answer);
-        self.secure(&mut reply, r, snapshot);
-        reply
-    }
-
-    /// The authoritative answer as a reply: post-processing and rcodes.
-    fn shape(&self, mut reply: Message, q: &Question, answer: Answer) -> Message {
-        match answer {
-            Answer::ServerFailure => {
-                reply.metadata.response_code = ResponseCode::ServFail;
-                reply
-            }
-            Answer::NameError => self.negative(reply, ResponseCode::NXDomain),
-            Answer::Records {
-                mut answers,
-                mut additionals,
-            } => {
-                dedup(&mut answers);
-                dedup(&mut additionals);
-                clamp_ttls(&mut answers, self.zone.ttl);
-                if self.settings.round_robin && matches!(q.qtype, RecordType::A | RecordType::AAAA)
-                {
-                    shuffle(&mut answers);
-                }
-                if answers.is_empty() {
-                    return self.negative(reply, ResponseCode::NoError);
-                }
-                reply.answers = answers;
-                reply.additionals = additionals;
-                reply
-            }
-        }
-    }
-
-    /// NXDOMAIN or NODATA: the rcode and the SOA (TTL `min_ttl`) as authority.
-    fn negative(&self, mut reply: Message, rcode: ResponseCode) -> Message {
-        reply.metadata.response_code = rcode;
-        let soa = answer::soa(&self.zone, unix_now(), self.zone.min_ttl);
-        reply.authorities.push(soa);
-        reply
-    }
-
     /// Fits, encodes and accounts for a reply from the request's source.
     fn send(&self, r: &Request, reply: Message) -> Option<Vec<u8>> {
         self.send_from(r, reply, r.source)
@@ -495,72 +289,14 @@ impl Engine {
             });
         }
     }
-
-    /// FORMERR, NOTIMP or BADVERS before the question is routed: written
-    /// to the query log (the metrics count no reply for them, as SkyDNS's
-    /// did not).
-    fn refused_early(
-        &self,
-        client: Option<SocketAddr>,
-        tcp: bool,
-        asked: Asked<'_>,
-        reply: Option<Vec<u8>>,
-        start: Instant,
-    ) -> Outcome {
-        if let (Some(log), Some(bytes)) = (&self.settings.query_log, &reply) {
-            log.note(&Entry {
-                client,
-                tcp,
-                asked,
-                reply: bytes,
-                elapsed: start.elapsed(),
-                source: Source::Local,
-            });
-        }
-        Outcome::Done(reply)
-    }
 }
 
-/// Where a request goes after [`Handler::route`].
-enum Route {
-    Reply(Message),
-    Drop,
-    Pending(pending::Route),
-}
-
-/// The reply skeleton: ID, RD and the question copied; QR, AA and RA set.
-fn base_reply(request: &Message) -> Message {
-    let mut reply = Message::response(request.metadata.id, OpCode::Query);
-    reply.metadata.recursion_desired = request.metadata.recursion_desired;
-    reply.metadata.authoritative = true;
-    reply.metadata.recursion_available = true;
-    reply.queries = request.queries.iter().take(1).cloned().collect();
-    reply
-}
-
-fn error_reply(request: &Message, rcode: ResponseCode) -> Message {
-    let mut reply = Message::response(request.metadata.id, request.metadata.op_code);
-    reply.metadata.recursion_desired = request.metadata.recursion_desired;
-    reply.metadata.response_code = rcode;
-    reply
-}
-
-/// FORMERR for a packet whose header is readable but whose body is not;
-/// nothing at all for fragments and for packets that are themselves replies.
-fn format_error(packet: &[u8]) -> Option<Vec<u8>> {
-    if packet.len() < 12 || packet[2] & 0x80 != 0 {
-        return None;
-    }
-    let id = u16::from_be_bytes([packet[0], packet[1]]);
-    let mut reply = Message::response(id, OpCode::from_u8((packet[2] >> 3) & 0x0f));
-    reply.metadata.recursion_desired = packet[2] & 0x01 != 0;
-    reply.metadata.response_code = ResponseCode::FormErr;
-    reply.to_vec().ok()
-}
-
-/// Whether every label of the query maps to exactly one etcd path segment.
-fn addressable(name: &Name) -> bool {
-    name.iter().all(is_addressable_label)
+/// What step 1 leaves for step 6: the key to keep the reply under, and the
+/// records' state it was computed on.
+struct Replay {
+    plain: Option<PlainQuery>,
+    generation: i64,
+    hour: u64,
 }
 
 fn unix_now() -> u64 {

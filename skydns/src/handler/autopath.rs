@@ -23,6 +23,7 @@ use crate::query_log::Source;
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name};
+use std::ops::ControlFlow;
 use std::sync::Arc;
 
 impl Engine {
@@ -36,6 +37,22 @@ impl Engine {
             return None;
         }
         autopath.split(&q.name).map(|(namespace, _)| namespace)
+    }
+
+    /// Step 4: walks the search list of a pod's query, or passes the
+    /// request on.
+    pub(super) fn autopath(
+        self: &Arc<Self>,
+        request: Request,
+        snapshot: Option<&Arc<Snapshot>>,
+    ) -> ControlFlow<Outcome, Request> {
+        match snapshot {
+            Some(s) if self.may_walk(&request, Some(s)) => match self.walk(request, s) {
+                Ok(outcome) => ControlFlow::Break(outcome),
+                Err(request) => ControlFlow::Continue(*request),
+            },
+            _ => ControlFlow::Continue(request),
+        }
     }
 
     /// Whether a query qualifies for a walk (see the module docs).

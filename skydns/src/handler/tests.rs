@@ -9,8 +9,10 @@ use super::*;
 use crate::answer::tests::{cluster, zone};
 use crate::metrics::Metrics;
 use arc_swap::ArcSwapOption;
+use hickory_proto::op::MessageType;
 use hickory_proto::op::{Edns, Query};
 use hickory_proto::rr::rdata::SOA;
+use hickory_proto::rr::Name;
 use hickory_proto::rr::RData;
 use std::time::Duration;
 

@@ -6,6 +6,7 @@ use super::{ask_msg, handler_sharing, request};
 use crate::answer::tests::cluster;
 use crate::handler::*;
 use crate::snapshot::Change;
+use hickory_proto::rr::Name;
 use skydns_msg::record::Record;
 
 const BASE: &str = "/skydns/local/cluster/svc";

@@ -10,6 +10,7 @@ use crate::handler::*;
 use hickory_proto::dnssec::rdata::DNSSECRData;
 use hickory_proto::dnssec::Verifier;
 use hickory_proto::op::Edns;
+use hickory_proto::rr::{DNSClass, Name};
 use hickory_proto::rr::{RData, Record};
 
 fn signing() -> (TestKey, Arc<Dnssec>) {

@@ -7,6 +7,7 @@
 use super::{ask_on, handler, request, run};
 use crate::answer::tests::{cluster, zone};
 use crate::handler::*;
+use hickory_proto::rr::Name;
 use skydns_msg::record::Record as SkyRecord;
 use test_support::http::metric;
 

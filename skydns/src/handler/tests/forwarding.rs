@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::query_log::{QueryLog, Source};
+use hickory_proto::rr::Name;
 use std::sync::atomic::Ordering;
 use test_support::fake_upstream::{switchable, Switchable};
 use test_support::wait::{eventually, DEADLINE};

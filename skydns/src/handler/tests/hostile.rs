@@ -6,6 +6,7 @@ use super::{ask_msg, handler, request, run};
 use crate::answer::tests::cluster;
 use crate::handler::*;
 use hickory_proto::op::{Edns, Query};
+use hickory_proto::rr::{DNSClass, Name};
 
 fn kubernetes() -> Message {
     request(

@@ -4,6 +4,7 @@
 use super::{ask_msg, handler_with, request};
 use crate::answer::tests::cluster;
 use crate::handler::*;
+use hickory_proto::rr::Name;
 use test_support::fake_upstream::oversized_udp;
 
 fn external(n: u16) -> Vec<u8> {

@@ -3,6 +3,7 @@
 use super::{ask_msg, handler, handler_with, request};
 use crate::answer::tests::spec::spec;
 use crate::handler::*;
+use hickory_proto::rr::Name;
 
 fn ask(h: &Handler, name: &str, qtype: RecordType) -> Message {
     let name = Name::from_ascii(name).unwrap();

@@ -7,7 +7,9 @@ use super::{handler_with, request, run};
 use crate::answer::tests::{cluster, zone};
 use crate::handler::*;
 use crate::query_log::{QueryLog, Source};
+use hickory_proto::op::OpCode;
 use hickory_proto::op::Query;
+use hickory_proto::rr::Name;
 
 fn logging(classes: &str, sample: f64) -> Settings {
     Settings {

@@ -8,6 +8,8 @@ use crate::forward::NsPolicy;
 use crate::handler::pending;
 use crate::handler::*;
 use crate::snapshot::Change;
+use hickory_proto::op::OpCode;
+use hickory_proto::rr::Name;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use test_support::fake_upstream::echo_udp;

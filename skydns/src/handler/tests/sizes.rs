@@ -4,6 +4,7 @@
 
 use super::{handler, request, run};
 use crate::handler::*;
+use hickory_proto::rr::Name;
 use skydns_msg::record::Record as SkyRecord;
 
 /// A snapshot holding `texts` as TXT records of `big.default.svc.cluster.local.`.

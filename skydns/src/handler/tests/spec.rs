@@ -5,6 +5,7 @@
 use super::{ask_msg, assert_soa_authority, handler, handler_with, request};
 use crate::answer::tests::spec::{spec, FD00_10_1};
 use crate::handler::*;
+use hickory_proto::rr::Name;
 use std::time::Duration;
 use test_support::fake_upstream::nxdomain_udp;
 
