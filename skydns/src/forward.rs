@@ -97,6 +97,8 @@ pub struct Relay {
     pub fail_threshold: u32,
     /// Pause between probes of a down server.
     pub probe_interval: Duration,
+    /// The name whose NS records a probe asks for (`-ns-probe-name`).
+    pub probe_name: Name,
 }
 
 impl Relay {
@@ -109,6 +111,7 @@ impl Relay {
             transport: NsTransport::Client,
             fail_threshold: 0,
             probe_interval: Duration::from_millis(500),
+            probe_name: Name::root(),
         }
     }
 }
@@ -150,6 +153,7 @@ impl Upstreams {
                 interval: settings.probe_interval,
                 timeout: settings.timeout,
                 tcp: settings.transport == NsTransport::Tcp,
+                name: settings.probe_name.clone(),
             };
             Health::new(&servers, settings.fail_threshold, probe, metrics.clone())
         });

@@ -266,13 +266,15 @@ pub fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
 
 /// A UDP upstream that is silent while `on` is false and answers
 /// `A 1.2.3.4` (TTL 60) while it is true, after `delay_ms`; counts what it
-/// receives, and apart the root NS queries (probes) it answers.
+/// receives, and apart the NS queries (probes) it answers, with their names.
 pub struct Switchable {
     pub addr: SocketAddr,
     pub on: Arc<std::sync::atomic::AtomicBool>,
     pub delay_ms: Arc<std::sync::atomic::AtomicU64>,
     pub seen: Arc<AtomicUsize>,
     pub probes_answered: Arc<AtomicUsize>,
+    /// The names of the probes answered, in order.
+    pub probe_names: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 pub fn switchable(on: bool) -> Switchable {
@@ -286,8 +288,10 @@ pub fn switchable(on: bool) -> Switchable {
         delay_ms: Arc::default(),
         seen: Arc::default(),
         probes_answered: Arc::default(),
+        probe_names: Arc::default(),
     };
     let (on, seen, probes) = (s.on.clone(), s.seen.clone(), s.probes_answered.clone());
+    let probe_names = s.probe_names.clone();
     let delay = s.delay_ms.clone();
     std::thread::spawn(move || {
         let mut buf = [0u8; 512];
@@ -299,11 +303,14 @@ pub fn switchable(on: bool) -> Switchable {
             let Ok(query) = Message::from_vec(&buf[..len]) else {
                 continue;
             };
-            let is_probe = query.queries.first().is_some_and(|q| {
-                q.name().is_root() && q.query_type() == hickory_proto::rr::RecordType::NS
-            });
-            if is_probe {
+            let probe = query
+                .queries
+                .first()
+                .filter(|q| q.query_type() == hickory_proto::rr::RecordType::NS);
+            if let Some(q) = probe {
                 probes.fetch_add(1, Ordering::SeqCst);
+                let mut names = probe_names.lock().unwrap_or_else(|e| e.into_inner());
+                names.push(q.name().to_ascii());
             }
             let (Some(reply), Ok(socket)) = (answer_a(&buf[..len]), socket.try_clone()) else {
                 continue;

@@ -45,6 +45,11 @@ pub struct Flags {
     /// How often an upstream marked down is probed (Go duration).
     #[arg(long = "ns-probe-interval", value_parser = duration, default_value = "500ms")]
     pub ns_probe_interval: Duration,
+    /// The name a probe of a down upstream asks the NS records of, as CoreDNS's
+    /// `health_check ... domain` (a resolver that refuses the root can be probed with a
+    /// name it serves).
+    #[arg(long = "ns-probe-name", default_value = ".")]
+    pub ns_probe_name: String,
     /// Labels a name needs before it is forwarded [default: 2; 0 also means 2].
     #[arg(
         long,

@@ -3,7 +3,7 @@
 //! Each server counts its consecutive failures (a timeout, a refused
 //! connection, an unparsable or mismatched reply, SERVFAIL); at the
 //! threshold (`-ns-fail-threshold`) it is marked down and tried last while
-//! another server is up, and a background probe asks it `. NS` every
+//! another server is up, and a background probe asks it `<-ns-probe-name> NS` every
 //! `-ns-probe-interval` until it answers, which marks it up again (so does
 //! any real query it answers). This is CoreDNS `forward`'s `max_fails` and
 //! `health_check`; SkyDNS had no memory, so a dead first server cost every
@@ -20,7 +20,7 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 
 /// How a down server is probed.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 pub(super) struct Probe {
     /// Pause between probes.
     pub interval: Duration,
@@ -28,6 +28,8 @@ pub(super) struct Probe {
     pub timeout: Duration,
     /// Probe over TCP (`-ns-transport=tcp`) instead of UDP.
     pub tcp: bool,
+    /// The name whose NS records a probe asks for (`-ns-probe-name`).
+    pub name: Name,
 }
 
 /// The health of every configured upstream server.
@@ -118,7 +120,7 @@ impl Health {
             m.upstream_up(self.generation, s.addr, false);
         }
         if !s.probing.swap(true, Ordering::AcqRel) {
-            tokio::spawn(probe_until_up(Arc::downgrade(self), i, self.probe));
+            tokio::spawn(probe_until_up(Arc::downgrade(self), i, self.probe.clone()));
         }
     }
 }
@@ -137,7 +139,7 @@ async fn probe_until_up(health: Weak<Health>, i: usize, probe: Probe) {
         }
         let addr = h.servers[i].addr;
         drop(h);
-        let answered = probe_once(addr, probe).await;
+        let answered = probe_once(addr, &probe).await;
         let Some(h) = health.upgrade() else { return };
         if answered {
             h.succeeded(i);
@@ -159,13 +161,14 @@ impl Health {
     }
 }
 
-/// Asks `server` for `. NS`; any matching reply but SERVFAIL counts.
-async fn probe_once(server: SocketAddr, probe: Probe) -> bool {
+/// Asks `server` for the probe name's NS; any matching reply but SERVFAIL
+/// counts.
+async fn probe_once(server: SocketAddr, probe: &Probe) -> bool {
     let mut query = Message::query();
     query.metadata.id = rand::random();
     query
         .queries
-        .push(Query::query(Name::root(), RecordType::NS));
+        .push(Query::query(probe.name.clone(), RecordType::NS));
     let Ok(packet) = query.to_vec() else {
         return false;
     };

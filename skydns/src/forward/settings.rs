@@ -3,6 +3,7 @@
 
 use super::{Flags, NsPolicy, NsTransport, Relay};
 use crate::values::{nanos, parse_ip_port, split_list};
+use hickory_proto::rr::Name;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -67,6 +68,7 @@ impl Default for Settings {
                 transport: NsTransport::Client,
                 fail_threshold: 2,
                 probe_interval: Duration::from_millis(500),
+                probe_name: Name::root(),
             },
         }
     }
@@ -95,6 +97,18 @@ impl Settings {
         if flags.ns_probe_interval.is_zero() {
             return Err("ns-probe-interval must be more than 0s".into());
         }
+        let bad_probe_name = || {
+            format!(
+                "ns-probe-name is not a domain name: {:?}",
+                flags.ns_probe_name
+            )
+        };
+        if flags.ns_probe_name.trim().is_empty() {
+            return Err(bad_probe_name());
+        }
+        let probe_name = Name::from_ascii(&flags.ns_probe_name)
+            .map_err(|_| bad_probe_name())?
+            .to_lowercase();
         let policy = flags.ns_policy.unwrap_or(if keys.ns_rotate {
             NsPolicy::RequestId
         } else {
@@ -118,9 +132,16 @@ impl Settings {
                 transport: flags.ns_transport,
                 fail_threshold: flags.ns_fail_threshold,
                 probe_interval: flags.ns_probe_interval.max(Duration::from_millis(10)),
+                probe_name: fqdn(probe_name),
             },
         })
     }
+}
+
+/// `name` made fully qualified.
+fn fqdn(mut name: Name) -> Name {
+    name.set_fqdn(true);
+    name
 }
 
 /// The `nameserver` lines of a resolv.conf, as `IP:53`.

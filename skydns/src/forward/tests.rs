@@ -120,6 +120,7 @@ fn settings(timeout_ms: u64, threshold: u32, probe: Duration) -> Relay {
         transport: NsTransport::Client,
         fail_threshold: threshold,
         probe_interval: probe,
+        probe_name: Name::root(),
     }
 }
 
@@ -199,6 +200,7 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
         1,
         "the first probe it answered brought it back"
     );
+    assert_eq!(*first.probe_names.lock().unwrap(), ["."], "probes ask . NS");
     let before = first.seen.load(Ordering::SeqCst);
     upstreams
         .relay(&query(2, "b.example.org."), false)
@@ -351,4 +353,54 @@ async fn a_refusing_upstream_is_marked_down_and_its_failures_counted_by_reason()
     assert!(line(&live_up), "{text}");
     let live_requests = format!("skydns_dns_upstream_requests_total{{upstream=\"{live}\"}} 4");
     assert!(line(&live_requests), "{text}");
+}
+
+#[tokio::test]
+async fn a_probe_asks_the_ns_of_ns_probe_name() {
+    let first = test_support::fake_upstream::switchable(false);
+    let (live, _) = echo_udp(Duration::ZERO);
+    let relay = Relay {
+        probe_name: Name::from_ascii("example.org.").unwrap(),
+        ..settings(1_000, 1, Duration::from_millis(50))
+    };
+    let upstreams = Upstreams::with(vec![first.addr, live], relay, None);
+    upstreams
+        .relay(&query(1, "a.example.org."), false)
+        .await
+        .unwrap();
+    first.on.store(true, Ordering::SeqCst);
+    let health = upstreams.health.clone().unwrap();
+    test_support::wait::eventually(
+        "the first server marked up",
+        test_support::wait::DEADLINE,
+        async || {
+            anyhow::ensure!(health.is_up(0), "still down");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+    assert_eq!(*first.probe_names.lock().unwrap(), ["example.org."]);
+}
+
+/// Forwarding's settings from the command line `args`.
+fn built(args: &[&str]) -> Result<Settings, String> {
+    let argv = ["skydns"].iter().chain(args).map(std::ffi::OsString::from);
+    let flags = crate::config::parse_args(argv).map_err(|e| e.to_string())?;
+    let keys = Keys::from_flags(&flags.forward);
+    Settings::build(&flags.forward, &keys, || Ok(Vec::new()))
+}
+
+#[test]
+fn ns_probe_name_is_a_domain_name_made_fully_qualified() {
+    let probe_name = |args: &[&str]| built(args).map(|s| s.relay.probe_name.to_ascii());
+    assert_eq!(
+        probe_name(&["-ns-probe-name=Example.ORG"]).unwrap(),
+        "example.org."
+    );
+    assert_eq!(probe_name(&[]).unwrap(), ".");
+    for bad in ["", "a..b"] {
+        let err = probe_name(&[&format!("-ns-probe-name={bad}")]).unwrap_err();
+        assert_eq!(err, format!("ns-probe-name is not a domain name: {bad:?}"));
+    }
 }
