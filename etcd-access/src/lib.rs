@@ -1,6 +1,6 @@
-//! How the project reaches etcd, through either of its APIs; shared by
-//! skydns (which reads) and kube2sky (which writes):
-//!
+//! How the project reaches etcd, through either of its APIs; shared by skydns
+//! (which reads) and kube2sky (which writes). What the keys and values mean is
+//! skydns-msg's. Crate map:
 //! - [`EtcdOptions`]: endpoints, TLS client certificate, CA, user and
 //!   password: the one description of "how to reach etcd", whichever API;
 //! - [`v2`]: a small client for the v2 keys API (no maintained crate speaks
@@ -8,9 +8,6 @@
 //! - [`member`]: an etcd-client v3 client bound to one member at a time,
 //!   moving to the next after a failure;
 //! - [`prefix_end`]: the end of the v3 key range of a prefix.
-//!
-//! What the keys and values mean (SkyDNS records, key paths) is not here
-//! but in skydns-msg; how each binary reads or writes them stays with it.
 
 pub mod member;
 pub mod v2;

@@ -1,18 +1,7 @@
 //! One etcd v3 client bound to one member at a time, moving on to the next
-//! member after a failure.
-//!
-//! etcd-client spreads requests over every endpoint it is given and fails
-//! those that land on a member that is down (etcdv3/etcd-client#39), so with
-//! one member of three dead a share of every kind of request would fail.
-//! [`MemberClient`] instead connects to one endpoint, checks with a status
-//! request that the member answers and has a raft leader, and keeps that
-//! client until [`MemberClient::forget`] is called after an error. The next
-//! [`MemberClient::get`] starts from the endpoint after the one that failed
-//! and goes round the list. Each process starts at a random place in the
-//! list, so many skydns replicas spread their watches over the members
-//! instead of all loading the first. Requests carry etcd's "require leader"
-//! mark, so a member cut off from the rest of its cluster fails them (and
-//! cancels its watches) instead of serving a stale view.
+//! member after a failure: [`MemberClient`] connects to one endpoint that
+//! answers and has a raft leader, and keeps it until [`MemberClient::forget`].
+//! Requests carry etcd's "require leader" mark.
 
 use crate::EtcdOptions;
 use etcd_client::{Certificate, Client, ConnectOptions, Identity, TlsOptions};

@@ -1,30 +1,8 @@
-//! A small client for the etcd **v2 keys API**, the store the Kubernetes 1.2
-//! DNS pod ran (etcd 2.2.1), shared by skydns (which reads and long-polls)
-//! and kube2sky (which writes). No maintained Rust crate speaks v2, so this
-//! one covers exactly what the two binaries use:
-//!
-//! - [`Client::get`]: `GET /v2/keys<key>[?recursive=true]`, a node tree and
-//!   the `X-Etcd-Index` it was read at;
-//! - [`Client::watch`]: `GET ...?wait=true&recursive=true&waitIndex=N`, one
-//!   event per call (etcd keeps the last 1000; older indexes give error 401);
-//! - [`Client::set`] (`PUT` with form `value=...`, no TTL) and
-//!   [`Client::delete`] (`DELETE`, recursive or empty-directory only);
-//! - [`Client::version`]: `GET /version`, to tell an etcd 2.x from a 3.x.
-//!
-//! Requests go over HTTP/1.1 keep-alive connections from one pool, so many
-//! can be in flight at once (clone the [`Client`]; clones share the pool).
-//! TLS client certificates, a CA and basic auth come from [`EtcdOptions`]
-//! (the one description of "how to reach etcd" in the project: the v3
-//! [`crate::member::MemberClient`] takes it too); with
-//! several endpoints a request that cannot reach one tries the next. A
-//! server that answers `/v2/keys` with a plain 404 (etcd ≥ 3.4 started
-//! without `--enable-v2`) is [`Error::NoV2Api`], so callers can stop with a
-//! clear message instead of retrying forever.
-//!
-//! v2 semantics callers must know: a directory is a node of its own (it
-//! stays when its last key is deleted), and nodes whose name starts with `_`
-//! are *hidden*: never listed in a directory read and never reported to a
-//! recursive watch above them, though they can be read and watched directly.
+//! A small client for the etcd v2 keys API (etcd 2.2.1, the Kubernetes 1.2 DNS
+//! pod's store), covering what skydns and kube2sky use: [`Client::get`],
+//! [`Client::watch`], [`Client::set`], [`Client::delete`] and
+//! [`Client::version`]. Connection settings come from [`EtcdOptions`]; a server
+//! without the v2 API is [`Error::NoV2Api`].
 
 mod error;
 mod node;

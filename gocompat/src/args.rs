@@ -1,10 +1,7 @@
-//! Go flag spellings on top of clap: Go's `flag` package (skydns,
-//! exec-healthz) and spf13/pflag (kube2sky) accept a single dash for long
-//! flags (`-domain=x`, `-domain x`), and pflag with kube2sky's
-//! `WarnWordSepNormalizeFunc` also accepts `_` for `-` in flag names
-//! (`--kube_master_url`). [`Spelling::to_gnu`] rewrites those spellings
-//! into the `--name[=value]` form clap parses; everything else passes
-//! through unchanged, so clap still reports unknown flags and bad values.
+//! Go flag spellings on top of clap: Go's `flag` package (skydns, exec-healthz)
+//! and spf13/pflag (kube2sky) accept a single dash for long flags, and
+//! kube2sky's pflag takes `_` for `-` in names. [`Spelling::to_gnu`] rewrites
+//! those into the `--name[=value]` form clap parses; the rest passes through.
 
 use std::ffi::OsString;
 use std::io::Write as _;

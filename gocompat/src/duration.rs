@@ -1,10 +1,7 @@
-//! Go's duration text: [`parse`] is `time.ParseDuration` step for step
-//! (integer arithmetic, the fraction scaled through one `float64` as Go
-//! does, the same overflow limits and error wording), and [`format`] is
-//! `Duration.String()`. skydns (`-rtimeout`), kube2sky
-//! (`--etcd-mutation-timeout`) and exec-healthz (`-period`, `-latency`,
-//! `-timeout`) all read their durations here, so `1h2m3.5s`, `.5s`, `+2s`
-//! and `300µs` mean the same thing to each, and to the Go originals.
+//! Go's duration text: [`parse`] is `time.ParseDuration` step for step (the
+//! same arithmetic, limits and error wording) and [`format`] is
+//! `Duration.String()`. skydns, kube2sky and exec-healthz all read their
+//! durations here.
 
 use std::time::Duration;
 

@@ -1,10 +1,8 @@
-//! Go-compatible command-line text. The programs this project replaces
-//! (SkyDNS 2.5, kube2sky 1.2, exec-healthz 1.0) were Go programs, and their
-//! users' manifests spell flags and values the Go way. This crate is the one
-//! place that reads them so: [`args`] (flag spellings), [`flag`] (clap value parsers), [`duration`]
-//! (`time.ParseDuration` / `Duration.String()`), [`int`]
-//! (`strconv.ParseInt(s, 0, 64)`), [`parse_bool`] (`strconv.ParseBool`) and
-//! [`time`] (`time.Time.String()`).
+//! Go-compatible command-line text, for the Go programs this project replaces
+//! (SkyDNS 2.5, kube2sky 1.2, exec-healthz 1.0): [`args`] (flag spellings),
+//! [`flag`] (clap value parsers), [`duration`] (`time.ParseDuration`,
+//! `Duration.String()`), [`int`] (`strconv.ParseInt(s, 0, 64)`), [`parse_bool`]
+//! (`strconv.ParseBool`) and [`time`] (`time.Time.String()`).
 
 pub mod args;
 pub mod duration;

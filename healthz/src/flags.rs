@@ -1,17 +1,7 @@
 //! Command-line parsing with the semantics of Go's standard `flag` package,
-//! which exec-healthz 1.0 used: `-flag=value`, `-flag value` and
-//! `--flag=value` are all accepted, boolean flags take no separate value
-//! (`-quiet`, `-quiet=false`), parsing stops at the first non-flag argument
-//! or at `--`, and an unknown flag is an error. This module owns the flag
-//! table, the usage text and the resulting [`Config`].
-//!
-//! Values are read by gocompat, as in skydns and kube2sky; the syntax is
-//! parsed here rather than by clap because exec-healthz's command line is
-//! part of its contract and the tests pin it: Go's error texts (`flag
-//! provided but not defined: -bogus`) followed by Go's usage format, exit
-//! status 2, values that start with a dash (`-cmd -x`), and parsing that
-//! stops at the first non-flag argument. clap would need each of these
-//! rebuilt on top of it.
+//! which exec-healthz 1.0 used: the flag table, the usage text and the
+//! resulting [`Config`]. The syntax is parsed here, not by clap, because the
+//! tests pin Go's behaviour: its error texts, its usage format, exit status 2.
 
 use std::time::Duration;
 

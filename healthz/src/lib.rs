@@ -1,9 +1,8 @@
-//! exec-healthz: the liveness sidecar of the kube-dns pod. It runs a shell
-//! command every period and serves the last result on HTTP `/healthz`,
-//! compatible with `gcr.io/google_containers/exechealthz:1.0`/`1.1`, plus a
-//! per-run timeout that kills hung commands, clean SIGTERM/SIGINT handling,
-//! bounded output, `/metrics` and an optional `/quit`. This module wires the
-//! worker and the HTTP server together; see the submodules for each part.
+//! exec-healthz: the liveness sidecar of the kube-dns pod, compatible with
+//! `gcr.io/google_containers/exechealthz:1.0`/`1.1`. It runs a shell command
+//! every period and serves the last result on HTTP `/healthz`, with a per-run
+//! timeout, `/metrics` and an optional `/quit`. This module wires the worker
+//! and the HTTP server together.
 
 pub mod flags;
 mod http;

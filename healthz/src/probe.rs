@@ -1,10 +1,7 @@
-//! The probe worker and the last result it stored. Every period the worker
-//! runs `sh -c <cmd>` in its own process group with stdout and stderr
-//! captured together (bounded), stdin from `/dev/null`, and the environment
-//! and working directory inherited. A run that outlives the timeout has its
-//! whole process group killed; a run that is dropped (shutdown) does too, so
-//! no command is ever left behind. Runs never overlap: missed ticks are
-//! skipped, as with Go's ticker.
+//! The probe worker and the last result it stored: every period the worker runs
+//! `sh -c <cmd>` in its own process group, with its output captured (bounded).
+//! A run that outlives the timeout, or is dropped, has its whole group killed.
+//! Runs never overlap: missed ticks are skipped, as with Go's ticker.
 
 use std::os::fd::OwnedFd;
 use std::os::unix::process::ExitStatusExt;

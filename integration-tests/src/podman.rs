@@ -1,32 +1,8 @@
-//! The kube-dns manifests as `podman kube play` runs them.
-//!
-//! `deploy/render.sh` prints what a real cluster applies; [`podman_workload`]
-//! turns that stream into the one workload podman can run, changing only
-//! what podman needs (each change is listed in `docs/install.md`, "podman: the pod from the manifests"):
-//!
-//! - only the workload is kept: the ReplicationController of `legacy/`
-//!   becomes a Pod with its template (podman rejects ReplicationControllers),
-//!   the Deployment of `kubernetes/` stays a Deployment with one replica;
-//!   Services, ServiceAccounts, RBAC, the PodDisruptionBudget and the
-//!   autoscaler's ConfigMap are dropped (podman has no API objects to bind
-//!   them to), and so is the `kube-dns-autoscaler` Deployment (it scales
-//!   the DNS Deployment through the API server's scale subresource, from
-//!   the cluster's Nodes);
-//! - the upstream etcd image, which needs a registry, becomes the stand-in
-//!   `deploy/podman/images.sh` builds from Debian's etcd;
-//! - kube2sky reads a kubeconfig from a host directory (flag
-//!   `--kubecfg-file`): podman mounts no service account and sets no
-//!   `KUBERNETES_SERVICE_HOST`;
-//! - every volume is named after the pod: podman 4.3 makes an `emptyDir`
-//!   a named volume called after it, so two kube-dns pods would otherwise
-//!   share one etcd data directory;
-//! - the containers' `ports` lists go: podman 4.3 publishes every
-//!   `containerPort` on the host's port of the same number (53, 8080,
-//!   8081 on all addresses), where a cluster only documents them; the pod
-//!   answers on its own address.
-//!
-//! The function is pure (text in, text out); `podman-manifest` is its
-//! command line.
+//! The kube-dns manifests as `podman kube play` runs them: [`podman_workload`]
+//! turns what `deploy/render.sh` prints into the one workload podman can run,
+//! changing only what podman needs (each change is listed in `docs/install.md`,
+//! "podman: the pod from the manifests"). The function is pure;
+//! `podman-manifest` is its command line.
 
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;

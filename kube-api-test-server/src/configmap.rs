@@ -1,11 +1,7 @@
-//! ConfigMap (core/v1) rules: the validation kube-apiserver applies on
-//! create and update (`ValidateConfigMap`, `ValidateConfigMapUpdate`).
-//!
-//! Keys of `data` and `binaryData` are config keys (at most 253 of
-//! `[-._a-zA-Z0-9]`, not `.`, `..` or starting with `..`) and no key is in
-//! both; the values together hold at most 1 MiB. Once a ConfigMap is
-//! `immutable: true`, neither that flag nor its `data`/`binaryData` may
-//! change.
+//! ConfigMap (core/v1) rules: the validation kube-apiserver applies on create
+//! and update (`ValidateConfigMap`, `ValidateConfigMapUpdate`): valid and
+//! distinct keys, at most 1 MiB of values, and no change once `immutable:
+//! true`.
 
 use serde_json::{json, Value};
 

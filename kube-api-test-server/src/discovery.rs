@@ -1,12 +1,7 @@
-//! Discovery and health endpoints: what kubectl reads before it does anything.
-//!
-//! Serves `/version`, `/api` (APIVersions), `/api/v1` and
-//! `/apis/<group>/<version>` (APIResourceLists of the served kinds of
-//! [`ResourceKind::ALL`]), `/apis` (the APIGroupList of the named groups
-//! with a served kind; a group not served is 404 like any unknown one), and the
-//! `/healthz`, `/livez`, `/readyz` probes. Responses are plain
-//! `application/json`, so clients asking for aggregated discovery fall back
-//! to these legacy documents exactly as they do with older servers.
+//! Discovery and health endpoints, what kubectl reads before it does anything:
+//! `/version`, `/api`, `/api/v1`, `/apis` and `/apis/<group>/<version>` for the
+//! served kinds of [`ResourceKind::ALL`], and the `/healthz`, `/livez` and
+//! `/readyz` probes, as plain `application/json`.
 
 use std::sync::Arc;
 

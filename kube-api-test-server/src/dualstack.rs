@@ -1,23 +1,8 @@
-//! Dual-stack Services: cluster IPs and IP families.
-//!
-//! The server acts as a dual-stack cluster, IPv4 first (see [`IpAllocator`]);
-//! Pods' IPs are `podips.rs`'s. For Services it follows kube-apiserver's Service REST
-//! (`NormalizeClusterIPs`, `PatchAllocatedValues`, the allocator's
-//! `initIPFamilyFields`, `ValidateServiceClusterIPsRelatedFields` and the
-//! update rules) in what clients observe:
-//! - `clusterIP` without `clusterIPs` gets `clusterIPs: [clusterIP]`;
-//!   `clusterIPs` needs `clusterIP` too (new clients set both) and must start
-//!   with it; at most two IPs, of different families; `"None"` (headless)
-//!   only alone, kept as `clusterIPs: ["None"]`;
-//! - `ipFamilyPolicy` defaults to `SingleStack` (`RequireDualStack` for a
-//!   headless Service without selector; on update, the old policy);
-//!   `ipFamilies` follow the IPs given, default to `[IPv4]`, gain the other
-//!   family under a dual-stack policy, and must match the IPs;
-//! - missing IPs are allocated per family, given ones reserved, and
-//!   `clusterIP` is `clusterIPs[0]`;
-//! - on update, set IPs and families may not change; a secondary may be added
-//!   (policy not `SingleStack`) or dropped (policy `SingleStack`); a change
-//!   to ExternalName drops all four fields and frees the IPs.
+//! Dual-stack Services: cluster IPs and IP families, set and checked as
+//! kube-apiserver's Service REST does it (`NormalizeClusterIPs`,
+//! `PatchAllocatedValues`, `ValidateServiceClusterIPsRelatedFields`, the update
+//! rules), in what clients observe. IPs come from the [`IpAllocator`]; Pods'
+//! IPs are `podips.rs`'s.
 
 use serde_json::{json, Map, Value};
 

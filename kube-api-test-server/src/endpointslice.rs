@@ -1,14 +1,6 @@
 //! EndpointSlice (`discovery.k8s.io/v1`) rules: defaults, validation and
-//! `metadata.generation`, as kube-apiserver applies them.
-//!
-//! Ports default to `name: ""` and `protocol: TCP`. Validation covers what
-//! clients trip over: `addressType` is required, one of IPv4, IPv6, FQDN and
-//! immutable; each endpoint has 1 to 100 `addresses`, each valid for the
-//! address type (an IP of that family and not unspecified, loopback or
-//! link-local; a domain of two labels or more); at most 1000 endpoints;
-//! `hostname` a DNS label and `nodeName` a DNS subdomain; port names DNS
-//! labels and unique, protocols TCP, UDP or SCTP. The generation starts at 1
-//! and grows with every change to anything but metadata (labels included).
+//! `metadata.generation`, as kube-apiserver applies them, as far as clients
+//! trip over them.
 
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 

@@ -1,11 +1,6 @@
-//! Event (`events.k8s.io/v1`) rules: of the strict validation
-//! kube-apiserver applies to events written through that API, the one field
-//! every client must get right: `eventTime` is required on create
-//! (`eventTime: Required value`) and immutable after.
-//!
-//! The rest of that validation (`reportingController`, `reportingInstance`,
-//! `action`, `reason` required, `type` Normal or Warning, the deprecated
-//! fields unset, the series) is not checked.
+//! Event (`events.k8s.io/v1`) rules: of kube-apiserver's strict validation of
+//! events, only the field every client must get right: `eventTime` is required
+//! on create and immutable after.
 
 use serde_json::Value;
 

@@ -1,11 +1,7 @@
-//! Fault injection and request gating: pause/resume, dropped watches, auth.
-//!
-//! [`Faults`] holds the switches tests flip — drop every open watch, pause the
-//! server (requests hang, or fail with 503) and resume it, hold the lists of
-//! one resource (a slow list of a large collection). The same switches
-//! are reachable over HTTP under `/admin/` for scripts, and this module also
-//! owns the middleware that applies them (and the bearer token check) to API
-//! requests.
+//! Fault injection and request gating: [`Faults`] holds the switches tests flip
+//! (drop every watch, pause and resume the server, hold a resource's lists),
+//! also reachable under `/admin/`, and this module owns the middleware that
+//! applies them and the bearer token check.
 
 use std::sync::Arc;
 

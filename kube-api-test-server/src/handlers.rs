@@ -1,10 +1,6 @@
-//! The resource routes (`/api/v1/...`, `/apis/<group>/<version>/...`): URL
-//! parsing and verb dispatch.
-//!
-//! Parses a path into a [`Target`] (resource, namespace, name, subresource)
-//! and maps the HTTP method onto get / list / watch / create / update /
-//! patch / delete / deletecollection, leaving the semantics to the store,
-//! [`super::list`] and [`super::watch`].
+//! The resource routes (`/api/v1/...`, `/apis/<group>/<version>/...`): a path
+//! parsed into a [`Target`] and the HTTP method mapped onto a verb, leaving the
+//! semantics to the store, [`super::list`] and [`super::watch`].
 
 use std::sync::Arc;
 

@@ -1,10 +1,7 @@
-//! The bounded event history behind watch replay and consistent paging.
-//!
-//! Every write appends one [`StoredEvent`] carrying the global resourceVersion
-//! it created, the new object and the previous one. The history keeps the
-//! newest `capacity` events; everything at or below `compacted_rv` is gone,
-//! which is what makes a watch or a continue token from such a version get
-//! 410 Expired — the analogue of etcd compaction on the real server.
+//! The bounded event history behind watch replay and consistent paging: every
+//! write appends one [`StoredEvent`], the newest `capacity` events are kept,
+//! and a version at or below `compacted_rv` gets 410 Expired, as after etcd
+//! compaction.
 
 use std::collections::{BTreeMap, VecDeque};
 

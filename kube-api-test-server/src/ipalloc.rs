@@ -1,12 +1,6 @@
-//! Service cluster IP allocation, as on a dual-stack cluster.
-//!
-//! IPv4 (the primary family) comes from the configured service CIDR and
-//! mirrors the real allocator's observable rules: the network and broadcast
-//! addresses are never handed out, a requested IP must lie in the range and
-//! be free, and a deleted Service's IP returns to the pool. IPv6 (the
-//! secondary family) is allocated from [`IPV6_SERVICE_RANGE`]; a requested
-//! IPv6 address need only be free, in or out of that range, so tests can
-//! pick any address they like.
+//! Service cluster IP allocation, as on a dual-stack cluster: IPv4 from the
+//! configured service CIDR with the real allocator's observable rules, IPv6
+//! from [`IPV6_SERVICE_RANGE`] (a requested IPv6 address need only be free).
 
 use std::collections::BTreeSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};

@@ -1,35 +1,8 @@
-//! An in-memory Kubernetes API server for tests and the local demo.
-//!
-//! Serves core/v1 `namespaces`, `services`, `endpoints`, `pods` and
-//! `configmaps`, `coordination.k8s.io/v1` `leases`, `discovery.k8s.io/v1`
-//! `endpointslices` and `events.k8s.io/v1` `events` over plain HTTP with kube-apiserver's observable
-//! semantics: a global resourceVersion, optimistic concurrency, list paging,
-//! label and field selectors, watch with history replay, bookmarks and 410
-//! Expired, discovery and Table printing for kubectl, validation and
-//! `Status` errors. The cluster is dual-stack, IPv4 first: Services carry
-//! `clusterIPs`, `ipFamilies` and `ipFamilyPolicy` (IPv4 cluster IPs from
-//! [`Config::service_cidr`], IPv6 ones from `fd00:10:96::/112`, any free
-//! IPv6 address when asked for; see `dualstack.rs`), Pods `status.podIPs`
-//! (`podips.rs`).
-//! [`Config::endpoint_slices`] off serves an API from before EndpointSlices
-//! (Kubernetes 1.2's): no `discovery.k8s.io` group at all, and no
-//! `events.k8s.io` either (1.2 had neither). With them, the
-//! server mirrors every v1 Endpoints into EndpointSlices
-//! `<name>-mirror-ipv4-<n>` and `<name>-mirror-ipv6-<n>`, as a real
-//! cluster's EndpointSliceMirroring controller does
-//! ([`Config::mirror_endpoints`], see `mirror.rs`).
-//!
-//! Create/update bodies may be JSON, YAML or protobuf (the envelope
-//! kubectl's typed generators send; see `protobuf.rs`); other media types get
-//! 415. Responses are always JSON, which kubectl and client-go accept.
+//! An in-memory Kubernetes API server for the tests, the local demo and the
+//! benchmarks, with kube-apiserver's observable semantics (resourceVersions,
+//! paging, selectors, watch, discovery and Tables for kubectl).
 //! [`ApiServer::start`] runs it on a loopback port and returns an
-//! [`ApiServerHandle`] that exposes the fault switches tests need and stops
-//! the server when dropped.
-//!
-//! No product crate depends on it: the end-to-end suites (`integration-tests`),
-//! the local demo (`deploy/local/run.sh`, through the `kube-api-test-server`
-//! binary) and the benchmarks use it.
-//!
+//! [`ApiServerHandle`] with the fault switches; dropping it stops the server.
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use kube_api_test_server::{ApiServer, Config};

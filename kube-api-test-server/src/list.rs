@@ -1,15 +1,6 @@
-//! List requests: resourceVersion semantics, selectors, paging, Tables.
-//!
-//! A list answers with the store version it reflects in
-//! `metadata.resourceVersion`. `resourceVersion` unset or `0` reads the
-//! latest state; `N` with `resourceVersionMatch=Exact` reads the state as of
-//! `N` (rebuilt from history, 410 if compacted); `N` otherwise reads the
-//! latest. A future `N` is a 504 `ResourceVersionTooLarge` Timeout at once
-//! (the real server first waits up to 3s for its cache to catch up).
-//! `remainingItemCount` is only set without selectors, and option
-//! combinations are validated like `ValidateListOptions` (422). `limit` cuts pages whose
-//! `continue` token pins the first page's version, so later pages are
-//! consistent with it, exactly like etcd-backed paging.
+//! List requests: resourceVersion semantics (latest, exact from history, 410
+//! when compacted, 504 when in the future), selectors, Tables, and paging whose
+//! `continue` token pins the first page's version, like etcd-backed paging.
 
 use std::collections::HashMap;
 

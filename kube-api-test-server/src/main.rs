@@ -1,6 +1,5 @@
-//! `kube-api-test-server`: runs the in-memory Kubernetes API test server.
-//!
-//! Prints `listening on http://ADDR` as its first stdout line (so scripts and
+//! `kube-api-test-server`: runs the in-memory Kubernetes API test server. It
+//! prints `listening on http://ADDR` as its first stdout line (so scripts and
 //! tests can read the port), then serves until interrupted.
 
 use std::net::SocketAddr;

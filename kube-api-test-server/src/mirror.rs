@@ -1,57 +1,8 @@
 //! Endpoints mirrored into EndpointSlices, as kube-controller-manager's
-//! EndpointSliceMirroring controller does in a real cluster.
-//!
-//! The test server runs no controllers, yet clients that watch
-//! `discovery.k8s.io/v1` EndpointSlices (kube2sky's `--endpoints-source=auto`)
-//! must see the hand-made v1 Endpoints every test and demo creates. So, when
-//! [`super::Config::mirror_endpoints`] is on (and EndpointSlices are served),
-//! the store calls [`reconcile`] right after every write of an Endpoints
-//! object, under the same lock: a client never sees a mirrored slice before
-//! the Endpoints change it comes from. Each slice write is a watch event of
-//! its own with its own resourceVersion, as in a real cluster; creates and
-//! updates come first (in name order), then deletes, as the controller's.
-//!
-//! The desired slices of Endpoints `<ns>/<name>`: per subset, `addresses`
-//! become endpoints with `conditions.ready: true`, `notReadyAddresses` ones
-//! with `ready: false` (at most 1000 per subset, the default of
-//! `--mirroring-max-endpoints-per-subset`; the rest are skipped). Each
-//! endpoint has `addresses: [ip]` (the IP re-printed, an IPv4-mapped IPv6
-//! address as IPv4), `hostname`, `nodeName` and `targetRef` copied. They are
-//! grouped by address type (IPv4, IPv6) and by the subset's ports (`name`,
-//! `protocol`, `port`, `appProtocol`; subsets with the same ports share
-//! slices) and cut into slices of at most 100 endpoints. An address that is
-//! not an IP, or that slice validation refuses (a loopback address, a bad
-//! hostname: the real server refuses such Endpoints, this one does not), is
-//! skipped with a warning, as is an endpoint equal to an earlier one of its
-//! group but for its conditions (the first wins).
-//!
-//! Slices carry the Endpoints' labels (but
-//! `endpointslice.kubernetes.io/skip-mirror`),
-//! `kubernetes.io/service-name: <name>` and
-//! `endpointslice.kubernetes.io/managed-by: endpointslicemirroring-controller.k8s.io`;
-//! its annotations but
-//! `kubectl.kubernetes.io/last-applied-configuration` and
-//! `endpoints.kubernetes.io/last-change-trigger-time`; and a controller
-//! `ownerReference` to it. Unlike the real controller's (`generateName`),
-//! their names are deterministic, so tests can name them:
-//! `<name>-mirror-ipv4-<n>` and `<name>-mirror-ipv6-<n>`, `n` counting from 1
-//! per address type (the Endpoints name cut short if the whole would pass 253
-//! characters).
-//!
-//! Reconciling creates missing slices, updates those whose content differs
-//! (no event otherwise) and deletes the rest of the Endpoints' mirrored
-//! slices: the slices labelled managed-by the mirroring controller with that
-//! service name, found through [`super::mirrored::MirrorIndex`], and no others. A deleted
-//! Endpoints loses all of them; so does one labelled `skip-mirror: "true"` or
-//! annotated `control-plane.alpha.kubernetes.io/leader` (a leader election
-//! lock), which are not mirrored. A slice name taken by another slice is
-//! left alone, with a warning.
-//!
-//! Not done: the real controller mirrors only Endpoints whose Service exists
-//! and has no selector (others are the EndpointSlice controller's), and
-//! re-syncs when someone else edits or deletes a mirrored slice. Here every
-//! Endpoints is mirrored, Service or not, since every Endpoints in these
-//! tests is hand-made, and only Endpoints writes trigger mirroring.
+//! EndpointSliceMirroring controller does: with
+//! [`super::Config::mirror_endpoints`] on, the store calls [`reconcile`] after
+//! every Endpoints write, under the same lock. Slice names are deterministic
+//! (`<name>-mirror-ipv4-<n>`), so tests can name them.
 
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::net::IpAddr;

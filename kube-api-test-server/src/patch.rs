@@ -1,12 +1,6 @@
-//! PATCH support: JSON merge patch (RFC 7386).
-//!
-//! `application/merge-patch+json` is applied exactly;
-//! `application/strategic-merge-patch+json` is applied as a merge patch (list
-//! merge keys are not honoured — lists are replaced). JSON patch and
-//! server-side apply get 415. The patched object goes through the normal
-//! update path, so a `resourceVersion` inside the patch is a precondition
-//! (409 when stale), and a concurrent write is retried as the real server
-//! does.
+//! PATCH support: JSON merge patch (RFC 7386), also applied for strategic merge
+//! patch (lists are replaced); JSON patch and server-side apply get 415. The
+//! patched object takes the normal update path.
 
 use bytes::Bytes;
 use serde_json::Value;

@@ -1,9 +1,6 @@
-//! A Pod's IPs on a dual-stack cluster: `status.podIP(s)`, `hostIP(s)`.
-//!
-//! The v1 conversion every decode goes through: `podIP` and `podIPs[0].ip`
-//! agree, with `podIP` winning when both are given and differ (for the
-//! clients that only know `podIP`), likewise `hostIP`/`hostIPs`; and the
-//! status validation of those lists: valid IPs, at most one per family.
+//! A Pod's IPs on a dual-stack cluster: the v1 conversion that keeps
+//! `status.podIP` and `podIPs` (and `hostIP`, `hostIPs`) in agreement, and the
+//! status validation of those lists.
 
 use serde_json::{json, Value};
 

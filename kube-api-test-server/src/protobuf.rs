@@ -1,21 +1,7 @@
-//! Protobuf request bodies (`application/vnd.kubernetes.protobuf`).
-//!
-//! kubectl's typed generators (`kubectl create namespace`, `kubectl create
-//! service ...`, `kubectl create configmap`) and client-go typed clients
-//! POST/PUT protobuf. The wire form
-//! is the 4-byte magic `k8s\0` followed by a `runtime.Unknown` whose `raw`
-//! bytes are the object's own protobuf message. The messages are decoded with
-//! `k8s-pb`'s prost types and converted field by field into the JSON the
-//! store holds (`k8s-pb` has no serde support), dropping zero values the way
-//! Go's `omitempty` does: gogo-protobuf writes every non-pointer field, so
-//! kubectl sends `""`/`0` for everything it leaves unset.
-//!
-//! Only the fields listed in the converters below are understood. Each one is
-//! taken out of the decoded message; whatever is left is re-encoded and must
-//! be all zero values, otherwise the request is refused with 415 and a hint
-//! to send JSON. A field is thus never dropped silently. Responses stay JSON:
-//! kubectl and client-go send `Accept: application/vnd.kubernetes.protobuf,
-//! application/json`, so JSON is an acceptable answer.
+//! Protobuf request bodies (`application/vnd.kubernetes.protobuf`), as
+//! kubectl's typed generators and client-go send them, decoded with `k8s-pb`'s
+//! prost types into the JSON the store holds. A field the converters do not
+//! know is refused with 415, never dropped silently. Responses stay JSON.
 
 use std::collections::BTreeMap;
 use std::mem::take;

@@ -1,15 +1,6 @@
-//! The resource types the server knows, and their per-type rules.
-//!
-//! [`ResourceKind`] names each served resource (API group and version,
-//! plural, kind, scope, short names, categories): core/v1's Namespaces,
-//! Services, Endpoints, Pods and ConfigMaps, `coordination.k8s.io/v1`
-//! Leases (what leader election uses), `discovery.k8s.io/v1`
-//! EndpointSlices and `events.k8s.io/v1` Events (what kube-rs's event
-//! `Recorder` writes). It owns the type-specific parts of a write: decoding a
-//! body by deserializing it into the k8s-openapi type (with the v1
-//! conversions and decode-time defaults the real server applies), the
-//! defaults of a create, validation (`configmap.rs`, `endpointslice.rs`,
-//! `event.rs`, `podips.rs`), and which parts are the `status` subresource.
+//! The resource types the server knows, and their per-type rules:
+//! [`ResourceKind`] names each served resource and owns the type-specific parts
+//! of a write (decoding, defaults, validation, the `status` subresource).
 //! [`Served`] is which of the kinds a server serves.
 
 use k8s_openapi::api::coordination::v1::Lease;

@@ -1,10 +1,7 @@
-//! Seeding the store from a file of objects, as `kubectl create -f` takes.
-//!
-//! Accepts multi-document YAML or JSON (JSON is YAML), including `kind: List`
-//! documents. Objects go through the normal create path (validation,
-//! defaults, cluster IP reservation) but keep the `status` they were given,
-//! so a seeded Pod can carry its `podIP`. A namespace that an object needs
-//! and that does not exist yet is created first.
+//! Seeding the store from a file of objects, as `kubectl create -f` takes it
+//! (multi-document YAML or JSON, `kind: List` too): objects take the normal
+//! create path but keep their `status`, and missing namespaces are created
+//! first.
 
 use std::path::Path;
 

@@ -1,11 +1,7 @@
-//! Label and field selectors for list and watch.
-//!
-//! Parses `labelSelector` (equality and set-based: `a=b`, `a==b`, `a!=b`,
-//! `a`, `!a`, `a in (x,y)`, `a notin (x,y)`) and `fieldSelector` (`path=v`,
-//! `path==v`, `path!=v`), and matches them against stored objects. Field
-//! selectors are limited to the field labels the real server supports for
-//! each kind ([`field_labels`]); any other is a 400 `field label not
-//! supported: X`, as from kube-apiserver's field label conversion.
+//! Label and field selectors for list and watch: `labelSelector` and
+//! `fieldSelector` parsed and matched against stored objects. Field selectors
+//! are limited to the field labels the real server supports for each kind
+//! ([`field_labels`]).
 
 use serde_json::Value;
 

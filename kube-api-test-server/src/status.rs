@@ -1,8 +1,7 @@
-//! API errors and their `Status` representation.
-//!
-//! Every failure the test server reports is an [`ApiError`], rendered the way
-//! kube-apiserver renders it: a `v1` `Status` object with `status: Failure`, a
-//! machine-readable `reason`, optional `details`, and the matching HTTP code.
+//! API errors and their `Status` representation: every failure is an
+//! [`ApiError`], rendered as kube-apiserver renders it (a `v1` `Status` with
+//! `status: Failure`, a `reason`, optional `details` and the matching HTTP
+//! code).
 
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

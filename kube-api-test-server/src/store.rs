@@ -1,13 +1,7 @@
-//! The in-memory object store: objects, the global resourceVersion, writes.
-//!
-//! All state sits behind one mutex: the objects (validated k8s-openapi objects
-//! in their JSON form), the global monotonically increasing resourceVersion,
-//! the bounded [`History`], and the cluster IP pool. Every write bumps the
-//! version, records a [`StoredEvent`] and broadcasts it while still holding
-//! the lock, so watchers see writes in version order with no gaps between a
-//! replay and the live feed. With mirroring on, an Endpoints write is
-//! followed, under the same lock, by the slice writes of
-//! [`super::mirror::reconcile`]. The state itself is [`State`].
+//! The in-memory object store: objects, the global resourceVersion and writes,
+//! behind one mutex. Every write bumps the version, records a [`StoredEvent`]
+//! and broadcasts it under the lock, so watchers see writes in order with no
+//! gaps. The state itself is [`State`].
 
 use std::collections::BTreeMap;
 use std::ops::Bound;

@@ -1,12 +1,6 @@
-//! Server-side printing: `meta.k8s.io/v1` Table responses for `kubectl get`.
-//!
-//! When a GET's `Accept` header asks for `as=Table`, lists and single objects
-//! are rendered as a Table with the same columns kube-apiserver prints for
-//! each kind (NAME, TYPE, CLUSTER-IP, ... for services; NAME, READY, STATUS,
-//! ... for pods; NAME, DATA, AGE for config maps; NAME, ADDRESSTYPE, PORTS,
-//! ENDPOINTS, AGE for endpoint slices; LAST SEEN, TYPE, REASON, OBJECT,
-//! MESSAGE for events), with each row carrying the object as
-//! PartialObjectMetadata (or in full, or not at all, per `includeObject`).
+//! Server-side printing: `meta.k8s.io/v1` Table responses for `kubectl get`,
+//! with the columns kube-apiserver prints for each kind, when a GET's `Accept`
+//! header asks for `as=Table`.
 
 use http::HeaderMap;
 use serde_json::{json, Value};

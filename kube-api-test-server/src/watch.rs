@@ -1,17 +1,7 @@
-//! Watch requests: a chunked stream of newline-delimited watch events.
-//!
-//! A watch from resourceVersion `N` replays the history after `N`, then
-//! follows live writes; from unset/`0` (or with `sendInitialEvents=true`) it
-//! first sends synthetic ADDED events for the current objects (and, with
-//! `sendInitialEvents`, a `k8s.io/initial-events-end` bookmark). Events are
-//! filtered by namespace and selectors with the real server's transitions (an
-//! object that stops matching is DELETED for the watcher, one that starts
-//! matching is ADDED). `allowWatchBookmarks` adds periodic BOOKMARK events;
-//! `timeoutSeconds` (0 means the server default), a dropped-watches fault, or
-//! shutdown end the stream. A compacted `N` gets a 200 with one ERROR event
-//! carrying a 410 `Status`; a future `N` one carrying the 504
-//! `ResourceVersionTooLarge` Timeout. An object that stops matching is sent
-//! DELETED in its last matching state, stamped with the event's version.
+//! Watch requests: a chunked stream of newline-delimited watch events. A watch
+//! replays the history after its resourceVersion (or sends the current objects
+//! first), then follows live writes, filtered by namespace and selectors, with
+//! bookmarks. A compacted version gets one ERROR event carrying a 410.
 
 use std::convert::Infallible;
 use std::sync::Arc;

@@ -1,12 +1,7 @@
-//! The rules of create and update: what the server fills in, checks, keeps.
-//!
-//! Owns the metadata the server manages (`uid`, `creationTimestamp`,
-//! `generateName`, `generation`), namespace existence checks, name
-//! validation, the per-kind validation of [`ResourceKind::validate`],
-//! immutable fields on update (identity), the status/spec split of a
-//! main-resource update, and hands Services to [`super::dualstack`] for
-//! their cluster IPs (allocated on create, kept or changed on update, freed
-//! on delete).
+//! The rules of create and update: the metadata the server manages, namespace
+//! and name checks, the per-kind validation of [`ResourceKind::validate`],
+//! immutable fields, the status/spec split, and Services handed to
+//! [`super::dualstack`] for their cluster IPs.
 
 use std::hash::{BuildHasher, RandomState};
 

@@ -1,12 +1,8 @@
-//! The watch of kube-dns's ConfigMap (`--config-map`): each version is
-//! parsed ([`KubeDnsConfig::parse`]) and, when valid and different from the
-//! last one, sent to the writer as a [`Change::KubeDns`]; a deletion (or no
-//! ConfigMap at all) is the default configuration, as kube-dns had it. A
-//! malformed version changes nothing: it is logged, counted
-//! (`kube2sky_config_map_updates_total{result="invalid"}`) and reported as a
-//! Warning Event on the ConfigMap (`kubectl describe cm`), once per version.
-//! Until a first valid version (or its absence) is seen, what etcd holds
-//! from an earlier run is left as it is.
+//! The watch of kube-dns's ConfigMap (`--config-map`): each version is parsed
+//! ([`KubeDnsConfig::parse`]) and, when valid and new, sent to the writer as a
+//! [`Change::KubeDns`]; a deletion is the default configuration. A malformed
+//! version changes nothing: it is logged, counted and reported as a Warning
+//! Event.
 
 use crate::index::Change;
 use crate::kube_dns_config::KubeDnsConfig;

@@ -1,24 +1,8 @@
-//! The etcd writer: the only code that talks to etcd.
-//!
-//! [`Writer::connect`] waits for etcd the way 1.2 did (12 attempts, 5 s
-//! apart, logged). [`Writer::sync`] reconciles [`Scope`]s: read the scope's
-//! actual keys (paged, see `read`), diff against the desired
-//! records minus keys holding foreign values, apply each batch as one v3
-//! transaction of at most `--etcd-max-txn-ops` operations that never splits
-//! a service (see [`crate::reconcile::pack`]); an etcd that allows fewer
-//! ([`EtcdError::TooManyOps`]) halves the limit, with a warning, until
-//! `--etcd-max-txn-ops-retry` has passed ([`TxnLimit`]). The index
-//! is seen only through [`DesiredState`]. Every etcd request has its own
-//! timeout. A failed scope is
-//! retried as a whole every 50 ms; after `--etcd-mutation-timeout` without
-//! an answer from etcd it becomes a [`WriteError::Timeout`] naming the key,
-//! and the process exits (1.2 behaviour, so the kubelet restarts it). On
-//! shutdown the request in flight may finish, then nothing new starts and
-//! [`Writer::sync`] returns `Ok`. [`Writer::data_lost`] detects an etcd that came back empty
-//! or older: kube2sky keeps a marker key outside `/skydns` and remembers the
-//! highest revision it saw; a missing marker or a lower revision means every
-//! record must be rewritten. A full sync's chunks are written one behind
-//! the other (`chunks`): the next is planned while etcd applies the last.
+//! The etcd writer, the only code that talks to etcd: [`Writer::connect`] waits
+//! for etcd as 1.2 did, [`Writer::sync`] reconciles [`Scope`]s (read the actual
+//! keys, diff, apply in transactions of bounded size), and
+//! [`Writer::data_lost`] detects an etcd that came back empty or older. A
+//! mutation that times out ends the process, as in 1.2.
 
 use crate::config::EtcdApi;
 use crate::kube_dns_config::upstream_records;

@@ -1,24 +1,7 @@
-//! Full syncs in progress, written a chunk at a time so that changes never
-//! wait for one.
-//!
-//! A (re)list of services and endpoints asks for the whole `svc/` subtree
-//! (and the PTRs) to be reconciled, a relist of pods for `pod/`: at 50,000
-//! services and 150,000 pods that is seconds of writing. [`FullSyncs`]
-//! holds each such sync as the chunks still to write (planned by
-//! [`Writer::full_sync_chunks`]); the write loop writes one chunk, then
-//! applies the watch events that arrived meanwhile and writes their scopes,
-//! then the next chunk. A change made during a full sync waits for the
-//! chunk being planned (the writer plans each chunk while etcd applies the
-//! one before), or for one written in place, and a change to a chunk's
-//! keys waits for that chunk: see `crate::etcd::chunks`. Each chunk is
-//! diffed against the index as it stands when the chunk is written
-//! ([`DesiredState::current_chunk`]), so what an
-//! event wrote between two chunks is neither undone nor lost, and a
-//! service is still written whole or not at all. A relist of a subtree
-//! whose sync is running asks for one more pass after it (the chunks
-//! already written saw the index before the relist); the running pass
-//! goes on, so relists faster than a pass cannot keep a sync from ending.
-//! Services go before pods.
+//! Full syncs in progress, written a chunk at a time so that changes never wait
+//! for one: [`FullSyncs`] holds each sync a relist asks for as the chunks still
+//! to write. The write loop writes one chunk, then the watch events that
+//! arrived meanwhile, then the next chunk. Services go before pods.
 
 use crate::etcd::{WriteError, Writer};
 use crate::metrics::Metrics;

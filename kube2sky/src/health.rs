@@ -1,14 +1,7 @@
-//! The HTTP server on `--healthz-port`: `/readiness` (200 `ok\n` for any
-//! method, as 1.2, but only once the first lists of services and endpoints
-//! are in etcd: 503 before, see [`Metrics::set_ready`]), `/healthz`
-//! (liveness of kube2sky itself: watches delivering, etcd writable) and
-//! `/metrics`.
-//!
-//! Like Go's `:port`, the server listens on `[::]` (dual-stack where the
-//! system allows, so IPv4 clients reach it too) and falls back to
-//! `0.0.0.0` when IPv6 is unavailable. A serve error after start is fatal,
-//! as in 1.2's `kube2sky.go`: [`serve`] hands back a future that resolves
-//! with it.
+//! The HTTP server on `--healthz-port`: `/readiness` (200 `ok` as in 1.2, once
+//! the first lists of services and endpoints are in etcd, see
+//! [`Metrics::set_ready`]), `/healthz` (watches delivering, etcd writable) and
+//! `/metrics`. A serve error after start is fatal, as in 1.2 ([`serve`]).
 
 use crate::metrics::Metrics;
 use axum::http::StatusCode;

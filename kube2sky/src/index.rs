@@ -1,20 +1,8 @@
 //! The desired state: a synchronous index of the API objects that records
-//! depend on, with no client and no I/O (linkerd's index pattern).
-//!
-//! Watch events go in ([`Index::apply`]); what comes out is the list of
-//! [`Scope`]s whose records may have changed. [`Index::desired`] computes the
-//! records a scope should hold and [`Scope::reads`] says where its actual
-//! records live in etcd, so the writer can diff the two. A relist replaces a
-//! kind's objects wholesale; once services *and* endpoints have been listed,
-//! a relist yields [`Scope::AllServices`], whose diff deletes every owned key
-//! that matches no object (stale-key removal). Until endpoints have been
-//! listed, headless services' records are unknown and their scopes are
-//! never returned ([`Index::is_known`]). Pods are kept as
-//! `(namespace, name, ips)` only. Endpoints come from v1 Endpoints or from
-//! EndpointSlices merged per service (`slices`); the PTR names of every IP
-//! (cluster IPs, and with the specification's records hostnamed headless
-//! endpoints) are kept in `reverse`, updated from what one object change
-//! adds and removes.
+//! depend on, with no client and no I/O. Watch events go in ([`Index::apply`])
+//! and the [`Scope`]s they may have changed come out; [`Index::desired`] gives
+//! the records a scope should hold. EndpointSlices are merged in `slices`, the
+//! PTR names of every IP kept in `reverse`.
 
 use crate::config::Features;
 use crate::kube_dns_config::KubeDnsConfig;

@@ -1,18 +1,8 @@
-//! kube-dns's ConfigMap (`kube-system/kube-dns`, read by kube-dns 1.6+ and
-//! NodeLocal DNSCache): its `stubDomains` and `upstreamNameservers`, parsed
-//! and checked as kube-dns checked them (k8s.io/dns
-//! `pkg/dns/config/config.go`), and what they become in etcd.
-//!
-//! Each stub domain's servers become leaves `kube-dns_<n>` under
-//! `stub.dns.<domain>`, the stub zones skydns's `-stubzones` follows; the
-//! upstreams become the `nameservers` of skydns's `/skydns/config` key,
-//! which every skydns follows live. kube2sky owns only the stub leaves it
-//! names so (hand-written ones are left alone) and only the `nameservers`
-//! field of the config key ([`merge_upstreams`]): it notes what it wrote
-//! there and what that replaced under `/kube2sky/<domain>/upstreams`, and
-//! gives the replaced value back when the ConfigMap's upstreams go, while
-//! the field still holds what kube2sky wrote. All of it is pure: the watch
-//! that feeds it is `crate::config_map`.
+//! kube-dns's ConfigMap (`kube-system/kube-dns`): its `stubDomains` and
+//! `upstreamNameservers`, checked as kube-dns checked them (k8s.io/dns
+//! `pkg/dns/config/config.go`), and what they become in etcd: stub leaves
+//! `kube-dns_<n>` and the `nameservers` of `/skydns/config`
+//! ([`merge_upstreams`]). Pure; the watch that feeds it is `crate::config_map`.
 
 use crate::name_rules::is_dns1123_subdomain;
 use crate::reconcile::Actual;

@@ -1,21 +1,8 @@
-//! Leader election over a `coordination.k8s.io/v1` Lease, so that two or more
-//! kube2sky replicas can share one etcd and only one of them writes
-//! (`--leader-elect`, off by default: the 1.2 pod has one kube2sky per etcd).
-//!
-//! The rules are client-go's `leaderelection` package: a replica creates the
-//! Lease when there is none, renews it every retry period while it holds it,
-//! and takes it over when its holder has not changed it for the lease
-//! duration. Time is only ever measured on the local clock: a standby notes
-//! *when it saw* the Lease record last change (client-go's `observedTime`)
-//! and never compares another machine's `renewTime` with its own clock, so
-//! clock skew between nodes cannot shorten a lease. Every write is a replace
-//! at the resourceVersion read, so two standbys racing for one expired lease
-//! cannot both win (the loser gets 409 Conflict and waits again).
-//!
-//! [`decide`] is the pure part (what to do with the Lease as read);
-//! [`acquire`] and [`keep`] are the loops around the API. The leader that
-//! cannot renew for the renew deadline (shorter than the lease duration)
-//! stops: it is gone before any standby may take over.
+//! Leader election over a `coordination.k8s.io/v1` Lease (`--leader-elect`), so
+//! that kube2sky replicas can share one etcd and only one of them writes. The
+//! rules are client-go's `leaderelection`, timed on the local clock only.
+//! [`decide`] is the pure part; [`acquire`] and [`keep`] are the loops around
+//! the API.
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};

@@ -1,23 +1,8 @@
 //! kube2sky: watches Kubernetes Services, Endpoints and Pods and keeps the
-//! SkyDNS records kube2sky 1.2 wrote in etcd, through the v2 keys API as
-//! 1.2 did (`--etcd-api=v2`, the default) or the v3 API (`--etcd-api=v3`).
-//!
-//! Data flow: three [`watch`] tasks reduce API objects to the slim
-//! [`objects`] and send [`index::Change`]s down one channel to the single
-//! writer task ([`write_loop`]), which updates the pure [`index::Index`],
-//! asks it which [`scope::Scope`]s changed, and hands them to the [`etcd`]
-//! writer: read the scope's actual keys, [`reconcile::diff`] against the
-//! desired records (built by the pure [`records`] functions; the writer
-//! sees the index only as a [`scope::DesiredState`]), apply the result in
-//! one transaction. A relist's whole-subtree reconcile is written a chunk
-//! at a time ([`full_sync`]), with changes written between chunks. One
-//! writer means no races between handlers. [`validate`]
-//! keeps objects whose names cannot be keys out of the index, with the
-//! checks of [`name_rules`]. With `--config-map`, [`config_map`] watches
-//! kube-dns's ConfigMap and sends its stub domains and upstreams
-//! ([`kube_dns_config`]) down the same channel. [`health`] serves `/readiness` (open once the
-//! first lists of services and endpoints are written, or after
-//! `--initial-sync-timeout`), `/healthz` and `/metrics`.
+//! SkyDNS records kube2sky 1.2 wrote in etcd (v2 keys API by default,
+//! `--etcd-api=v3` for v3). The [`watch`] tasks send changes to the single
+//! writer ([`write_loop`]), which updates the pure [`index::Index`] and has the
+//! [`etcd`] writer reconcile each changed scope with the [`records`] it wants.
 
 mod client;
 pub mod config;

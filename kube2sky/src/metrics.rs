@@ -1,8 +1,6 @@
-//! Counters for `/metrics` and the liveness flags behind `/healthz`.
-//!
+//! Counters for `/metrics` and the liveness flags behind `/healthz`:
 //! [`Metrics`] is shared (`Arc`) by the writer, the watch tasks and the HTTP
-//! server. Counters are prometheus-client types; the last-sync age is
-//! computed when scraped, from the instant of the last complete reconcile.
+//! server. The last-sync age is computed when scraped.
 
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;

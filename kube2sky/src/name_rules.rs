@@ -1,9 +1,7 @@
-//! Kubernetes's own name rules (`k8s.io/apimachinery/pkg/util/validation`)
-//! and the other field checks that decide whether a value may become part
-//! of an etcd key or a record: pure predicates over strings and numbers,
-//! with no knowledge of API objects. [`crate::validate`] reports an
-//! object's problems with them, [`crate::records`] builds records with the
-//! same ones, and [`crate::config`] checks flag values.
+//! Kubernetes's own name rules (`k8s.io/apimachinery/pkg/util/validation`) and
+//! the other field checks that decide whether a value may become part of an
+//! etcd key or a record: pure predicates, used by [`crate::validate`],
+//! [`crate::records`] and [`crate::config`].
 
 use std::net::IpAddr;
 

@@ -1,13 +1,7 @@
-//! The slim API objects the index holds: what records are made of, and no
-//! more, so tens of thousands of services and pods fit in a few megabytes
-//! (k/k#22290: never keep whole objects). The watches reduce what the API
-//! server sends to these; the index, the records and the object checks read
-//! them. Nothing here knows about etcd or DNS names.
-//!
-//! They are [`ObjectKey`] (`namespace/name`), [`ServiceInfo`] with its
-//! [`PortInfo`]s (a Service's type, IPs and ports), [`PodInfo`] (a pod's
-//! IPs, made from a [`WatchedPod`], which decodes nothing else) and
-//! [`SliceInfo`] (an EndpointSlice's ready addresses and ports).
+//! The slim API objects the index holds: what records are made of, and no more
+//! (k/k#22290: never keep whole objects). They are [`ObjectKey`],
+//! [`ServiceInfo`] with its [`PortInfo`]s, [`PodInfo`] (made from a
+//! [`WatchedPod`]) and [`SliceInfo`]. Nothing here knows etcd or DNS names.
 
 mod pod;
 mod service;

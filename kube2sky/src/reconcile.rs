@@ -1,16 +1,8 @@
-//! Pure diff of desired against actual records into etcd operations.
-//!
-//! [`diff`] turns "what should be under this scope" and "what is there" into
-//! batches of [`Op`]s; each batch becomes one etcd transaction. The default
-//! ([`Mode::Reconcile`]) is one batch with the changed puts first and the
-//! deletes after, so unchanged keys are never touched and no reader ever sees
-//! a missing record during an update (k/k#9355). [`Mode::RemoveThenAdd`]
-//! reproduces 1.2: delete everything, then write everything, as two separate
-//! batches. Large batches are cut by [`pack`] to respect etcd's txn limit
-//! (`--max-txn-ops`) without splitting a *unit*: the keys of one service
-//! (its A and SRV records and its PTR) or of one pod IP go in one
-//! transaction, so a crash between two transactions leaves every service
-//! complete or absent. Units that put come before units that only delete.
+//! Pure diff of desired against actual records into etcd operations: [`diff`]
+//! makes batches of [`Op`]s, each one etcd transaction, with puts before
+//! deletes ([`Mode::Reconcile`]) or 1.2's delete-then-write
+//! ([`Mode::RemoveThenAdd`]). [`pack`] cuts batches to etcd's limit without
+//! splitting a service or a pod IP.
 
 use crate::records::{Names, Records};
 use std::collections::BTreeSet;

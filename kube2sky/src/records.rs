@@ -1,18 +1,8 @@
 //! Pure "API object → SkyDNS records" functions: the records 1.2's
-//! `kube2sky.go` wrote (docs/architecture.md, "What it writes").
-//!
-//! Every function here returns a [`Records`] map from etcd key to the exact
-//! JSON value kube2sky 1.2 wrote, built from [`skydns_msg::record::Record`] (its
-//! bytes are hashed into key labels, so they must never change). [`Names`]
-//! knows the domain and builds every name and key, including the prefixes of
-//! the subtrees kube2sky owns. No I/O, no clock, no state.
-//!
-//! Beyond 1.2 (Kubernetes DNS specification 1.1.0): every IP of a
-//! dual-stack Service or pod gets its record (A and AAAA under one name),
-//! IPv6 pod labels use dashes; with [`Options::spec`], endpoints sharing a
-//! hostname get one record each (`headless`), ready headless endpoints with
-//! a hostname get PTRs, an IP with several names gets a PTR per name
-//! (`reverse`), and `dns-version.<domain>` holds the schema version.
+//! `kube2sky.go` wrote (docs/architecture.md, "What it writes"), and those of
+//! the Kubernetes DNS specification 1.1.0. Each returns a [`Records`] map from
+//! etcd key to exact JSON; [`Names`] builds every name and key. No I/O, no
+//! clock, no state.
 
 use crate::name_rules;
 use k8s_openapi::api::core::v1::{Endpoints, Service};

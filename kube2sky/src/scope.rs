@@ -1,11 +1,7 @@
-//! What the writer reconciles and where it reads: a [`Scope`] is a part of
-//! the owned key space diffed as a unit (one service, one PTR, one pod
-//! directory, a whole subtree or a chunk of one), and [`Scope::reads`] names
-//! the etcd [`Read`]s that give its actual records.
-//!
-//! [`DesiredState`] is all the writer asks of the index: the records a
-//! scope should hold, and a full sync cut into chunks. The index answers it;
-//! the writer sees no more of the index than that.
+//! What the writer reconciles and where it reads: a [`Scope`] is a part of the
+//! owned key space diffed as a unit, and [`Scope::reads`] names the etcd
+//! [`Read`]s that give its actual records. [`DesiredState`] is all the writer
+//! asks of the index.
 
 use crate::objects::ObjectKey;
 use crate::records::{Names, Records};

@@ -1,23 +1,7 @@
-//! Which parts of an API object may become etcd keys and records.
-//!
-//! A name becomes a path: `/skydns/local/cluster/svc/<ns>/<name>/...`. A
-//! real API server validates names, but kube2sky must never let one object
-//! address another object's keys, whatever the server sends: a Service
-//! named `""` would own the whole namespace directory, `x.foo` would land
-//! under `foo/x/`, a namespace `a.b` would collide with Service `web.a`.
-//! So every field that reaches a key or a record is checked here with
-//! Kubernetes's own rules ([`crate::name_rules`]): namespaces and hostnames
-//! are DNS-1123 labels, Service names DNS-1035 labels, port names and
-//! protocols DNS-1123 labels, port numbers 1–65535, ExternalNames DNS-1123
-//! subdomains, IPs parsed as IPs.
-//!
-//! [`service`], [`endpoints`] and [`pod`] list an object's [`Problem`]s;
-//! the watches log each one once per received version and count it
-//! (`kube2sky_skipped_total`). A problem with the object's own name or
-//! namespace ([`Problem::whole_object`]) keeps the object out of the index;
-//! any other problem skips that part only: [`crate::records`] builds
-//! records with the same predicates, so what is reported here is exactly
-//! what is not written.
+//! Which parts of an API object may become etcd keys and records, so that no
+//! object can address another object's keys. [`service`], [`endpoints`] and
+//! [`pod`] list an object's [`Problem`]s, found with Kubernetes's own rules
+//! ([`crate::name_rules`]); a problem with its name keeps the object out.
 
 use crate::name_rules::{
     is_dns1035_label, is_dns1123_label, is_external_name, is_ip, is_port_number,

@@ -1,26 +1,7 @@
 //! The three Kubernetes watches (all namespaces): kube-rs `watcher` streams,
-//! reduced and sent to the writer as [`Change`]s. Endpoints come from v1
-//! Endpoints or from discovery.k8s.io/v1 EndpointSlices ([`Source`];
-//! `auto` asks the API server's discovery which it serves).
-//!
-//! Errors are retried with a short backoff ([`backoff`]: 100 ms doubling to
-//! 500 ms, plus as much jitter, so at most 1 s; reset by the first event
-//! that arrives), so a watch re-lists within a second of an API server
-//! coming back. A watch whose
-//! resourceVersion is ahead of the server (504 `ResourceVersionTooLarge`:
-//! the server's store was restored from a backup or replaced) starts over
-//! with a fresh list, as client-go's reflector does; kube-rs alone would
-//! retry the same resourceVersion for ever. A 410 Gone starts over the same
-//! way, at once: kube-rs would first wait out a backoff that grew while the
-//! server was away.
-//!
-//! Each watch buffers `InitApply` events between `Init` and `InitDone` and
-//! sends them as one [`Update::Relisted`], so the writer learns the complete
-//! set after every (re)list, including the one the watcher does after a
-//! 410 Gone, and can delete whatever is no longer there. Objects are reduced
-//! before they are buffered or sent: Pods to `(namespace, name, ip)`
-//! (k/k#22290; they are decoded as [`WatchedPod`]s, which skip the rest),
-//! Services to a [`ServiceInfo`] and Endpoints to the fields records use.
+//! reduced and sent to the writer as [`Change`]s, each (re)list as one
+//! [`Update::Relisted`]. Endpoints come from v1 Endpoints or EndpointSlices
+//! ([`Source`]). Errors are retried with a short backoff ([`backoff`]).
 
 use crate::config::EndpointsSource;
 use crate::index::{Change, Update};

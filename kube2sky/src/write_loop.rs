@@ -1,12 +1,7 @@
-//! The single writer: takes the watches' changes off one channel, applies
-//! them to the [`Index`], and writes the scopes they touched; writes the
-//! full syncs a relist asks for a chunk at a time ([`FullSyncs`]), with
-//! the changes that arrive meanwhile written between two chunks, and
-//! while etcd applies one (once it is in etcd if they touch its keys:
-//! [`Writer::settle`]); and
-//! periodically checks etcd for data loss. One writer means no races
-//! between handlers. `/readiness` opens once the first lists of services
-//! and endpoints are written.
+//! The single writer: takes the watches' changes off one channel, applies them
+//! to the [`Index`], writes the scopes they touched, and writes the full syncs
+//! a relist asks for a chunk at a time ([`FullSyncs`]), changes in between. It
+//! also checks etcd for data loss. One writer means no races between handlers.
 
 use crate::etcd::{WriteError, Writer};
 use crate::full_sync::{split_whole, FullSyncs};

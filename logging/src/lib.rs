@@ -1,15 +1,8 @@
 //! How the project's binaries log: tracing's usual text lines, or one JSON
-//! object per line for log pipelines (Loki, Elasticsearch, Cloud Logging)
-//! that would otherwise have to parse text. skydns, kube2sky and
-//! exec-healthz each take a `log-format` flag and call [`init`] with it, so
-//! the three write the same shape. A JSON line holds `timestamp` (RFC 3339,
-//! UTC), `level`, `target`, `message`, the fields of the spans the event is
-//! in and the event's own fields, each under its name (the event's field
-//! wins over a span's of the same name, the event's metadata over both);
-//! numbers and booleans stay JSON numbers and booleans; keys in
-//! alphabetical order. Its own crate
-//! because tracing-subscriber's `json` feature needs `tracing-serde`, one
-//! more dependency for what serde_json and one `FormatEvent` already do.
+//! object per line for log pipelines. skydns, kube2sky and exec-healthz each
+//! take a `log-format` flag and call [`init`] with it, so the three write the
+//! same shape. `json` holds the JSON formatters; `captured` keeps logs for
+//! tests.
 
 use std::fmt;
 use std::io::Write as _;

@@ -1,18 +1,7 @@
-//! Mapping between DNS names and etcd keys.
-//!
-//! SkyDNS stores the record for `a.b.cluster.local.` under the key
-//! `/skydns/local/cluster/b/a`: the labels reversed, joined with `/`, below a
-//! configurable prefix. [`PathPrefix::path`] goes one way, [`PathPrefix::domain`]
-//! the other, and [`PathPrefix::path_with_wildcard`] cuts a query path at the
-//! first `*` or `any` label. Names here are plain dotted strings, already
-//! lowercased; [`is_addressable_label`] tells which query labels may be mapped at
-//! all (a label holding `/` would otherwise address a different key).
-//!
-//! etcd v2 hides every node whose name starts with `_` from directory reads
-//! and recursive watches, so the SRV keys kube2sky writes under
-//! `.../<svc>/_tcp/_https/` must be read by name; [`hidden_part`] says which
-//! part of a key that is, for the server that reads it and the writer that
-//! keeps track of such directories.
+//! Mapping between DNS names and etcd keys: SkyDNS stores `a.b.cluster.local.`
+//! under `/skydns/local/cluster/b/a`. [`PathPrefix::path`] goes one way,
+//! [`PathPrefix::domain`] the other; [`is_addressable_label`] tells which
+//! labels may be mapped, and [`hidden_part`] which part of a key etcd v2 hides.
 
 /// The etcd root of all records, `skydns` by default.
 #[derive(Clone, Debug, PartialEq, Eq)]

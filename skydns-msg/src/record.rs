@@ -1,13 +1,7 @@
-//! The SkyDNS service record: the JSON value stored under every etcd key.
-//!
-//! This is the one data type shared by every binary of the project. kube2sky
-//! writes it, skydns reads it. Writing is byte-exact with what kube2sky 1.2
-//! produced through Go's `encoding/json` (field order `host, port, priority,
-//! weight, text, mail, ttl, targetstrip, group`, every field omitted when
-//! empty except `targetstrip`, Go's HTML-safe string escaping), because the
-//! key label of a record is the FNV-1a hash of exactly those bytes
-//! ([`Record::key_label`]). Reading is lenient: unknown fields are ignored,
-//! missing ones take their zero value.
+//! The SkyDNS service record: the JSON value stored under every etcd key, which
+//! kube2sky writes and skydns reads. Writing is byte-exact with kube2sky 1.2's
+//! Go `encoding/json`, because a record's key label is the FNV-1a hash of those
+//! bytes ([`Record::key_label`]). Reading is lenient.
 
 use serde::Deserialize;
 use std::net::IpAddr;

@@ -1,14 +1,8 @@
-//! Authoritative answers for the cluster domain, as pure functions.
-//!
-//! [`authoritative`] is SkyDNS's `ServeDNS` from the point where a question is
-//! known to belong to the domain (in SkyDNS's `server/server.go`): it takes the
-//! [`Zone`] settings, the current [`Snapshot`] and a [`Question`], and returns
-//! an [`Answer`] — records for the answer and additional sections, or "no such
-//! name", or "server failure". No I/O, no clock (the SOA serial's `now` is an
-//! argument), no randomness: shuffling and size limits are applied by the
-//! handler afterwards. One file per kind of answer: `address` (A/AAAA with
-//! CNAME chasing), `srv` (SRV, MX and the weights), `other` (TXT, CNAME, NS,
-//! SOA, PTR, CHAOS); `records` holds the lookup steps they share.
+//! Authoritative answers for the cluster domain, as pure functions:
+//! [`authoritative`] takes the [`Zone`] settings, the [`Snapshot`] and a
+//! [`Question`] and returns an [`Answer`] (SkyDNS's `ServeDNS` in
+//! `server/server.go`). No I/O, no clock, no randomness. One file per kind of
+//! answer (`address`, `srv`, `other`); `records` holds the steps they share.
 
 mod address;
 mod lookups;

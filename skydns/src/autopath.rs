@@ -1,16 +1,8 @@
-//! The server-side search path (`-autopath`; CoreDNS's `autopath
-//! @kubernetes`): a pod's resolver walks its search list
-//! (`<ns>.svc.<domain> svc.<domain> <domain>`, `ndots:5`) one query at a
-//! time, and every step but the last is usually NXDOMAIN. When a query's
-//! name ends in the first search domain of the asking client's namespace,
-//! skydns walks the rest of the list itself and answers the first query
-//! with a CNAME from the asked name to the name that exists, plus that
-//! name's answer: one round trip per address family instead of up to four.
-//!
-//! This module is the pure part: which names qualify and for which
-//! namespace ([`Autopath::split`]), the names to try ([`Autopath::steps`]),
-//! where a client's pod records are ([`pod_dir`]) and the chained reply
-//! ([`chain`]). The walk itself is `handler/autopath.rs`.
+//! The server-side search path (`-autopath`; CoreDNS's `autopath @kubernetes`),
+//! its pure part: which names qualify and for which namespace
+//! ([`Autopath::split`]), the names to try ([`Autopath::steps`]), where a
+//! client's pod records are ([`pod_dir`]) and the chained reply ([`chain`]).
+//! The walk itself is `handler/autopath.rs`.
 
 use crate::answer::Zone;
 use hickory_proto::op::{Message, ResponseCode};

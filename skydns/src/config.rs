@@ -1,13 +1,8 @@
-//! SkyDNS configuration: flags, environment, the etcd `config` key, defaults.
-//!
-//! The order is SkyDNS's (SkyDNS `main.go` and `server/config.go`): command-line flags (Go style
-//! `-domain=x` and `-ns-rotate=false` as well as `--domain x`) with their
-//! environment fallbacks fill a [`Settings`]; the JSON at `/<prefix>/config`
-//! in etcd, when present, overrides the keys it holds ([`Settings::merge_json`]);
-//! then [`Settings::finish`] applies the defaults and validates everything
-//! into a [`Config`]. Each feature owns its flags, its keys and the building
-//! of its settings; this module holds the zone's and puts the rest together.
-//! Every error names the flag or key and the bad value.
+//! SkyDNS configuration (SkyDNS `main.go` and `server/config.go`): flags and
+//! their environment fallbacks fill a [`Settings`], the JSON at
+//! `/<prefix>/config` in etcd overrides it ([`Settings::merge_json`]), and
+//! [`Settings::finish`] applies defaults and validates it into a [`Config`].
+//! Each feature owns its settings; this module holds the zone's.
 
 use crate::answer::Zone;
 use crate::store::etcd::EtcdOptions;

@@ -1,15 +1,7 @@
-//! Online DNSSEC signing (`-dnssec <key basename>`, `-scache`), as SkyDNS.
-//!
-//! With a key, the apex answers DNSKEY, and an authoritative reply to a
-//! query with the DO bit is made verifiable before it is sized and sent:
-//! NXDOMAIN and NODATA get NSEC3 white lies ([`nsec3`]), every RRset of
-//! the domain in the reply gets an RRSIG ([`sign`]), signatures come from
-//! the cache when the same records were signed before ([`sigcache`]), and
-//! the reply carries an OPT with DO set and the AD bit, as SkyDNS's did.
-//! Replies to queries without DO never reach this module. The zone has no
-//! DS in any parent: validators must be given the key as a trust anchor
-//! (docs/configuration.md, "DNSSEC"). The key pair is read once at start ([`keyfile`]), so a
-//! new key needs a restart.
+//! Online DNSSEC signing (`-dnssec <key basename>`, `-scache`), as SkyDNS did
+//! it: the apex DNSKEY, NSEC3 denial ([`nsec3`]), RRSIGs ([`sign`]), the
+//! signature cache ([`sigcache`]) and the key pair ([`keyfile`]), applied to
+//! authoritative replies to queries with the DO bit.
 
 pub(crate) mod keyfile;
 pub(crate) mod nsec3;

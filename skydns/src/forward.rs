@@ -1,17 +1,8 @@
-//! Talking to upstream nameservers: relaying queries and internal lookups.
-//!
-//! [`Upstreams::relay`] sends a client's request unchanged to the upstream
-//! servers and returns the first reply that answers it (see `exchange.rs`).
-//! Which server goes first is the [`NsPolicy`]; the others follow in turn
-//! (n+1 attempts in all, as SkyDNS, each bounded by the read timeout). The
-//! transport is the client's unless [`NsTransport`] says otherwise, and a
-//! truncated UDP reply is asked again over TCP before it is relayed when
-//! the client has room for more.
-//! Servers that keep failing are marked down and tried last while another is
-//! up (`health.rs`). Identical requests in flight at the same time share
-//! one upstream exchange (`coalesce.rs`). [`Upstreams::lookup`] is SkyDNS's
-//! internal `Lookup`: a fresh query for a CNAME or SRV target outside the
-//! domain.
+//! Talking to upstream nameservers: [`Upstreams::relay`] sends a client's
+//! request to them and returns the first reply that answers it, and
+//! [`Upstreams::lookup`] is SkyDNS's internal `Lookup`. `exchange.rs` is one
+//! exchange, `health.rs` remembers which servers fail, and `coalesce.rs` shares
+//! one exchange between identical requests.
 
 mod coalesce;
 mod exchange;

@@ -1,10 +1,7 @@
-//! One DNS request in, one reply out: a query passes a fixed chain of steps
-//! (`Engine::handle`): the reply cache, decoding (`request.rs`), `-local`,
-//! autopath (`autopath.rs`), the route (`route.rs`: refused, stub zone,
-//! reverse, forwarded, local records), then the reply or the wait on
-//! upstreams (`pending.rs`, `forwarding.rs`). Each step answers or passes
-//! the request on. docs/architecture.md draws the chain and says where a new
-//! feature goes; nothing a client sends can make it panic.
+//! One DNS request in, one reply out: `Engine::handle` passes a query through a
+//! fixed chain of steps (reply cache, decoding, `-local`, autopath, route, then
+//! the reply or the wait on upstreams), and each step answers or passes it on.
+//! docs/architecture.md draws the chain and says where a new feature goes.
 
 mod autopath;
 mod forwarding;

@@ -1,14 +1,7 @@
 //! SkyDNS 2.5.2c, re-implemented: an authoritative DNS server for the
 //! Kubernetes cluster domain that serves SkyDNS records kept in etcd (the v2
-//! keys API by default, as SkyDNS 2.5.2c; the v3 API with `-etcd3`).
-//!
-//! How a query is answered: the [`store`] task mirrors everything under
-//! `/skydns/` from etcd into an immutable [`snapshot::Snapshot`], swapped
-//! whole on every change; the [`server`] listeners hand each packet to the
-//! [`handler`], which decides the path (as SkyDNS `server/server.go`) and asks the pure
-//! [`answer`] functions, then shapes the reply in [`response`]. No query
-//! ever waits on etcd. The record JSON and DNS name ⇄ etcd key paths are
-//! `skydns_msg`'s (shared with kube2sky). Crate map:
+//! keys API by default, the v3 API with `-etcd3`). A query never waits on
+//! etcd: it is answered from an in-memory snapshot of the records. Crate map:
 //! - [`snapshot`]: the in-memory copy of the records queries read;
 //! - [`answer`]: pure "question + snapshot → answer" functions;
 //! - [`handler`], [`response`]: request → reply, rcodes, `Fit`;
@@ -19,16 +12,13 @@
 //! - [`stub`]: stub zones; [`autopath`]: the pods' search paths walked at
 //!   the server;
 //! - [`store`]: the store trait, the etcd v2 and v3 stores and the mirror task;
-//! - [`config`]: flags, environment, the etcd config key, defaults;
+//! - [`config`]: flags, environment, the etcd config key, defaults; each
+//!   feature's own flags, keys and settings are in its module, `values`
+//!   holds the parsers they share;
 //! - [`dnssec`]: online signing of DO replies with `-dnssec`;
 //! - [`server`], [`wire`]: UDP and TCP sockets, batched reads and writes;
 //! - [`metrics`], [`query_log`]: Prometheus series and the query log;
 //! - [`lifecycle`]: start-up wait, readiness, lameduck and drain.
-//!
-//! We use hickory-proto for the wire format but not hickory-server: its
-//! zone-handler model decides rcodes and truncation itself, while SkyDNS's
-//! rules (NXDOMAIN vs NODATA from etcd, `Fit`, no OPT in unsigned replies) must be
-//! reproduced exactly, so the request pipeline is ours.
 
 pub mod config;
 pub mod lifecycle;
@@ -50,9 +40,10 @@ pub mod stub;
 mod values;
 mod wire;
 
-// The public surface besides `run`, `config` and `lifecycle`: what the
-// fuzz targets drive (a handler over a snapshot, with DNSSEC) and what the
-// end-to-end tests read (the v3 store's paged load).
+// The feature modules are public so that the settings `config::Config`
+// holds can be named. Besides `run`: what the fuzz targets drive (a handler
+// over a snapshot, with DNSSEC) and what the end-to-end tests read (the v3
+// store's paged load).
 pub use answer::Zone;
 pub use dnssec::keyfile::KeyPair;
 pub use dnssec::{Dnssec, Settings as DnssecSettings};

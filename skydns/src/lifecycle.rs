@@ -1,16 +1,7 @@
-//! The life of a skydns process: start, ready, lameduck, stop.
-//!
-//! A process is *loading* until the store task has put the first snapshot
-//! in place (queries that arrive meanwhile wait for it, up to
-//! `-startup-wait`, see [`Status::loaded`]); then *ready*, while the store
-//! has not been out of reach for longer than `-ready-store-timeout`; on the
-//! first SIGTERM it enters *lameduck*: `/ready` says 503 at once so that the
-//! Service stops sending it queries, while UDP and TCP keep answering for
-//! `-lameduck`; then the listeners close, in-flight replies are finished
-//! (within [`DRAIN_LIMIT`]) and the process exits 0. A second SIGTERM or
-//! SIGINT ([`Shutdown::abort`]) cuts every wait short. [`Status`] holds the
-//! state the `/ready` endpoint reads; [`readiness`] is the rule, a plain
-//! function over that state.
+//! The life of a skydns process: *loading* until the first snapshot is in
+//! place, *ready* while the store is in reach, *lameduck* after the first
+//! SIGTERM, then the drain and exit. [`Status`] holds the state the `/ready`
+//! endpoint reads, and [`readiness`] is the rule.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;

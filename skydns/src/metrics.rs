@@ -1,12 +1,6 @@
-//! Prometheus metrics with SkyDNS's names (SkyDNS `metrics/metrics.go`), and their endpoint.
-//!
-//! Counters and histograms live in one [`Metrics`] value shared by every
-//! listener. Unlike SkyDNS, the `nxdomain`, `nodata` and `servfail` error
-//! labels are really counted. The text is served by [`serve`] (axum) at the
-//! path given by `PROMETHEUS_PATH`, on `PROMETHEUS_PORT` or `-metrics-addr`.
-//! prometheus-client writes OpenMetrics text, where counters carry the
-//! `_total` suffix (`skydns_dns_request_count_total`). The same listener
-//! serves the liveness and readiness probes, `/health` and `/ready`.
+//! Prometheus metrics with SkyDNS's names (SkyDNS `metrics/metrics.go`): one
+//! [`Metrics`] value shared by every listener, and [`serve`], the endpoint that
+//! serves them with the `/health` and `/ready` probes.
 
 use crate::lifecycle::Status;
 use axum::http::header::CONTENT_TYPE;

@@ -1,12 +1,7 @@
-//! `-log-queries`: one structured line per answered query, as CoreDNS's
-//! `log` plugin writes them, for finding which names fail without a packet
-//! capture. [`QueryLog`] decides which replies are written (their class,
-//! then the sampling rate) and writes each as a tracing event with target
-//! `skydns::query` at INFO: client, transport, name, type, class, rcode,
-//! answer count, TC bit, reply size, time taken and where the reply came
-//! from ([`Source`]). With `-log-format=json` each is one JSON object. The
-//! handler holds an `Option<Arc<QueryLog>>`: off (the default) costs one
-//! branch per query, nothing is formatted or counted.
+//! `-log-queries`: one structured line per answered query, as CoreDNS's `log`
+//! plugin writes them. [`QueryLog`] decides which replies are written (their
+//! class, then the sampling rate) and writes each as a tracing event with
+//! target `skydns::query`. Off by default, it costs one branch per query.
 
 use hickory_proto::rr::{DNSClass, Name, RecordType};
 use std::fmt;

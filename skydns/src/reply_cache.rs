@@ -1,18 +1,8 @@
-//! The hot path: encoded replies reused until the records change.
-//!
-//! Every authoritative reply is a function of the question (exact bytes,
-//! since owners keep the query's case), the client's size limit, the DO
-//! bit (with `-dnssec` a DO reply is signed), the records it read and,
-//! through the SOA serial and the signatures' times, the hour. [`ReplyCache`]
-//! keeps encoded replies under exactly that key, so a repeated question is
-//! answered by copying bytes and patching the ID and RD bit — no decoding,
-//! no lookup, no encoding. [`QuestionKey::parse`] reads just enough of a
-//! plain query (one question, at most an OPT record) to build the key;
-//! anything else takes the full path. Round robin still works on cached
-//! replies: when every answer is an A/AAAA record owned by the question name,
-//! the answer records are re-shuffled as byte ranges on each hit. When the
-//! records change, only the replies that read a changed path are dropped
-//! (`replies`); the cache is bounded in size.
+//! The hot path: encoded authoritative replies reused until the records change.
+//! [`ReplyCache`] keys them by everything a reply depends on (the exact
+//! question, the client's size limit, the DO bit, the hour), so a hit copies
+//! bytes and patches the ID and RD bit. `replies` drops only the replies a
+//! change touched.
 
 use rand::seq::SliceRandom;
 use replies::{Entry, Replies};

@@ -1,18 +1,7 @@
-//! Turning an answer into a reply message: SkyDNS's post-processing.
-//!
-//! After an authoritative answer is built, SkyDNS removes duplicate records
-//! (one CNAME per owner), clamps the TTLs of multi-record answers to the
-//! smallest one, shuffles A/AAAA answers for round robin, and finally makes
-//! the packed reply fit the client's buffer (SkyDNS's `Fit`, `server/msg.go`): drop the
-//! additional section, then over UDP set TC and keep the longest answer
-//! prefix that fits, over TCP send SERVFAIL. All of that lives here, as
-//! functions over `hickory_proto` messages.
-//!
-//! Two limits SkyDNS did not keep: a UDP reply never exceeds the client's
-//! size, even when not one answer fits (then it carries none, with TC), and
-//! no reply is larger than a message can be. hickory stops encoding at
-//! 65,535 bytes and leaves the bytes of the half-written record behind, so
-//! [`encode`] treats a message it could not write whole as too big.
+//! Turning an answer into a reply message, SkyDNS's post-processing: duplicate
+//! removal, TTL clamping, round robin, and fitting the reply to the client's
+//! buffer (SkyDNS's `Fit`, `server/msg.go`). [`encode`] treats a message it
+//! could not write whole as too big.
 
 use crate::wire::Encoded;
 use hickory_proto::op::{Message, ResponseCode};

@@ -1,26 +1,7 @@
-//! The response cache for forwarded answers (`-rcache`, `-rcache-ttl`).
-//!
-//! Keys are the question (name compared case-insensitively, label by label,
-//! so that a label holding a dot is not two labels; type, class) plus the DO
-//! bit and the transport, as in SkyDNS. Positive answers live for
-//! the smallest answer TTL, negative ones (NXDOMAIN, NODATA) for the SOA's
-//! negative TTL (RFC 2308: the smaller of its TTL and MINIMUM), both capped at
-//! `-rcache-ttl`. Unlike SkyDNS, a hit returns TTLs counted down by the time
-//! spent in the cache. Replies are kept encoded only (`encoded.rs`) and
-//! decoded when a hit needs reshaping. When full, entries past their stale
-//! window go first, then expired ones, then the oldest inserted one (FIFO).
-//! The clock is an argument, so tests control time.
-//!
-//! Two additions beyond SkyDNS, both off unless asked for. Serve-stale
-//! (RFC 8767, `-rcache-stale`): an expired entry is kept for the stale
-//! window and [`ResponseCache::get_stale`] hands it out, every TTL set to
-//! `-rcache-stale-ttl` (RFC 8767 §4 suggests 30 s), when no upstream can
-//! refresh it; it asks for a refresh of a stale entry at most once per
-//! [`STALE_RECHECK`] (RFC 8767's failure recheck timer), so a dead upstream
-//! set costs one upstream query per name and 30 s, not one per request. Prefetch (`-rcache-prefetch`, as CoreDNS `cache { prefetch }`):
-//! a hit on an entry asked at least that many times since it was stored,
-//! with at most `-rcache-prefetch-percent` of its lifetime left, says the
-//! entry is due for a refresh (once), so a popular name never expires.
+//! The response cache for forwarded answers (`-rcache`, `-rcache-ttl`), as in
+//! SkyDNS: keyed by question, DO bit and transport, kept encoded
+//! (`encoded.rs`), TTLs counted down on a hit. Two additions, off unless asked
+//! for: serve-stale (RFC 8767, [`ResponseCache::get_stale`]) and prefetch.
 
 mod encoded;
 mod flags;

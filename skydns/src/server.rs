@@ -1,19 +1,7 @@
-//! The UDP and TCP listeners.
-//!
-//! [`Listeners::bind`] opens both sockets on one address, or
-//! [`Listeners::from_systemd`] takes the sockets systemd passed (socket
-//! activation, `-systemd`: every UDP and TCP socket in `LISTEN_FDS`);
-//! [`serve`] runs them until the stop token is cancelled, then lets the
-//! replies in flight finish. UDP (`udp`) is read by one thread per core on
-//! the same socket, each with its own single-threaded runtime, answering
-//! inline (answers come from memory, so there is nothing to wait for) and
-//! running its requests' forwards. They share no scheduler with TCP, so
-//! hundreds of busy TCP connections (clients pipelining queries for large
-//! answers) cannot delay UDP answers: the kernel shares the cores. TCP
-//! (`tcp`) gets one task per connection, within a table of bounded size
-//! where a newcomer takes the place of the connection idle longest
-//! ([`TcpLimits`]), so clients that never read cannot pile up memory and
-//! idle ones cannot lock new clients out.
+//! The UDP and TCP listeners: [`Listeners::bind`] opens both sockets, or
+//! [`Listeners::from_systemd`] takes systemd's (`-systemd`), and [`serve`] runs
+//! them until stop. UDP (`udp`) is read by one thread per core; TCP (`tcp`)
+//! gets one task per connection, in a table of bounded size ([`TcpLimits`]).
 
 use crate::handler::Handler;
 use std::io;

@@ -1,22 +1,7 @@
-//! An immutable, in-memory copy of the records under the etcd prefix.
-//!
-//! The DNS server answers every query from a [`Snapshot`]: a sorted map from
-//! etcd key to parsed [`Record`], tagged with the etcd revision it reflects.
-//! The store task builds a new snapshot for every batch of etcd changes and
-//! swaps it in whole, so a query never waits on etcd and never sees half an
-//! update. The maps are persistent (`imbl`'s B-trees): a new snapshot shares
-//! every node the batch did not touch with the one before, so a batch costs
-//! O(changed keys × log N), not a copy of all N records. [`Snapshot::lookup`] gives the etcd **v2** view the original SkyDNS
-//! was written against: a key is a leaf, a key prefix is a directory, a
-//! directory listing returns every leaf below it except those under a *hidden*
-//! segment (one starting with `_`), and a missing name is "key not found".
-//!
-//! Directories: read from etcd v3, a directory exists while a key lies below
-//! it. Read from etcd v2 ([`Snapshot::with_dirs`]), directories are nodes of
-//! their own, as SkyDNS saw them: one stays after its last key is deleted
-//! (an empty directory is a name that exists), and goes only when it is
-//! deleted itself. v2 also never lists hidden nodes, so their keys are read
-//! path by path on demand; [`Snapshot::has_read`] tells which paths were.
+//! An immutable, in-memory copy of the records under the etcd prefix: a
+//! [`Snapshot`] maps etcd keys to parsed [`Record`]s at one revision, and every
+//! query reads one. [`Snapshot::lookup`] gives the etcd v2 view SkyDNS was
+//! written against; [`Snapshot::with_dirs`] keeps v2's directories.
 
 use imbl::{OrdMap, OrdSet};
 use skydns_msg::record::Record;

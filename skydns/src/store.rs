@@ -1,23 +1,7 @@
-//! Where records come from: a store trait and the task that mirrors it.
-//!
-//! A [`Store`] can do two things: read every key under a prefix at one
-//! revision ([`Store::load`]) and stream the changes after a revision
-//! ([`Store::watch`]). [`mirror`] turns that into a sequence of immutable
-//! [`Snapshot`]s published through a [`SharedSnapshot`]: load, publish, watch
-//! and publish one new snapshot per batch of changes. A watch that breaks (a
-//! member died, a connection dropped) is made again after the last revision
-//! seen, on the next member, so no change is lost and nothing is read twice;
-//! on compaction, or a watch that cannot be made again, load everything
-//! again with backoff. While the store is unreachable the last snapshot
-//! stays published, so DNS keeps answering.
-//! Values that are not valid records are logged and left out.
-//! Implementations: [`etcd::EtcdStore`] (etcd v3), [`v2::EtcdV2Store`]
-//! (etcd v2 keys API) and [`memory::MemoryStore`] (tests).
-//!
-//! etcd v2 hides nodes whose name starts with `_` from listings and from
-//! recursive watches, so a v2 store cannot mirror them: such paths are read
-//! one at a time when a query first names them, then kept fresh (see
-//! [`paths`]).
+//! Where records come from: the [`Store`] trait and [`mirror`], the task that
+//! turns a store into [`Snapshot`]s published through a [`SharedSnapshot`].
+//! Stores: [`etcd::EtcdStore`] (etcd v3), [`v2::EtcdV2Store`] (etcd v2 keys
+//! API) and [`memory::MemoryStore`] (tests); [`paths`] reads v2's hidden paths.
 
 pub(crate) mod discover;
 pub(crate) mod etcd;

@@ -1,13 +1,6 @@
 //! Stub zones (`-stubzones`, SkyDNS's `server/stub.go`): names forwarded to the
-//! nameservers configured for their zone in the store.
-//!
-//! A zone is configured by leaves under `stub.dns.<domain>`, e.g. the key
-//! `/skydns/local/cluster/dns/stub/com/example/ns1` holding
-//! `{"host":"10.0.0.53","port":53}` sends `*.example.com.` to 10.0.0.53:53.
-//! The table is derived from the current snapshot, so it follows every
-//! change in etcd. Forwarded stub requests carry an EDNS0 option (code
-//! 65011, data `0x01`); a request that already carries it is a loop and is
-//! dropped without a reply.
+//! nameservers configured for their zone under `stub.dns.<domain>`. The table
+//! follows the current snapshot; forwarded requests carry a loop marker.
 
 use crate::snapshot::Snapshot;
 use hickory_proto::op::{Edns, Message};

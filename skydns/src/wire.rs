@@ -1,16 +1,6 @@
-//! Encoding replies with every name compressed.
-//!
-//! hickory compresses only the first 120 names of a message (a guard of its
-//! own against slow encoding), so an answer of 500 A records spent 17,568
-//! bytes where ~8 KB do, and fewer records fitted a client's buffer. This
-//! encoder writes the record types skydns answers with (A, AAAA, TXT,
-//! CNAME, NS, PTR, MX, SRV, SOA, the OPT record, and the DNSSEC records,
-//! whose data holds no name that may be compressed) itself, pointing every
-//! name (owner, and the names inside CNAME, NS, PTR, MX and SOA data) at
-//! the first earlier occurrence of the same labels, byte for byte as RFC
-//! 1035 §4.1.4 allows; SRV targets stay uncompressed (RFC 2782). A lookup
-//! in a map per name suffix keeps it linear. Anything else (other record
-//! types, TSIG) is left to hickory: [`Encoded::Unsupported`].
+//! Encoding replies with every name compressed (RFC 1035 §4.1.4), where hickory
+//! compresses only the first 120 names of a message. Record types this encoder
+//! does not write are left to hickory: [`Encoded::Unsupported`].
 
 use hickory_proto::op::Message;
 use hickory_proto::rr::{Name, RData, Record};

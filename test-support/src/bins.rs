@@ -1,12 +1,7 @@
-//! The workspace's own binaries, as tests that run them find them.
-//!
-//! Integration tests can only name their own package's binaries through
-//! `CARGO_BIN_EXE_*`; the end-to-end suites (`integration-tests`) run the
-//! other packages' (skydns, kube2sky, exec-healthz, kube-api-test-server),
-//! found next to the test executable, in the profile's target directory. `scripts/test.sh` builds them first with
-//! `cargo build --workspace --bins`. A binary older than any source it is
-//! built from fails the test at once: a test must never pass or fail on a
-//! stale build of the tree it claims to test.
+//! The workspace's own binaries, as tests that run them find them: next to the
+//! test executable, in the profile's target directory (`scripts/test.sh` builds
+//! them first). A binary older than any source it is built from fails the test
+//! at once.
 
 use std::path::{Path, PathBuf};
 use std::time::SystemTime;

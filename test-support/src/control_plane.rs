@@ -1,18 +1,8 @@
-//! A real Kubernetes control plane without nodes, the way envtest runs one:
-//! its own etcd (3.6, the release Kubernetes builds against: Debian's 3.4
-//! lacks the watch progress fixes kube-apiserver's watch cache relies on),
-//! the real `kube-apiserver` (serving TLS on a free
-//! loopback port, RBAC on, token and service-account authentication) and,
-//! when asked, `kube-controller-manager` with only the controllers DNS
-//! depends on (EndpointSlices, their mirroring, v1 Endpoints).
-//!
-//! The binaries are the ones `scripts/kube-tools.sh` builds from the pin in
-//! `tools/kube/go.mod` into a cache outside the clone; the first test that
-//! needs them runs that script (a no-op once built). No kubelet runs: a test
-//! plays the kubelet by writing a pod's phase, IPs and readiness through
-//! the status subresource ([`ControlPlane::set_pod_status`]). Every process
-//! stops when the [`ControlPlane`] is dropped; a test that fails prints the
-//! tail of each log (on a panic, or through [`ControlPlane::with_logs`]).
+//! A real Kubernetes control plane without nodes, the way envtest runs one: its
+//! own etcd 3.6, the real `kube-apiserver` and, when asked,
+//! `kube-controller-manager` with the controllers DNS depends on. A test plays
+//! the kubelet ([`ControlPlane::set_pod_status`]); everything stops when the
+//! [`ControlPlane`] is dropped.
 
 use crate::etcd::Etcd;
 use crate::kubectl::Kubectl;

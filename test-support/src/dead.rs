@@ -1,15 +1,7 @@
-//! Servers that are gone, as tests need them: an upstream that never
-//! answers and a port where nothing listens.
-//!
-//! A fixed "dead" address such as `127.0.0.1:9` is dead only by custom:
-//! anything on the machine may listen there, and whether a datagram to it
-//! is refused or lost depends on that. [`SilentUpstream`] is a UDP socket
-//! the test binds and holds for its whole run and never reads, so a query
-//! sent to it is certainly swallowed (a timeout, as a crashed server's).
-//! [`closed_port`] is a loopback port the test bound and closed again, for
-//! an endpoint that must refuse at once (an etcd that is not there); the
-//! port is ephemeral, so the kernel hands it out again only after the
-//! others in its range.
+//! Servers that are gone, as tests need them: [`SilentUpstream`], a UDP socket
+//! the test holds and never reads, so a query to it is certainly swallowed, and
+//! [`closed_port`], a loopback port bound and closed again, which refuses at
+//! once.
 
 use anyhow::{Context, Result};
 use std::net::{SocketAddr, TcpListener, UdpSocket};

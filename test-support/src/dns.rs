@@ -1,11 +1,6 @@
-//! DNS queries from tests: in-process for polling, `dig` for what a real
-//! client sees.
-//!
-//! Both give a [`Reply`] in `dig`'s words (status `NOERROR`, flags `qr aa`,
-//! answer lines `name ttl IN A 10.0.0.1` with single spaces), so a test can
-//! poll with [`query`] (a packet from this process, no `dig` spawned per
-//! poll) until a condition holds and then check the final answer with
-//! [`dig`], the real client the README's users run.
+//! DNS queries from tests: [`query`], from the test process, for polling, and
+//! [`dig`] for what a real client sees. Both give a [`Reply`] in `dig`'s words
+//! (status `NOERROR`, flags `qr aa`, answer lines with single spaces).
 
 use anyhow::{bail, Context, Result};
 use hickory_proto::op::{Message, Query, ResponseCode};

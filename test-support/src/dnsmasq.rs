@@ -1,11 +1,7 @@
 //! dnsmasq (Debian `dnsmasq-base`) as a DNS server the tests control: an
-//! upstream for skydns's forwarding, or the server exec-healthz's
-//! `nslookup` probe asks.
-//!
-//! It answers only what its arguments say (`--address=/name/ip`), reads no
-//! file of the machine, listens on a free loopback port (started again on
-//! another one if that port was taken meanwhile), and is stopped when the
-//! value is dropped. [`Dnsmasq::start`] returns once it answers a query.
+//! upstream for skydns's forwarding, or the server exec-healthz's `nslookup`
+//! probe asks. It answers only what its arguments say, on a free loopback port.
+//! [`Dnsmasq::start`] returns once it answers; dropping it stops it.
 
 use crate::dns::{query, Transport};
 use crate::ports::on_free_port;

@@ -1,12 +1,7 @@
-//! dnsperf (Debian `dnsperf`) as a steady stream of queries during a test.
-//!
-//! [`Dnsperf::start`] sends the given questions in a loop at a fixed rate
-//! to a server on loopback until [`Dnsperf::finish`] interrupts it and reads
-//! its statistics: queries sent, completed and lost, and the count of each
-//! response code. A query is lost when no answer came within [`TIMEOUT`];
-//! the queries still waiting when dnsperf is interrupted are reported
-//! apart (`interrupted`), so a test lets [`TIMEOUT`] pass after the last
-//! thing it wants covered before it calls `finish`.
+//! dnsperf (Debian `dnsperf`) as a steady stream of queries during a test:
+//! [`Dnsperf::start`] sends the questions in a loop at a fixed rate, and
+//! [`Dnsperf::finish`] stops it and reads its statistics. A query is lost when
+//! no answer came within [`TIMEOUT`].
 
 use crate::process::Process;
 use anyhow::{ensure, Result};

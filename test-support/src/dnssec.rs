@@ -1,11 +1,7 @@
 //! DNSSEC key pairs made by BIND's `dnssec-keygen` at test time, never
-//! committed: skydns's unit tests and the `-dnssec` end-to-end tests read
-//! the same files skydns reads in production.
-//!
-//! [`keygen`] runs `dnssec-keygen -q -n ZONE <args> <zone>` in a fresh
-//! temporary directory (deleted with the returned [`KeyPair`]) and names
-//! the pair by its basename and the key tag dnssec-keygen put in it. A
-//! missing `dnssec-keygen` fails the test, naming the package to install.
+//! committed: [`keygen`] makes one in a temporary directory, deleted with the
+//! returned [`KeyPair`]. A missing `dnssec-keygen` fails the test, naming the
+//! package to install.
 
 use anyhow::{ensure, Context, Result};
 use std::path::Path;

@@ -1,25 +1,8 @@
-//! A real etcd (Debian `etcd-server`) for tests, plus `etcdctl`.
-//!
-//! [`Etcd::start`] runs `etcd` on free loopback ports with a temporary data
-//! directory and waits until it answers a read. The server can be stopped
-//! ([`Etcd::stop`]), started again on the same data and ports
-//! ([`Etcd::restart`]), or started empty on the same ports
-//! ([`Etcd::restart_empty`]), which is what happens when the kube-dns pod's
-//! etcd container restarts on a fresh emptyDir. The process is killed when
-//! the value is dropped. [`etcdctl`] runs the real command-line client. A
-//! missing binary is a test failure that says what to install, never a
-//! silent pass. A port taken between choosing and binding it makes etcd
-//! start again on new ports; on a restart, whose ports cannot change, it
-//! waits for them to be free again.
-//!
-//! etcd always serves both APIs (`--enable-v2=true`); which one a test's
-//! pipeline uses is [`Api::from_env`] (`E2E_ETCD_API=v2|v3`, default v2, the
-//! 1.2 pod's), so every end-to-end suite runs against either store without a
-//! copy: the test command runs them once per API. [`Etcd::put`],
-//! [`Etcd::del`] and [`Etcd::get_prefix`] use that API (v2 through
-//! `ETCDCTL_API=2 etcdctl` and the keys API), and the harnesses start
-//! kube2sky and skydns with the matching flag ([`Api::kube2sky_flag`],
-//! [`Api::skydns_flags`]).
+//! A real etcd (Debian `etcd-server`) for tests, plus `etcdctl`:
+//! [`Etcd::start`] runs it on free loopback ports with a temporary data
+//! directory, and it can be stopped, restarted or restarted empty. Which API a
+//! test's pipeline uses is [`Api::from_env`] (`E2E_ETCD_API=v2|v3`, default
+//! v2).
 
 use crate::ports::{free_port, is_conflict, retry_on_conflict};
 use crate::process::Process;

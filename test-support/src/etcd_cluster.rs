@@ -1,15 +1,7 @@
-//! A real etcd cluster of several members (Debian `etcd-server`) on
-//! loopback, for the failover tests of a shared etcd.
-//!
-//! [`EtcdCluster::start`] runs `n` members, each on its own client and peer
-//! ports and data directory, joined by one `--initial-cluster`, and waits
-//! until every member answers a read. A test asks which member is the raft
-//! leader ([`EtcdCluster::leader`]), kills one ([`EtcdCluster::kill_member`])
-//! and reads and writes through the members still up
-//! ([`EtcdCluster::etcdctl`], [`EtcdCluster::put`],
-//! [`EtcdCluster::get_prefix`]), on the pipeline's API as
-//! [`crate::etcd::Api::from_env`] says. Every member is killed when the value
-//! is dropped.
+//! A real etcd cluster of several members (Debian `etcd-server`) on loopback,
+//! for the failover tests of a shared etcd: [`EtcdCluster::start`] runs `n`
+//! members; a test finds the raft leader, kills a member, and reads and writes
+//! through the others. Every member is killed when the value is dropped.
 
 use crate::etcd::Api;
 use crate::ports::{free_port, retry_on_conflict};

@@ -1,13 +1,7 @@
-//! A Service front for DNS replicas, as kube-proxy makes one: queries to
-//! one UDP port are relayed to the replicas in rotation.
-//!
-//! A replica joins the rotation when its `/ready` answers 200, and leaves
-//! it only once `/ready` has not answered 200 for a removal delay: the time
-//! a real cluster takes from a failing readiness probe through the
-//! endpoint update to kube-proxy's rules, during which a terminating pod
-//! still gets traffic. Each query is relayed from a socket of its own and
-//! its reply (if one comes within [`RELAY_TIMEOUT`]) sent back to the
-//! client; a query to a replica that is gone is simply lost, as it would be.
+//! A Service front for DNS replicas, as kube-proxy makes one: queries to one
+//! UDP port are relayed to the ready replicas in rotation. A replica joins when
+//! its `/ready` answers 200, and leaves only after a removal delay, as in a
+//! real cluster.
 
 use crate::http::get;
 use anyhow::Result;

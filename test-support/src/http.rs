@@ -1,10 +1,7 @@
-//! HTTP GETs of the servers under test (health, readiness, metrics) and
-//! reading one value out of a Prometheus/OpenMetrics text.
-//!
-//! The client ignores proxy settings (a CI machine's `http_proxy` must not
-//! route loopback requests) and gives up after 5 s; a refused connection
-//! is an error the caller can poll through. [`start_server`] starts a
-//! server that takes its port as a flag, on a free one.
+//! HTTP GETs of the servers under test (health, readiness, metrics), and
+//! reading one value out of a Prometheus/OpenMetrics text. The client ignores
+//! proxy settings and gives up after 5 s. [`start_server`] starts a server that
+//! takes its port as a flag, on a free one.
 
 use anyhow::{anyhow, Context, Result};
 use std::time::Duration;

@@ -1,8 +1,6 @@
-//! The real `kubectl` bound to one API server.
-//!
-//! Each [`Kubectl`] has its own empty kubeconfig and cache directory and
-//! ignores `KUBECONFIG`, so nothing on the machine (a developer's cluster)
-//! is read or touched. A non-zero exit is an error carrying
+//! The real `kubectl` bound to one API server: each [`Kubectl`] has its own
+//! empty kubeconfig and cache directory and ignores `KUBECONFIG`, so nothing on
+//! the machine is read or touched. A non-zero exit is an error carrying
 //! kubectl's own message.
 
 use anyhow::{bail, Context, Result};

@@ -1,9 +1,6 @@
-//! Loopback ports for servers that take their port as a flag.
-//!
-//! A port found free here is released before the server binds it, so
-//! another process may take it in between. Launchers in this crate
-//! therefore treat "address already in use" as a reason to pick new ports
-//! and start again ([`retry_on_conflict`]), never as a test failure.
+//! Loopback ports for servers that take their port as a flag. A port found free
+//! here may be taken before the server binds it, so launchers pick new ports
+//! and start again ([`retry_on_conflict`]) instead of failing the test.
 
 use anyhow::{bail, Result};
 use std::net::{TcpListener, UdpSocket};

@@ -1,13 +1,7 @@
-//! Child processes a test starts, and making sure none outlives the test.
-//!
-//! [`Process`] spawns a command as the leader of a new process group, so
-//! everything it starts (a shell's children, exec-healthz's commands that
-//! stay in the group) can be signalled together. Dropping the guard, on a
-//! pass or a panic, stops the group: SIGTERM to the leader first (so the
-//! program under test can clean up as it would in a pod), SIGKILL to the
-//! whole group if the leader is still there after [`GRACE`], and a final
-//! SIGKILL to whatever is left in the group. [`processes_with`] and
-//! [`Process::group_left`] let a test check that nothing was left behind.
+//! Child processes a test starts, and making sure none outlives the test:
+//! [`Process`] spawns a command as the leader of a new process group, and
+//! dropping it stops the whole group (SIGTERM, then SIGKILL after [`GRACE`]).
+//! [`processes_with`] and [`Process::group_left`] check that nothing is left.
 
 use crate::wait::{eventually, eventually_blocking};
 use anyhow::{bail, Context, Result};

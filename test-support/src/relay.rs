@@ -1,9 +1,7 @@
-//! A TCP relay in front of a server, for tests that cut a client's
-//! connections: the client connects to the relay, which forwards every byte
-//! (TLS included) to the server. [`TcpRelay::hold`] cuts every open
-//! connection and keeps new ones waiting, unforwarded, until
-//! [`TcpRelay::release`]: a network cut between one client and a server
-//! that keeps running, which a real kube-apiserver cannot be told to make.
+//! A TCP relay in front of a server, for tests that cut a client's connections:
+//! [`TcpRelay::hold`] cuts every open connection and keeps new ones waiting
+//! until [`TcpRelay::release`], a network cut that a real kube-apiserver cannot
+//! be told to make.
 
 use anyhow::{Context, Result};
 use std::net::SocketAddr;

@@ -1,16 +1,7 @@
-//! The real `skydns` binary as a child process, the one way every test
-//! starts it: on a free port (another one if it was taken meanwhile), for
-//! `cluster.local.` without forwarding, with its metrics on a port of their
-//! own and its log in a temporary directory; returned once it is ready,
-//! stopped when dropped.
-//!
-//! [`SkydnsBinary::start`] is the common case (ready once a name has an
-//! answer). [`Launch`] says the rest: more flags and environment, the
-//! metrics port by `PROMETHEUS_PORT` instead of `-metrics-addr`, stderr on
-//! a pipe the test may close, another sign of readiness ([`Ready`]), and
-//! socket activation, where a launcher binds the DNS port and passes the
-//! sockets (`-systemd`) while `-addr` names a port the test holds, so that
-//! a bind of it would fail.
+//! The real `skydns` binary as a child process, the one way every test starts
+//! it: on a free port, for `cluster.local.` without forwarding, returned once
+//! ready and stopped when dropped. [`SkydnsBinary::start`] is the common case;
+//! [`Launch`] says the rest (flags, environment, readiness, socket activation).
 
 use crate::dns::{query, Transport};
 use crate::etcd::Api;

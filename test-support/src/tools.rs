@@ -1,9 +1,6 @@
-//! Finding the command-line tools the tests run.
-//!
-//! A missing tool is a test failure that says which Debian package to
-//! install, never a silent pass or a bare "No such file or directory".
-//! The search covers `PATH` and the `sbin` directories, which Debian puts
-//! daemons such as dnsmasq in and which a non-root `PATH` often lacks.
+//! Finding the command-line tools the tests run, in `PATH` and the `sbin`
+//! directories. A missing tool is a test failure that says which Debian package
+//! to install, never a silent pass.
 
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};

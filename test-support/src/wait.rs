@@ -1,11 +1,7 @@
-//! Waiting for a condition, the one way every test of the workspace waits.
-//!
-//! A test never sleeps for a fixed time to let something happen: it polls a
-//! probe until the probe succeeds or a generous deadline passes. The probe
-//! says what it saw when it fails (`ensure!(.., "saw {x:?}")`), and the
-//! timeout error carries the last of those observations, so a red test
-//! tells what the system was doing instead of just "timed out". A
-//! process's output is waited for the same way, line by line ([`line`]).
+//! Waiting for a condition, the one way every test of the workspace waits: poll
+//! a probe until it succeeds or a generous deadline passes, never a fixed
+//! sleep. The timeout error carries the probe's last observation. A process's
+//! output is waited for the same way, line by line ([`line`]).
 
 use anyhow::{anyhow, Result};
 use std::future::Future;

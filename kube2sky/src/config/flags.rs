@@ -1,13 +1,7 @@
 //! kube2sky's command line: every flag of kube2sky 1.2 (`kube2sky.go`;
-//! docs/kube2sky.md lists them) and this version's, as clap parses them
-//! into [`Flags`], with their value parsers. [`super::Config`] is what the
-//! flags are validated into.
-//!
-//! Go's pflag accepted `--kube_master_url` for `--kube-master-url` and a single
-//! dash for long flags; [`SPELLING`] rewrites such spellings before clap
-//! sees them. The glog flags (`--v`, `--logtostderr`, `--log-dir`, ...) are
-//! accepted and `--v` is mapped onto a tracing level. Boolean switches take
-//! Go's `--flag=false` form. Durations use Go syntax (`10s`, `1m30s`, `500ms`).
+//! docs/kube2sky.md lists them) and this version's, as clap parses them into
+//! [`Flags`], with Go's spellings ([`SPELLING`]), the glog flags, Go booleans
+//! and Go durations. [`super::Config`] is what the flags are validated into.
 
 use super::{EndpointsSource, EtcdApi, MAX_TXN_OPS};
 use clap::Parser;

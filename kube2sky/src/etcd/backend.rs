@@ -1,11 +1,7 @@
-//! The two etcd APIs kube2sky can write through, behind one small enum.
-//!
-//! [`Backend`] does the raw work of the writer: put and read the data-loss
-//! marker, read a scope's actual keys, apply a batch of [`Op`]s. Every call
-//! reports the store revision it saw (v3: the header revision; v2:
-//! `X-Etcd-Index`) so the writer can tell an etcd that went back in time.
-//! Retries, timeouts of the whole mutation and metrics stay in the writer;
-//! each request's deadline and error are the `attempt` module's.
+//! The two etcd APIs kube2sky can write through, behind one small enum:
+//! [`Backend`] does the raw work of the writer (the data-loss marker, a scope's
+//! actual keys, batches of [`Op`]s) and reports the store revision each call
+//! saw. Retries, mutation timeouts and metrics stay in the writer.
 
 use super::attempt::EtcdError;
 use super::v2::V2;

@@ -1,30 +1,8 @@
-//! A full sync's chunks, written one behind the other on etcd v3: while
-//! etcd applies one chunk's transactions (on a task of their own), the
-//! writer already works out the next chunk's records and reads its keys,
-//! then goes back to the write loop until the chunk in flight is applied
-//! ([`Writer::in_flight_finished`]), so that changes are written
-//! meanwhile. A change still waits for a chunk written in place: one read
-//! again (below), the last of a pass (the pass ends once it is in etcd),
-//! and the chunk in flight before a data-loss check or a new pass. Written
-//! strictly one after the other, etcd sat idle while kube2sky planned, and
-//! kube2sky while etcd applied: at 50,000 services and 150,000 pods the
-//! planning was about a third of the sync.
-//!
-//! Only the next chunk of the same pass is planned beside the one in
-//! flight, and the chunks of a pass cover disjoint key ranges
-//! (`crate::index::chunks`), so the keys one reads are never the keys the
-//! other writes. Other writes wait for the chunk in flight
-//! ([`Writer::settle`]) when their keys could be its keys
-//! ([`Writer::in_flight_overlaps`]: a round of events that touches its
-//! namespaces or IPs), and so do a new pass and the end of a pass: a
-//! change is diffed against etcd with the chunk's writes in it, and a chunk
-//! planned before a change never lands after the change's own writes. A
-//! planned chunk whose keys a change touches, or whose pass starts over,
-//! is read again when its turn comes ([`Writer::forget_planned`]).
-//! Changes elsewhere (a Service created while pods are synced) are written
-//! at once, beside it. If etcd did not take the whole chunk, it is written
-//! again as the index stands now, as a failed scope always was, and the
-//! next chunk, read before that, is planned again.
+//! A full sync's chunks, written one behind the other on etcd v3: while etcd
+//! applies one chunk, the writer plans the next and goes back to the write
+//! loop, so changes are written meanwhile. Writes whose keys could be the
+//! chunk's wait for it ([`Writer::settle`]); a planned chunk that a change
+//! touched is read again ([`Writer::forget_planned`]).
 
 use super::v3::Applied;
 use super::{counts_of, EtcdError, Op, WriteError, Writer};

@@ -1,12 +1,7 @@
-//! How many operations go in one etcd v3 transaction: `--etcd-max-txn-ops`
-//! until etcd refuses a transaction as larger than its `--max-txn-ops`, then
-//! half of it, and half again, until etcd accepts. After
-//! `--etcd-max-txn-ops-retry` the configured size is tried once more, so an
-//! etcd restarted with a larger limit (the members of a shared etcd upgraded
-//! one at a time) is used at that size again without restarting kube2sky; if
-//! etcd still refuses, the size it last accepted comes back at once. A
-//! refused transaction changes nothing (etcd applies one whole or not at
-//! all), so a try costs one request and the 50 ms pause before the retry.
+//! How many operations go in one etcd v3 transaction: `--etcd-max-txn-ops`,
+//! halved each time etcd refuses a transaction as too large, and tried at full
+//! size again after `--etcd-max-txn-ops-retry`, so an etcd restarted with a
+//! larger limit gets that size again without a restart of kube2sky.
 
 use gocompat::duration::format;
 use std::time::{Duration, Instant};

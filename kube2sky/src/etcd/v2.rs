@@ -1,18 +1,8 @@
-//! Writing through the etcd v2 keys API, as kube2sky 1.2 did: `PUT
-//! /v2/keys<key>` with form `value=<json>` (no TTL) and `DELETE`.
-//!
-//! v2 has no multi-key transaction, so a batch is applied as all its puts
-//! (up to [`IN_FLIGHT`] requests at once on keep-alive connections), then,
-//! once every put succeeded, all its deletes: a reader sees the new records
-//! before the stale ones go, never a name with none. Batches are not cut
-//! at v3's 128-operation limit (the writer joins them). Directories are nodes
-//! in v2 and stay when their last key goes; after the deletes, directories
-//! left empty are removed up to the namespace (`.../svc/<ns>`,
-//! `.../pod/<ns>`) or the PTR root, as 1.2's recursive deletes did, so a
-//! deleted service is NXDOMAIN again. v2 never lists nodes whose name
-//! starts with `_` (the SRV keys under `_tcp/_<port>`), so reads add the
-//! hidden directories the desired records use and those kube2sky wrote,
-//! recorded in an index in etcd that outlives the process (see `hidden`).
+//! Writing through the etcd v2 keys API, as kube2sky 1.2 did (`PUT
+//! /v2/keys<key>` with form `value=<json>`, and `DELETE`). v2 has no
+//! transactions: a batch is all its puts, then all its deletes, then the
+//! removal of directories left empty. Hidden (`_`) directories are found
+//! through an index kept in etcd (`hidden`).
 
 use super::attempt::{bounded, EtcdError};
 use crate::reconcile::{Actual, Op};

@@ -1,16 +1,8 @@
-//! A full sync in chunks: [`Index::pod_chunks`] and
-//! [`Index::service_chunks`] cut the pod and service subtrees into
-//! [`Scope::PodChunk`]s and [`Scope::ServiceChunk`]s of whole namespaces in
-//! etcd's key order, and the PTR subtree into [`Scope::PtrChunk`]s of IPs
-//! in key order, so the writer holds one chunk's desired and actual records
-//! at a time and reads each key once.
-//!
-//! Chunks are planned when the full sync starts but written later, with
-//! watch events applied in between (see `crate::full_sync`): a chunk keeps
-//! its key range, and what it desires is what the index holds in that range
-//! when the chunk is written ([`Index::current_chunk`], and
-//! [`Index::desired`] of a [`Scope::PtrChunk`]), so a namespace or PTR
-//! created since is desired, not deleted as stale.
+//! A full sync in chunks: [`Index::pod_chunks`] and [`Index::service_chunks`]
+//! cut the pod and service subtrees into chunks of whole namespaces, and the
+//! PTR subtree into chunks of IPs, in etcd's key order. A chunk keeps its key
+//! range; what it desires is read when it is written
+//! ([`Index::current_chunk`]).
 
 use super::Index;
 use crate::objects::ObjectKey;

@@ -1,13 +1,7 @@
-//! EndpointSlices (`discovery.k8s.io/v1`) as the endpoints of services.
-//!
-//! A service's endpoints may be spread over many slices (the label
-//! `kubernetes.io/service-name` names the service; at most 100 endpoints
-//! and one address family per slice; [`SliceInfo`] keeps what records use
-//! of one). [`Slices`] keeps every slice and, after each
-//! change, merges the slices of the services it touched into the v1
-//! [`Endpoints`] shape the records are built from: one subset per distinct
-//! port list, each address once. A slice that moves to another service
-//! changes both; a deleted slice takes only its own addresses away.
+//! EndpointSlices (`discovery.k8s.io/v1`) as the endpoints of services:
+//! [`Slices`] keeps every slice and, after each change, merges the slices of
+//! the services it touched into the v1 [`Endpoints`] shape the records are
+//! built from.
 
 use super::Update;
 use crate::objects::{ObjectKey, SliceInfo};

@@ -1,11 +1,7 @@
-//! A Pod as kube2sky decodes it from the API server: [`WatchedPod`] reads
-//! only the name, namespace and resourceVersion of its metadata and the IPs
-//! of its status; the decoder skips the spec, labels, annotations,
-//! managedFields and the rest of the status without building them. A real
-//! Pod is 5-10 KB of JSON, most of it spec and managedFields, and a cluster
-//! has 150k of them, so decoding whole k8s-openapi `Pod`s (and moving their
-//! large structs about) was a sixth of kube2sky's work in a full sync.
-//! [`PodInfo`] (all a pod contributes to DNS) is made from it.
+//! A Pod as kube2sky decodes it from the API server: [`WatchedPod`] reads only
+//! the name, namespace and resourceVersion and the IPs of the status, and skips
+//! the rest without building it. [`PodInfo`] (all a pod contributes to DNS) is
+//! made from it.
 
 use super::ObjectKey;
 use k8s_openapi::api::core::v1::Pod;

@@ -1,13 +1,7 @@
 //! What kube2sky keeps of a Service: its key and the fields records are made
-//! of, in about a hundred bytes.
-//!
-//! A k8s-openapi `Service` is a struct of some 800 bytes however little it
-//! holds (every optional field of the API has its slot), so 50,000 of them
-//! cost 40 MB in the index, and as much again in the buffer of a re-list.
-//! [`ServiceInfo`] keeps the type, cluster IP, external name and each port's
-//! name, protocol and number, as boxed strings. The functions that make
-//! records and check objects take a `Service`: [`ServiceInfo::to_service`]
-//! rebuilds the slim one they need, for one service at a time.
+//! of, in about a hundred bytes instead of a k8s-openapi `Service`'s 800.
+//! [`ServiceInfo::to_service`] rebuilds the slim `Service` that the record
+//! functions take, for one service at a time.
 
 use super::ObjectKey;
 use k8s_openapi::api::core::v1::{Service, ServicePort, ServiceSpec};

@@ -1,15 +1,7 @@
 //! The records of a headless service's endpoints (1.2's
-//! `generateRecordsForHeadlessService` in `kube2sky.go`): which
-//! label each ready address gets ([`endpoint_labels`]) and the A/AAAA and
-//! SRV records under them ([`headless_records`]).
-//!
-//! A label is the address's hostname, else the 1.2 annotation's, else the
-//! hash of its record. With the specification's records, a label held by
-//! several IPs (endpoints sharing a hostname, or one endpoint's IPv4 and
-//! IPv6 addresses) becomes a directory with one record per IP,
-//! `.../svc/<ns>/<svc>/<label>/<hash>`; a label with one IP stays the leaf
-//! 1.2 wrote, `.../svc/<ns>/<svc>/<label>`. Without them, as 1.2's set, the
-//! first address keeps the label and the others get no record.
+//! `generateRecordsForHeadlessService` in `kube2sky.go`): which label each
+//! ready address gets ([`endpoint_labels`]) and the A/AAAA and SRV records
+//! under them ([`headless_records`]).
 
 use super::{address_label, port_labels, Names, Records};
 use crate::name_rules;

@@ -1,13 +1,6 @@
 //! PTR records: the keys of `in-addr.arpa` and `ip6.arpa` names, and the
-//! records of one IP given the names that point at it.
-//!
-//! An IP with one name keeps the layout kube2sky's PTRs always had, a leaf
-//! at the IP's path (`/skydns/arpa/in-addr/10/0/0/1`). An IP with several
-//! names (a cluster IP shared by services, an endpoint IP of several
-//! headless services) is a directory with one leaf per name, labelled with
-//! the hash of its record (`/skydns/arpa/in-addr/10/0/0/1/<hash>`), so a
-//! PTR query answers every name. Without the specification's records only
-//! the lowest name is kept (the owner rule of the first PTRs).
+//! records of one IP given the names that point at it (a leaf at the IP's path
+//! for one name, a directory with one leaf per name for several).
 
 use super::{Names, Records};
 use k8s_openapi::api::core::v1::Endpoints;

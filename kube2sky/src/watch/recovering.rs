@@ -1,9 +1,7 @@
-//! One watch with the recovery every kube2sky watch shares (the module doc
-//! of `crate::watch` says what it does on each error): [`Recovering::next`]
-//! hands out events only, starts the watcher over with a fresh list after a
-//! 410 Gone or a resourceVersion ahead of the server, retries other errors
-//! with [`super::backoff`], and keeps the watch's health flag and
-//! `kube2sky_watch_restarts_total{kind}` up to date.
+//! One watch with the recovery every kube2sky watch shares (`crate::watch` says
+//! what it does on each error): [`Recovering::next`] hands out events only,
+//! starts over or retries on errors, and keeps the watch's health flag and
+//! restart counter up to date.
 
 use super::{backoff, is_gone, is_too_large_resource_version, relist_pause};
 use crate::metrics::{Kind, Metrics};

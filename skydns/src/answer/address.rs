@@ -1,13 +1,6 @@
-//! A and AAAA answers, with SkyDNS's CNAME chasing (`AddressRecords`).
-//!
-//! An IP host gives an address record owned by the query name (original
-//! case). A name host gives `CNAME qname → host` followed by the addresses of
-//! the host, looked up again in the snapshot: a chain is cut after 8 links or
-//! on a loop, a CNAME to the query name itself is skipped (that is why the
-//! SRV leaf of a cluster-IP service never shows up in its A answer). A CNAME
-//! whose target yields nothing is kept (an ExternalName service answers its
-//! CNAME whatever the target resolves to; SkyDNS left such a CNAME out),
-//! unless that nothing comes from a loop or the chain limit below it.
+//! A and AAAA answers, with SkyDNS's CNAME chasing (`AddressRecords`): an IP
+//! host gives an address record, a name host gives a CNAME followed by the
+//! addresses of the target. A chain stops after 8 links or on a loop.
 
 use super::records::{group, records};
 use super::{name, rr, Answer, Ctx, Question};

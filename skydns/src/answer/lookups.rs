@@ -1,11 +1,7 @@
-//! Answers from upstream that an authoritative answer may need.
-//!
-//! A CNAME or SRV/MX target outside the domain is resolved upstream
-//! (SkyDNS's internal `Lookup`, `server/forwarding.go`). To keep the answer functions
-//! pure, they read such results from a [`Lookups`] table instead of doing
-//! I/O: a name the table does not know yet is recorded as missing, the
-//! handler fetches every missing name, and the answer is computed again.
-//! With forwarding off, [`Lookups::disabled`] makes every lookup a failure.
+//! Answers from upstream that an authoritative answer may need: CNAME and
+//! SRV/MX targets outside the domain (SkyDNS's internal `Lookup`,
+//! `server/forwarding.go`). The answer functions read them from a [`Lookups`]
+//! table, so they stay pure; the handler fetches the names it lacks.
 
 use hickory_proto::rr::{Name, Record, RecordType};
 use std::cell::RefCell;

@@ -1,11 +1,5 @@
-//! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT.
-//!
-//! Each follows SkyDNS's `server/server.go`: TXT splits long text into 255-byte
-//! strings, CNAME looks at the key and the keys one level below it, NS
-//! exists only at the apex and reads `ns.dns.<domain>`, the SOA serial is
-//! the current hour, PTR reads a leaf or the leaves directly below a
-//! directory of the reverse tree, and CHAOS answers the `version.bind`
-//! family.
+//! The remaining answer types: TXT, CNAME, NS, SOA, PTR and CHAOS TXT, each as
+//! SkyDNS's `server/server.go` builds it.
 
 use super::records::{group, records, Service};
 use super::{name, rr, Answer, Question, Zone};

@@ -1,8 +1,7 @@
-//! From a query name to the list of SkyDNS services it addresses.
-//!
-//! This is SkyDNS's `Records` plus the steps every answer type shares: the
-//! etcd v2 lookup (wildcards included), de-duplication, the TTL rule, the
-//! default priority, and the group filter (`msg.Group`).
+//! From a query name to the list of SkyDNS services it addresses: SkyDNS's
+//! `Records` plus the steps every answer type shares (the etcd v2 lookup with
+//! wildcards, de-duplication, the TTL rule, the default priority and the group
+//! filter, `msg.Group`).
 
 use super::Zone;
 use crate::snapshot::{Leaf, Snapshot};

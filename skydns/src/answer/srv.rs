@@ -1,11 +1,6 @@
-//! SRV and MX answers (`SRVRecords`, `MXRecords`) and SRV weights.
-//!
-//! A name host becomes the SRV/MX target, and the first occurrence of each
-//! target inside the domain adds its A/AAAA records to the additional section.
-//! An IP host gets a target synthesised from its etcd key (e.g.
-//! `c88f1059.kubernetes.default.svc.cluster.local.`) with the address as
-//! additional record. Weights are scaled per priority so each priority's
-//! weights sum to about 100, exactly as SkyDNS computed them.
+//! SRV and MX answers (SkyDNS's `SRVRecords`, `MXRecords`): the targets, their
+//! A/AAAA records in the additional section, and the weights scaled per
+//! priority exactly as SkyDNS computed them.
 
 use super::address::{address_records, Family, Owner};
 use super::records::{group, records, target_strip, Service};

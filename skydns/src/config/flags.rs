@@ -1,10 +1,6 @@
-//! The command line, as SkyDNS 2.5.2c accepted it (Go `flag` package).
-//!
-//! Go flags are written `-name=value`, `-name value` or `--name=value`, and
-//! boolean flags take `-name`, `-name=true` or `-name=false` but never a
-//! separate value. [`go_style_args`] rewrites single-dash long flags into
-//! GNU style so that clap can parse them. [`Flags`] holds the zone's and the
-//! process's flags, and flattens each feature's own (`forward::Flags`, ...).
+//! The command line, as SkyDNS 2.5.2c accepted it (Go `flag` package):
+//! [`go_style_args`] rewrites Go flag spellings for clap, and [`Flags`] holds
+//! the zone's and the process's flags and flattens each feature's own.
 
 use clap::Parser;
 use gocompat::flag::boolean;

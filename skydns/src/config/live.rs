@@ -1,17 +1,7 @@
-//! Following the etcd config key: a change applies without a restart.
-//!
-//! SkyDNS read `/<prefix>/config` once, at start. The store mirror now
-//! reports the key's value at every load and every change it sees in the
-//! watch; [`follow`] merges each new value over the flags as at start
-//! ([`Settings::merge_json`], [`Settings::finish`]) and hands the result to
-//! the handler, which swaps its configuration: nameservers, ndots, TTLs,
-//! the response cache, round robin and the rest take effect with the next
-//! query. What cannot change in a running process (the listen address, the
-//! domain, the DNSSEC key pair, the signature cache, socket activation,
-//! the lameduck) keeps its running value and is logged once as needing a
-//! restart. A value that does not parse or validate changes nothing: it is
-//! logged with the key and counted (`skydns_dns_config_reloads_total{result="invalid"}`).
-//! Deleting the key goes back to the flags.
+//! Following the etcd config key, so that a change applies without a restart:
+//! [`follow`] merges each new value over the flags and hands the result to the
+//! handler. What a running process cannot change keeps its value and is logged;
+//! a value that does not validate changes nothing.
 
 use super::{nameservers_from_resolv_conf, Config, ConfigError, Flags, Settings};
 use crate::handler::Handler;

@@ -1,15 +1,6 @@
-//! Reading the key pair `-dnssec` names: BIND's `<base>.key` and `<base>.private`.
-//!
-//! `dnssec-keygen` (and `ldns-keygen`) write the public half as one DNSKEY
-//! record in zone-file text (`cluster.local. IN DNSKEY 256 3 13 <base64>`,
-//! after `;` comments) and the private half as `Field: value` lines under
-//! `Private-key-format: v1.x`. hickory-proto reads neither file, so both
-//! are parsed here; the key material goes to ring, the library hickory's
-//! `dnssec-ring` signs with: ECDSA P-256 (algorithm 13) from the private
-//! scalar and the DNSKEY's point, RSA/SHA-256 (algorithm 8) from the eight
-//! RSA components, which spares us a hand-written DER encoder. Every error
-//! says what is wrong with which file; the private key must belong to the
-//! public one.
+//! Reading the key pair `-dnssec` names: BIND's `<base>.key` (one DNSKEY
+//! record) and `<base>.private` (`Field: value` lines), parsed here into ring
+//! keys: ECDSA P-256 (algorithm 13) or RSA/SHA-256 (algorithm 8).
 
 use hickory_proto::dnssec::crypto::EcdsaSigningKey;
 use hickory_proto::dnssec::rdata::DNSKEY;

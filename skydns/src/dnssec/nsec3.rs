@@ -1,17 +1,7 @@
-//! Authenticated denial with NSEC3 "white lies" (RFC 7129 appendix B).
-//!
-//! An online signer cannot list the zone's hashed names, so, like SkyDNS and
-//! miekg/dns, it makes up NSEC3 records that span just the hash they must
-//! deny: `hash - 1` to `hash + 1` covers one hash and reveals no real name.
-//! SHA-1, no salt, no extra iterations (RFC 9276). NXDOMAIN carries the
-//! closest encloser proof of RFC 5155 §7.2.1: an NSEC3 matching the closest
-//! encloser, one covering the next closer name and one covering the
-//! wildcard at the closest encloser. SkyDNS always named the domain as the
-//! closest encloser and covered the query name itself, which a validator
-//! accepts only for names one label below the domain; here the closest
-//! encloser is the nearest ancestor that exists, which the caller knows.
-//! NODATA carries one NSEC3 matching the name, with a type bitmap that
-//! lacks the asked type (RFC 5155 §7.2.3). Everything is pure.
+//! Authenticated denial with NSEC3 "white lies" (RFC 7129 appendix B), as
+//! SkyDNS and miekg/dns make them: NSEC3 records that cover just the hash to
+//! deny. NXDOMAIN gets the closest encloser proof (RFC 5155 §7.2.1), NODATA one
+//! matching NSEC3 (§7.2.3). Everything is pure.
 
 use hickory_proto::dnssec::rdata::{DNSSECRData, NSEC3};
 use hickory_proto::dnssec::Nsec3HashAlgorithm;

@@ -1,15 +1,7 @@
-//! The signature cache (`-scache`): RRSIGs kept by what they cover.
-//!
-//! Signing costs far more than answering, and most replies repeat the same
-//! RRsets, so signatures are kept under [`super::sign::Signer::cache_key`]
-//! (a SHA-256 of the owner, type, class, TTLs and data of the set): a
-//! changed record is a different key, never a stale signature. A cached signature is reused
-//! while its expiration is more than two days ahead, as in SkyDNS, so no
-//! validator ever holds one about to expire; then it is signed again. At
-//! capacity the oldest signature goes, in O(1): every signature has the same
-//! validity window, so the oldest made is also the first to stop being
-//! reusable, and a flood of one-off signatures (random names denied) costs
-//! each insert a constant, not a scan of the cache. The clock is an argument.
+//! The signature cache (`-scache`): RRSIGs kept under
+//! [`super::sign::Signer::cache_key`], reused while their expiration is more
+//! than two days ahead (as in SkyDNS), the oldest dropped first at capacity.
+//! The clock is an argument.
 
 use hickory_proto::dnssec::rdata::RRSIG;
 use std::collections::{HashMap, VecDeque};

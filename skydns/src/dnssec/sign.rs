@@ -1,15 +1,7 @@
-//! RRSIGs over the RRsets of a reply.
-//!
-//! A reply section is cut into RRsets (same owner, compared without case,
-//! same type and class, in order of first appearance); each gets one RRSIG
-//! made with hickory-proto's canonical to-be-signed form ([`TBS`]) and the
-//! zone's key. The validity window is SkyDNS's: from three hours ago (clock
-//! skew, daylight saving mistakes) to seven days ahead. The original TTL is
-//! the largest TTL of the set, so no record outlives its signature's claim;
-//! the RRSIG's own TTL is the smallest. [`Signer::cache_key`] digests what
-//! a signature covers (owner, type, class, TTLs, canonical data), so a
-//! cached signature is reused only for the same records. The clock is an
-//! argument.
+//! RRSIGs over the RRsets of a reply: a section is cut into RRsets and each is
+//! signed with the zone's key, for SkyDNS's validity window (three hours ago to
+//! seven days ahead). [`Signer::cache_key`] digests what a signature covers,
+//! for the cache. The clock is an argument.
 
 use hickory_proto::dnssec::rdata::{DNSSECRData, SigInput, DNSKEY, RRSIG};
 use hickory_proto::dnssec::{Algorithm, SigningKey, TBS};

@@ -1,14 +1,7 @@
-//! Which upstream servers answer, remembered between queries.
-//!
-//! Each server counts its consecutive failures (a timeout, a refused
-//! connection, an unparsable or mismatched reply, SERVFAIL); at the
-//! threshold (`-ns-fail-threshold`) it is marked down and tried last while
-//! another server is up, and a background probe asks it `<-ns-probe-name> NS` every
-//! `-ns-probe-interval` until it answers, which marks it up again (so does
-//! any real query it answers). This is CoreDNS `forward`'s `max_fails` and
-//! `health_check`; SkyDNS had no memory, so a dead first server cost every
-//! query the whole read timeout. Failed forwards are also logged here, at
-//! most once per 10 s ([`FailureLog`]).
+//! Which upstream servers answer, remembered between queries (CoreDNS
+//! `forward`'s `max_fails` and `health_check`; SkyDNS had no memory): a server
+//! that keeps failing is marked down, tried last and probed until it answers.
+//! Failed forwards are logged here too ([`FailureLog`]).
 
 use super::exchange;
 use crate::metrics::Metrics;

@@ -1,19 +1,7 @@
-//! The walk of `-autopath` (the names and the reply are `crate::autopath`).
-//!
-//! A query qualifies when autopath is on, it has no DO bit (a chain of
-//! names that do not exist cannot be signed as proof), its name ends in the
-//! first search domain of a namespace, and the client has a pod in that
-//! namespace: its IP has a key under `pod/<ns>/<a-b-c-d>/` (kube2sky's pod
-//! records). The asked name is answered first, as always; only when it is
-//! NXDOMAIN does the walk go on, each further name routed exactly as a
-//! query for it would be (cluster records, stub zones, the forwarders,
-//! with their caches). The first name that is not NXDOMAIN gives the reply,
-//! chained from the asked name by a CNAME when it is NOERROR; a SERVFAIL or
-//! REFUSED there, or NXDOMAIN everywhere, gives the asked name's own
-//! NXDOMAIN, and the client goes on with its search list as it would have.
-//! Those replies depend on the client, so they never enter the reply
-//! cache, and neither does an NXDOMAIN a walk could replace
-//! ([`Engine::autopath_may_walk`]).
+//! The walk of `-autopath` (the names and the reply are `crate::autopath`):
+//! when the asked name is NXDOMAIN and the client qualifies, each further name
+//! of its search list is routed as a query for it would be, and the first that
+//! is not NXDOMAIN gives the reply. Such replies never enter the reply cache.
 
 use super::pending::{self, Walk};
 use super::{Engine, Outcome, Pending, Request, Route};

@@ -1,15 +1,6 @@
-//! Forwarded names: the response cache, serve-stale, prefetch and the relay.
-//!
-//! A name outside the domain is answered from the response cache when a
-//! fresh entry is there (a popular one due for a refresh is re-fetched in
-//! the background: prefetch). Otherwise it is relayed to the upstreams and
-//! the reply cached. When an expired entry is still within the stale window
-//! (RFC 8767), the relay runs as its own task and the client gets the stale
-//! entry if the upstreams fail, the one that answers says SERVFAIL, or none
-//! has answered within `-rcache-stale-timeout`; the task goes on and
-//! refreshes the cache. One such refresh per name per 30 s: meanwhile the
-//! stale entry is served at once (RFC 8767's failure recheck timer). Stub
-//! zones are relayed to their own servers, without the cache.
+//! Forwarded names: the response cache, serve-stale (RFC 8767), prefetch and
+//! the relay to the upstreams. Stub zones are relayed to their own servers,
+//! without the cache.
 
 use super::{base_reply, Engine, Request};
 use crate::forward::Upstreams;

@@ -1,14 +1,7 @@
-//! The handler the listeners share, and its configuration swapped live.
-//!
-//! [`Handler`] holds the current [`Engine`]: one configuration (the zone,
-//! the features' [`Settings`]) with what it keeps between requests (the
-//! upstreams and their health, the response cache, the encoded replies).
-//! Each request runs on the configuration current when it arrived, to the end.
-//! [`Handler::reconfigure`] builds a new one when the etcd config key
-//! changes and swaps it in. The upstreams (their health) and the response
-//! cache are kept when neither the nameservers nor their own settings
-//! changed, so a new TTL does not forget what is known; new nameservers
-//! start with an empty cache, since the old ones may be why they changed.
+//! The handler the listeners share, and its configuration swapped live:
+//! [`Handler`] holds the current [`Engine`], and [`Handler::reconfigure`]
+//! builds a new one when the etcd config key changes, keeping the upstreams'
+//! health and the response cache when their settings did not change.
 
 use super::{Engine, Outcome, Pending, Settings, SharedSnapshot, Transport};
 use crate::answer::Zone;

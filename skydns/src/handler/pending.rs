@@ -1,14 +1,7 @@
-//! The asynchronous half of the pipeline: requests that need upstream servers.
-//!
-//! Three routes lead here from [`Handler::handle`]: a name outside the domain
-//! (relayed verbatim to the upstream resolvers, through the response cache
-//! when `-rcache` is set), a name in a stub zone (relayed to that zone's
-//! servers with the loop marker), and an authoritative answer whose CNAME or
-//! SRV targets lie outside the domain (internal lookups, then the answer is
-//! computed again). A fourth waits on etcd instead: a name below a hidden
-//! (`_`) path of an etcd v2 store that the mirror has not read yet (see
-//! `store::paths`). When every upstream fails the client gets SERVFAIL, which
-//! SkyDNS built but never sent; so does a hidden path that cannot be read.
+//! The asynchronous half of the pipeline: requests that wait on upstream
+//! servers (names outside the domain, stub zones, lookups of CNAME or SRV
+//! targets outside the domain) or on etcd (a hidden v2 path not read yet). When
+//! the upstreams fail, or the path cannot be read, the client gets SERVFAIL.
 
 use super::{base_reply, unix_now, Engine, Pending, Request};
 use crate::answer::{self, Lookups};

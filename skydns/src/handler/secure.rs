@@ -1,11 +1,7 @@
-//! DNSSEC in the reply pipeline: the apex DNSKEY, and signing DO replies.
-//!
-//! With `-dnssec`, `<domain> DNSKEY` is answered with the key (whatever the
-//! DO bit, as SkyDNS), and every authoritative reply of class IN except
-//! SERVFAIL is handed to [`crate::dnssec::Dnssec::secure`] when the query
-//! had DO. The closest encloser of a denied name comes from the snapshot:
-//! the nearest ancestor that is a key or a directory in etcd. A query
-//! without DO, or a server without a key, returns before any of that work.
+//! DNSSEC in the reply pipeline: with `-dnssec`, the apex DNSKEY answer, and
+//! authoritative replies to DO queries handed to
+//! [`crate::dnssec::Dnssec::secure`], with the closest encloser of a denied
+//! name read from the snapshot.
 
 use super::{unix_now, Engine, Request};
 use crate::answer::{name_text, Answer, Question};

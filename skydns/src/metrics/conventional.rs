@@ -1,10 +1,6 @@
-//! The series SkyDNS 2.5 named against today's Prometheus conventions
-//! (`_total` only on counters, no `_count` inside a counter's name, base
-//! units as suffixes: `_seconds`, `_bytes`), served a second time under a
-//! conventional name. The SkyDNS names stay for the dashboards that scrape
-//! them; both names read the same metric, so nothing is counted twice and
-//! no query pays for the second name. [`RENAMED`] is the table
-//! docs/monitoring.md shows.
+//! The series SkyDNS 2.5 named against today's Prometheus conventions, served a
+//! second time under a conventional name that reads the same metric.
+//! [`RENAMED`] is the table docs/monitoring.md shows.
 
 use super::Labels;
 use prometheus_client::metrics::counter::Counter;

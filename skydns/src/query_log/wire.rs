@@ -1,9 +1,7 @@
-//! What a query log line reads from the encoded reply and question,
-//! without decoding them into messages: the full rcode (the header's four
-//! bits and the OPT record's eight more, RFC 6891 §6.1.3), the counts, the
-//! TC bit, whether the authority section holds an SOA, and names as text
-//! the way dig prints them. Every read is bounds-checked: a reply that ends
-//! early gives what could be read.
+//! What a query log line reads from the encoded reply and question, without
+//! decoding them: the full rcode, the counts, the TC bit, an SOA in the
+//! authority section, and names as dig prints them. Every read is
+//! bounds-checked.
 
 use hickory_proto::rr::{DNSClass, RecordType};
 

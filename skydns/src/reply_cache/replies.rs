@@ -1,11 +1,6 @@
-//! The encoded replies of the hot path, and what each was computed from.
-//!
-//! Every entry keeps the snapshot paths its answer read (see
-//! [`crate::snapshot::record_reads`]). When the snapshot moves on, only the
-//! entries that read a path at, below or above a touched key are dropped;
-//! the rest stay valid, so steady churn elsewhere in the cluster does not
-//! empty the cache. A reload, or a gap the snapshot's history cannot
-//! bridge, empties it.
+//! The encoded replies of the hot path, and the snapshot paths each one read
+//! (see [`crate::snapshot::record_reads`]), so that a change drops only the
+//! entries that read a touched path.
 
 use super::QuestionKey;
 use std::collections::{BTreeMap, HashMap};

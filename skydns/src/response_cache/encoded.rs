@@ -1,14 +1,7 @@
-//! A cached reply kept encoded, so a hit is a copy and a few patches.
-//!
-//! [`Encoded::of`] encodes a reply once, when it is cached, and notes where
-//! each record's TTL sits (the OPT record has none). [`Encoded::answer`]
-//! turns it into the reply to one request: the request's ID, RD bit and
-//! question bytes (the name as that client spelled it), every TTL counted
-//! down by the time spent in the cache. The result is what decoding the
-//! cached message, adapting it and encoding it again gives, without the
-//! allocations; a request it cannot serve that way (no EDNS while the
-//! reply has an OPT record, a buffer too small, a question of another
-//! spelling but for case) gets `None` and takes the decoded path.
+//! A cached reply kept encoded, so that a hit is a copy and a few patches:
+//! [`Encoded::of`] encodes a reply once and notes where each TTL sits, and
+//! [`Encoded::answer`] patches in one request's ID, RD bit and question and the
+//! counted-down TTLs, or gives `None` for the decoded path.
 
 use hickory_proto::op::Message;
 

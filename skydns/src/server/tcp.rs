@@ -1,15 +1,7 @@
-//! DNS over TCP: one task per connection, and the table that bounds them.
-//!
-//! A connection serves length-prefixed messages until the client closes,
-//! stays idle past [`TcpLimits::idle`], is slow to send a message or to take
-//! its reply. The [`Connections`] table holds at most
-//! [`TcpLimits::max_connections`]; when it is full, a newcomer makes room by
-//! closing the connection that has been idle longest (RFC 7766 §6.2.3: under
-//! pressure a server closes idle connections, so one client holding many
-//! cannot lock the others out). Only when every connection is in the middle
-//! of a query is the newcomer closed unanswered. On stop, the listener
-//! closes, idle connections close, and a connection in the middle of a
-//! query finishes its reply first.
+//! DNS over TCP: one task per connection, and the [`Connections`] table that
+//! bounds them. When the table is full, a newcomer takes the place of the
+//! connection idle longest (RFC 7766 §6.2.3). On stop, a connection in the
+//! middle of a query finishes its reply.
 
 use super::TcpLimits;
 use crate::handler::{Handler, Transport};

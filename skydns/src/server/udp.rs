@@ -1,11 +1,7 @@
-//! DNS over UDP: reader threads, each with its own single-threaded runtime.
-//!
-//! A reader takes the queries queued on the socket in batches ([`batch`]:
-//! one system call reads them, one writes their replies), answers what
-//! memory can inline and spawns a task for each request that waits on
-//! upstream servers, so a forward never holds up the receive loop. On stop
-//! it reads no more and lets its forwards in flight finish (within
-//! [`DRAIN_LIMIT`], or until abort) so that their replies are still sent.
+//! DNS over UDP: reader threads, each with its own single-threaded runtime. A
+//! reader takes queries in batches ([`batch`]), answers from memory inline and
+//! spawns a task for each request that waits on upstreams. On stop it lets its
+//! forwards finish (within [`DRAIN_LIMIT`]).
 
 use crate::handler::{Handler, Outcome, Transport};
 use crate::lifecycle::DRAIN_LIMIT;

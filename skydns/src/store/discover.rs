@@ -1,17 +1,7 @@
-//! `-discover`: the etcd endpoints follow the cluster's members.
-//!
-//! SkyDNS 2.5 watched `/v2/_etcd/machines` to learn the machines of its etcd
-//! cluster, so `-machines` only had to name one. Here a task asks the
-//! cluster itself for its members every [`PERIOD`] (v3 `MemberList`, or
-//! `GET /v2/members` when the v2 keys API is read) and, when the set of
-//! client URLs changed, replaces the endpoint list the store's client goes
-//! round. So a member added to the cluster becomes a place to fail over
-//! to, a removed one stops being tried, and skydns keeps reading when the
-//! member named in `-machines` is stopped. The `-machines` URLs stay at the
-//! end of the list, so members that advertise URLs skydns cannot reach
-//! (etcd's default `http://localhost:2379`, another network) cost a failed
-//! try each, never the way back. An answer with no members (or an error)
-//! changes nothing.
+//! `-discover`: the etcd endpoints follow the cluster's members. A task asks
+//! the cluster for its members every [`PERIOD`] and, when their URLs changed,
+//! replaces the endpoint list of the store's client (SkyDNS 2.5 watched
+//! `/v2/_etcd/machines` for this).
 
 use etcd_access::member::{Endpoints, MemberClient};
 use etcd_access::EtcdOptions;

@@ -1,18 +1,6 @@
-//! The etcd v3 [`Store`]: a prefix range read in pages at one revision,
-//! then a watch from the next revision.
-//!
-//! gRPC clients refuse messages over a size limit (4 MiB by default), and a
-//! store of ~34,000 records is larger than that. So [`EtcdStore::load`]
-//! reads [`PAGE_KEYS`] keys at a time, each page at the revision of the
-//! first, and halves the page when one page of large values is still over
-//! [`MAX_MESSAGE`]; no response has to hold the whole store.
-//!
-//! Connection settings come from [`EtcdOptions`] (several endpoints, TLS
-//! client certificates, user and password). The client talks to one member
-//! at a time ([`MemberClient`]); it is dropped after an error, so the next
-//! attempt goes to the next member, or to a restarted etcd. A watch that
-//! breaks is resumed by the mirror after its last revision; one that reports
-//! compaction ends with an error, which makes the mirror reload everything.
+//! The etcd v3 [`Store`]: a prefix range read in pages at one revision (so no
+//! response passes gRPC's size limit), then a watch from the next revision. It
+//! reads through a [`MemberClient`], one member at a time.
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use crate::snapshot::Snapshot;

@@ -1,20 +1,7 @@
-//! Hidden paths of an etcd v2 store: read when a query first names them,
-//! then kept fresh.
-//!
-//! etcd v2 never lists a node whose name starts with `_` and never reports
-//! its changes to a recursive watch above it, so the SRV keys kube2sky writes
-//! under `.../<svc>/_tcp/_https/` are invisible to the mirror's load and
-//! watch. SkyDNS read etcd on every query, so it found them by name; we do
-//! the same once per path: the handler sends the path through a
-//! [`PathReader`], the mirror reads it ([`Store::read_path`]), puts what it
-//! found into the snapshot and remembers the path ([`Snapshot::has_read`]),
-//! so later queries are answered from memory. Paths that do not exist are
-//! not remembered (a query for a random `_x` name costs one read, as in
-//! SkyDNS). Remembered paths are read again after every reload, after a
-//! recursive directory delete above them, and whenever etcd's index moved
-//! past what the watch reported (a change the watch could not see), checked
-//! every [`REFRESH_PERIOD`]. So a hidden key follows etcd within about a
-//! second instead of at once: the one place where v2 answers lag.
+//! Hidden paths of an etcd v2 store: read when a query first names them, then
+//! kept fresh. etcd v2 never lists or watches nodes whose name starts with `_`,
+//! so, as SkyDNS found them by name, the handler sends such a path through a
+//! [`PathReader`] and the mirror reads it.
 
 use super::{Batch, Loaded, RawChange, Store, StoreError};
 use crate::snapshot::{Change, Snapshot};

@@ -1,20 +1,6 @@
-//! The etcd v2 [`Store`], as SkyDNS 2.5.2c read etcd 2.x: a recursive read
-//! of `/skydns` at `X-Etcd-Index` N, then long polls from N+1.
-//!
-//! `GET /v2/keys/skydns?recursive=true` gives every visible key and every
-//! directory (empty ones too, which v2 keeps); each long poll
-//! (`?wait=true&recursive=true&waitIndex=N+1`) gives one event, and the next
-//! poll asks for the index after it, so nothing between two polls is lost.
-//! etcd keeps only the last 1000 events: an older index is error 401, which
-//! ends the watch as [`StoreError::Compacted`] and makes the mirror reload.
-//! A poll that sees nothing for [`WATCH_TIMEOUT`] is simply asked again,
-//! and one that finds itself more than [`MAX_BACKLOG`] events behind etcd's
-//! index (a burst of writes, e.g. kube2sky's initial sync) ends the watch as
-//! [`StoreError::Behind`]: one recursive read is cheaper than that many
-//! round trips.
-//! Hidden (`_`) paths are read one at a time ([`Store::read_path`]), many
-//! in flight at once. Node TTLs travel with the keys. A server without the
-//! v2 API is [`StoreError::WrongApi`].
+//! The etcd v2 [`Store`], as SkyDNS 2.5.2c read etcd 2.x: a recursive read of
+//! `/skydns` at `X-Etcd-Index` N, then long polls from N+1. Hidden (`_`) paths
+//! are read one at a time ([`Store::read_path`]).
 
 use super::{Batch, Changes, KeyValue, Loaded, RawChange, Store, StoreError};
 use etcd_access::v2::{Client, Response};

@@ -1,9 +1,8 @@
-//! Runs the tests' real control plane ([`test_support::control_plane`]) on
-//! its own, for `deploy/local/run.sh --real-apiserver` and the benchmarks:
-//! etcd and kube-apiserver (and kube-controller-manager with
-//! `--controllers`), seeded with the objects of `--seed` files, an admin
-//! kubeconfig written to `--kubeconfig`, then "ready" on stdout. It runs
-//! until SIGINT or SIGTERM and stops everything it started.
+//! Runs the tests' real control plane ([`test_support::control_plane`]) on its
+//! own, for `deploy/local/run.sh --real-apiserver` and the benchmarks: etcd,
+//! kube-apiserver (and kube-controller-manager with `--controllers`), seeded
+//! from `--seed` files. It prints "ready" once up, and stops everything it
+//! started on SIGINT or SIGTERM.
 
 use anyhow::{Context, Result};
 use clap::Parser;

@@ -1,10 +1,7 @@
-//! Objects written straight into the control plane's etcd before
-//! kube-apiserver starts, under the keys and in the JSON its storage reads
-//! (`/registry/<resource>/<namespace>/<name>`): a benchmark's 200,000
-//! objects in seconds, where POSTs would take the better part of an hour.
-//! The API server lists them into its watch cache when it starts, as it
-//! would a cluster's after a restart. Nothing is validated or defaulted
-//! beyond what kube2sky reads, and no cluster IP is allocated.
+//! Objects written straight into the control plane's etcd before kube-apiserver
+//! starts, in the JSON its storage reads: a benchmark's 200,000 objects in
+//! seconds, where POSTs would take most of an hour. Nothing is validated or
+//! defaulted beyond what kube2sky reads.
 
 use anyhow::{bail, ensure, Context, Result};
 use base64::Engine;

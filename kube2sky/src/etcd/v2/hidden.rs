@@ -1,30 +1,7 @@
-//! The hidden directories kube2sky wrote through the v2 API, remembered
-//! across restarts.
-//!
-//! etcd v2 never lists a node whose name starts with `_`, so the SRV keys
-//! under `<service>/_tcp/_<port>/` cannot be found by reading the service's
-//! directory. Without a record of them, a port removed (or a service
-//! deleted) while kube2sky was down would leave its SRV keys behind. So
-//! kube2sky keeps an index in etcd, outside `/skydns`, in [`BUCKETS`]
-//! entries: the key `/kube2sky/<domain>/hidden/buckets/<xx>` holds the JSON
-//! list of the hidden directories of the services whose directory
-//! (`/skydns/local/cluster/svc/<ns>/<name>`) hashes to `xx` (FNV-1a 32 of
-//! the path, modulo 256, two hex digits). One entry per service made a
-//! first sync of 10,000 services on v2 write 10,000 index keys beside its
-//! 30,000 records, a quarter of its requests; buckets make it at most 256,
-//! while one change rewrites one bucket (a 256th of the services). An entry
-//! is written before keys go into a new hidden directory (so a crash cannot
-//! lose one) and rewritten, or deleted, once hidden directories are removed.
-//! Reads load the bucket of the service they read, or every bucket for a
-//! read above one service; a hidden directory found absent is forgotten.
-//!
-//! Versions before the buckets kept one entry per service directory,
-//! `/kube2sky/<domain>/hidden<service directory>`. Reads load those too
-//! (reads of one service only until a read of the whole services subtree,
-//! which every leader starts with, has moved them all), write them into
-//! their buckets and then delete them: going back to such a version loses
-//! the index (it would not see a port removed while it runs). A hidden
-//! directory found in etcd but not in the index is put back in it.
+//! The hidden directories kube2sky wrote through the v2 API, remembered across
+//! restarts: etcd v2 never lists nodes whose name starts with `_` (the SRV
+//! keys), so kube2sky keeps an index of them in etcd, outside `/skydns`, in
+//! [`BUCKETS`] keys `/kube2sky/<domain>/hidden/buckets/<xx>`.
 
 use super::{max_of, revision, tolerate, Outcome, ABSENT};
 use crate::etcd::attempt::{bounded, EtcdError};

@@ -1,16 +1,6 @@
 //! Datagrams in batches: up to [`BATCH`] queries read with one `recvmmsg(2)`
-//! (nix) and their replies written with one `sendmmsg(2)` (rustix, whose
-//! `sendmmsg` returns the count sent without reading unwritten address
-//! slots, as nix's result iterator would).
-//!
-//! On the hot path a lookup costs less than the system calls around it:
-//! profiled under dnsperf, nine tenths of skydns's time was the kernel's,
-//! most of it in `sendto` waking the client. A batch pays the call (and the
-//! client's wake-up) once for every datagram queued since the last one, and
-//! costs nothing extra when only one is: `recvmmsg` returns what is queued
-//! without waiting for more. Each slot holds a whole datagram (64 KiB), so
-//! a query is never cut short; the slots' pages are only touched as far as
-//! datagrams fill them.
+//! (nix) and their replies written with one `sendmmsg(2)` (rustix), so the
+//! system calls are paid once per batch.
 
 use nix::sys::socket::{recvmmsg, MsgFlags, MultiHeaders, SockaddrStorage};
 use rustix::net::addr::SocketAddrArg;
