@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane the tests run (kube-apiserver,
 # kube-controller-manager and the etcd they store in, pinned in
-# tools/kube/go.mod) with the machine's Go, once, into a cache outside the
-# clone, and prints the directory holding them.
+# tools/kube/go.mod) and CoreDNS, the peer they compare with (pinned in
+# tools/coredns/go.mod), with the machine's Go, once, into a cache outside
+# the clone, and prints the directory holding them.
 # A second call with the same pin prints the same directory at once.
 #
 #   scripts/kube-tools.sh            # build if needed; print the bin directory
@@ -10,22 +11,28 @@
 #   scripts/kube-tools.sh --print-dir  # print where this pin's build goes
 #
 # Environment: KUBE_TOOLS_CACHE (default ~/.cache/kube-dns-rs/kube): the
-# cache; one subdirectory per pin (a hash of go.mod, go.sum, this script,
-# and Go's version, OS and architecture). Go is needed for every call,
+# cache; one subdirectory per pin (a hash of both modules' go.mod and go.sum,
+# this script, and Go's version, OS and architecture). Go is needed for every call,
 # built or not: the pin's hash asks it.
 # Go's own module and build caches are used as usual (go env GOMODCACHE).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 module="$root/tools/kube"
+modules=(kube coredns)
 cache=${KUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-dns-rs/kube}
 # Binary name and Go package, for each.
-tools=(kube-apiserver kube-controller-manager etcd)
+tools=(kube-apiserver kube-controller-manager etcd coredns)
 declare -A package=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
   # The etcd Kubernetes supports (3.5+): Debian's 3.4 runs the DNS pod's
   # records only (the v2 API is gone from 3.6).
   [etcd]=go.etcd.io/etcd/server/v3
+  [coredns]=github.com/coredns/coredns
+)
+# The module (under tools/) each is built in.
+declare -A module_of=(
+  [kube-apiserver]=kube [kube-controller-manager]=kube [etcd]=kube [coredns]=coredns
 )
 
 fail() { echo "kube-tools: $*" >&2; exit 1; }
@@ -39,7 +46,8 @@ have=$(go env GOVERSION | sed 's/^go//')
 [ "$(printf '%s\n%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ] ||
   fail "Go $have is older than tools/kube/go.mod's go $want: install Go $want or newer (no toolchain is downloaded: GOTOOLCHAIN=local)."
 
-key=$(cat "$module/go.mod" "$module/go.sum" "$0" <(go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-16)
+key=$(for m in "${modules[@]}"; do cat "$root/tools/$m/go.mod" "$root/tools/$m/go.sum"; done |
+  cat - "$0" <(go env GOVERSION GOOS GOARCH) | sha256sum | cut -c1-16)
 dir="$cache/$key"
 built() { [ -f "$dir/.complete" ] && for t in "${tools[@]}"; do [ -x "$dir/$t" ] || return 1; done; }
 
@@ -63,12 +71,14 @@ if [ -d "$dir" ]; then
 fi
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod")
-echo "kube-tools: building kube-apiserver and kube-controller-manager $version and etcd with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
-cd "$module"
-if ! go mod download >"$cache/download.log" 2>&1; then
-  cat "$cache/download.log" >&2
-  fail "downloading the modules of tools/kube failed (above). The Go module proxy ($(go env GOPROXY)) must be reachable, or the modules already in $(go env GOMODCACHE)."
-fi
+coredns_version=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit }' "$root/tools/coredns/go.mod")
+echo "kube-tools: building kube-apiserver and kube-controller-manager $version, etcd and CoreDNS $coredns_version with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
+for m in "${modules[@]}"; do
+  if ! (cd "$root/tools/$m" && go mod download) >"$cache/download.log" 2>&1; then
+    cat "$cache/download.log" >&2
+    fail "downloading the modules of tools/$m failed (above). The Go module proxy ($(go env GOPROXY)) must be reachable, or the modules already in $(go env GOMODCACHE)."
+  fi
+done
 tmp="$dir.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
@@ -80,7 +90,9 @@ minor=$(echo "$version" | cut -d. -f2)
 stamp="-X k8s.io/component-base/version.gitVersion=$version -X k8s.io/component-base/version.gitMajor=1"
 stamp="$stamp -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/component-base/version.gitTreeState=clean"
 for t in "${tools[@]}"; do
-  CGO_ENABLED=0 go build -trimpath -ldflags="-s $stamp" -o "$tmp/$t" "${package[$t]}" ||
+  flags="-s"
+  [ "${module_of[$t]}" = kube ] && flags="-s $stamp"
+  (cd "$root/tools/${module_of[$t]}" && CGO_ENABLED=0 go build -trimpath -ldflags="$flags" -o "$tmp/$t" "${package[$t]}") ||
     fail "building $t failed (above); nothing was cached"
 done
 "$tmp/kube-apiserver" --version >"$tmp/version" || fail "the built kube-apiserver does not run"
@@ -88,6 +100,7 @@ done
 # which pipefail takes for a failure.
 "$tmp/etcd" --version >"$tmp/etcd-version" || fail "the built etcd does not run"
 sed -i 1q "$tmp/etcd-version"
+"$tmp/coredns" -version >"$tmp/coredns-version" || fail "the built coredns does not run"
 echo "$(( $(date +%s) - start ))" >"$tmp/build-seconds"
 touch "$tmp/.complete"
 mv "$tmp" "$dir"
