@@ -1,10 +1,7 @@
-//! What every test of the workspace uses, in one place.
-//!
-//! The tests of skydns, kube2sky, exec-healthz and the integration suites
-//! run the real parts (Debian's etcd, dnsmasq, `dig`, `kubectl`) and the
-//! workspace's own binaries; this crate starts them, talks to them and
-//! cleans up after them, so each test says only what it checks:
-//!
+//! What every test of the workspace uses, in one place. The tests run the real
+//! parts (Debian's etcd, dnsmasq, `dig`, `kubectl`) and the workspace's own
+//! binaries; this crate starts them, talks to them and cleans up after them,
+//! so each test says only what it checks. Crate map:
 //! - [`wait`]: the one way a test waits (`eventually(what, within, probe)`),
 //!   failing with the last thing the probe saw; no fixed sleeps.
 //! - [`process`]: child processes in their own process group, stopped
@@ -30,11 +27,13 @@
 //! - [`relay`]: a TCP relay whose connections a test cuts and holds.
 //! - [`control_plane`]: a real kube-apiserver (and kube-controller-manager)
 //!   over its own etcd, without nodes, as envtest runs one.
+//! - [`coredns`]: CoreDNS, the peer, on a free port with a given Corefile.
 //! - [`http`]: GETs of the health and metrics ports, and metric values.
 //! - [`bins`]: the workspace's binaries, refused when older than the tree.
 
 pub mod bins;
 pub mod control_plane;
+pub mod coredns;
 pub mod dead;
 pub mod dns;
 pub mod dnsmasq;

@@ -10,6 +10,8 @@
 
 #![allow(dead_code, unreachable_pub)]
 
+pub mod objects;
+
 use anyhow::{ensure, Context, Result};
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config, Key, Preconditions, ResourceKind};
 use serde_json::Value;
