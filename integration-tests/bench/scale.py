@@ -26,7 +26,11 @@ Per size (see scale_cluster.SIZES):
 With API=real (environment), kube2sky reads a real kube-apiserver (the
 tests' control plane, `kube-control-plane`, over its own etcd 3.6) whose
 etcd is seeded with the cluster before it starts; the figures add
-kube-apiserver's CPU seconds over the sync and its peak RSS.
+kube-apiserver's CPU seconds over the sync and its peak RSS, and CoreDNS
+(coredns_peer.py) reading the same API server: seconds from its start until
+it answers (as skydns restart), propagation measured on both in the same
+samples, QPS in the same rounds, its RSS, and kube-apiserver's CPU seconds
+and RSS while 3 and then 10 more CoreDNS replicas start and answer.
 
 Usage: scale.py BIN_DIR SIZES SAMPLES SECONDS OUT_DIR
 etcd and kube2sky run with transactions of up to 1024 operations, as in the
@@ -49,6 +53,7 @@ import time
 import urllib.request
 
 import benchlib as b
+import coredns_peer
 from scale_cluster import Cluster, mix_file, rng, service_ip
 
 BIN, SIZES, SAMPLES, SECONDS, OUT = (sys.argv[1], sys.argv[2].split(","), int(sys.argv[3]),
@@ -104,6 +109,7 @@ class Pipeline:
         self.dns_port = b.free_port()
         self.skydns = self.start_skydns()
         self.kube2sky = None
+        self.coredns, self.coredns_port = None, None
 
     def start_real_apiserver(self, seed):
         """kube-control-plane with the cluster written into its etcd: the
@@ -126,6 +132,7 @@ class Pipeline:
         self.headers = {"Authorization": "Bearer " + config["users"][0]["user"]["token"]}
         self.tls = ssl.create_default_context(cafile=ca)
         self.kube_args = ["--kubecfg-file", kubeconfig]
+        self.kubeconfig = kubeconfig
 
     def start_skydns(self):
         return spawn("skydns", [os.path.join(BIN, "skydns"), "-machines", self.etcd_url, "-etcd3",
@@ -170,16 +177,26 @@ def post_service(p, name, k):
 
 
 def answered_after(p, name, k):
-    """Milliseconds from the POST of Service `name` until skydns answers it."""
-    with b.udp_socket(p.dns_port) as sock:
+    """Milliseconds from the POST of Service `name` until skydns answers it
+    (and CoreDNS, when it runs: a list, skydns's first)."""
+    ports = [p.dns_port] + ([p.coredns_port] if p.coredns else [])
+    socks = [b.udp_socket(port) for port in ports]
+    try:
         start = time.perf_counter()
         qname = post_service(p, name, k)
         deadline = time.time() + 60
-        while b.query(sock, qname, k % 60000 + 1)[1] == 0:
+        took = [None] * len(ports)
+        while None in took:
+            for i, sock in enumerate(socks):
+                if took[i] is None and b.query(sock, qname, k % 60000 + 1)[1] > 0:
+                    took[i] = (time.perf_counter() - start) * 1000
             if time.time() > deadline:
                 raise RuntimeError(qname + " never answered")
             time.sleep(0.0005)
-        return (time.perf_counter() - start) * 1000
+        return took if p.coredns else took[0]
+    finally:
+        for sock in socks:
+            sock.close()
 
 
 def measure_sync(p, r):
@@ -228,8 +245,38 @@ def measure_skydns_restart(p, r):
 
 def measure_propagation(p, r):
     delays = [answered_after(p, "prop%d" % k, k) for k in range(SAMPLES)]
+    if p.coredns:
+        delays, theirs = [d[0] for d in delays], [d[1] for d in delays]
+        r["coredns_propagation_p50_ms"] = b.percentile(theirs, 50)
+        r["coredns_propagation_p99_ms"] = b.percentile(theirs, 99)
     r["propagation_p50_ms"] = b.percentile(delays, 50)
     r["propagation_p99_ms"] = b.percentile(delays, 99)
+
+
+def measure_coredns_start(p, r):
+    """CoreDNS started against the same API server: seconds until it
+    answers the last service, pod and headless name (skydns restart's)."""
+    start = time.time()
+    p.coredns, p.coredns_port = coredns_peer.start(spawn, WORK, p.kubeconfig, coredns_peer.binary())
+    coredns_peer.wait_answers(p.coredns_port, p.cluster.last_names(), p.coredns, 900)
+    r["coredns_start_s"] = time.time() - start
+
+
+def measure_replicas(p, r):
+    """kube-apiserver's CPU seconds and RSS while more CoreDNS replicas
+    start and answer: 3, then 10 (each lists and watches on its own; the
+    skydns replicas of shared-etcd never reach the API server)."""
+    for n in (3, 10):
+        cpu = b.cpu_seconds(p.apiserver_pid)
+        replicas = [coredns_peer.start(spawn, WORK, p.kubeconfig, coredns_peer.binary(),
+                                       "coredns-%d-%d" % (n, i)) for i in range(n)]
+        for proc, port in replicas:
+            coredns_peer.wait_answers(port, p.cluster.last_names(), proc, 900)
+        r["apiserver_cpu_coredns_%d_s" % n] = b.cpu_seconds(p.apiserver_pid) - cpu
+        r["apiserver_rss_coredns_%d_mb" % n] = b.status_kb(p.apiserver_pid, "VmRSS") / 1024
+        for proc, _ in replicas:
+            stop(proc)
+            PROCS.remove(proc)
 
 
 def churning(p, prefix, run):
@@ -258,13 +305,16 @@ def churning(p, prefix, run):
 def measure_qps(p, knot_port, r):
     direct = mix_file(os.path.join(WORK, "direct"), p.cluster.direct_mix(5000, rng()))
     search = mix_file(os.path.join(WORK, "search"), p.cluster.search_mix(5000, rng()))
+    servers = {"skydns": p.dns_port, "knot": knot_port}
+    if p.coredns:
+        servers["coredns"] = p.coredns_port
     for mix, path in (("direct", direct), ("search", search)):
-        best = {"skydns": 0.0, "knot": 0.0}
-        for order in (("skydns", "knot"), ("knot", "skydns")):
+        best = dict.fromkeys(servers, 0.0)
+        for order in (list(servers), list(reversed(list(servers)))):
             for who in order:
-                port = p.dns_port if who == "skydns" else knot_port
-                best[who] = max(best[who], b.dnsperf(port, path, SECONDS))
-        r["qps_%s_skydns" % mix], r["qps_%s_knot" % mix] = best["skydns"], best["knot"]
+                best[who] = max(best[who], b.dnsperf(servers[who], path, SECONDS))
+        for who, qps in best.items():
+            r["qps_%s_%s" % (mix, who)] = qps
     r["qps_direct_elsewhere"] = churning(p, "/elsewhere/", lambda: b.dnsperf(p.dns_port, direct, SECONDS))
     r["qps_direct_churn"] = churning(p, "/skydns/local/cluster/svc/churn/",
                                      lambda: b.dnsperf(p.dns_port, direct, SECONDS))
@@ -279,6 +329,8 @@ def run(size):
         p = Pipeline(cluster)
         measure_sync(p, r)
         measure_skydns_restart(p, r)
+        if REAL:
+            measure_coredns_start(p, r)
         measure_propagation(p, r)
         knot, knot_port = b.start_knot(WORK, "cluster.local", cluster.zone())
         PROCS.append(knot)
@@ -286,6 +338,9 @@ def run(size):
             b.wait_until(lambda: b.answers(knot_port, name), "Knot to answer " + name, 300)
         measure_qps(p, knot_port, r)
         r["skydns_rss_mb"] = b.status_kb(p.skydns.pid, "VmRSS") / 1024
+        if REAL:
+            r["coredns_rss_mb"] = b.status_kb(p.coredns.pid, "VmRSS") / 1024
+            measure_replicas(p, r)
     finally:
         for proc in reversed(PROCS):
             stop(proc)
@@ -326,6 +381,33 @@ def table(results):
         print("|---|---|---|")
         for r in results:
             print("| {size} | {apiserver_sync_cpu_s:.1f} s | {apiserver_peak_mb:.0f} MB |".format(**r))
+        coredns_tables(results)
+
+
+def coredns_tables(results):
+    """skydns beside CoreDNS, and the ratio (ours / theirs)."""
+    print()
+    print("| size | serving every name after a start (skydns / CoreDNS) | propagation p50 "
+          "| propagation p99 | RSS per replica | direct QPS | search-path QPS |")
+    print("|" + "---|" * 7)
+    def pair(ours, theirs, unit, digits):
+        return "{:,.{d}f} / {:,.{d}f}{} ({:.2f}×)".format(ours, theirs, unit, ours / theirs, d=digits)
+
+    for r in results:
+        print("| %s | %s | %s | %s | %s | %s | %s |" % (
+            r["size"],
+            pair(r["skydns_restart_s"], r["coredns_start_s"], " s", 2),
+            pair(r["propagation_p50_ms"], r["coredns_propagation_p50_ms"], " ms", 1),
+            pair(r["propagation_p99_ms"], r["coredns_propagation_p99_ms"], " ms", 1),
+            pair(r["skydns_rss_mb"], r["coredns_rss_mb"], " MB", 0),
+            pair(r["qps_direct_skydns"], r["qps_direct_coredns"], "", 0),
+            pair(r["qps_search_skydns"], r["qps_search_coredns"], "", 0)))
+    print()
+    print("| size | kube-apiserver CPU, 3 / 10 CoreDNS replicas starting | kube-apiserver RSS after |")
+    print("|---|---|---|")
+    for r in results:
+        print("| {size} | {apiserver_cpu_coredns_3_s:.1f} / {apiserver_cpu_coredns_10_s:.1f} s "
+              "| {apiserver_rss_coredns_3_mb:.0f} / {apiserver_rss_coredns_10_mb:.0f} MB |".format(**r))
 
 
 def main():

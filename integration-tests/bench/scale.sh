@@ -9,7 +9,10 @@
 #
 # --api real: kube2sky reads a real kube-apiserver 1.36 (scripts/kube-tools.sh
 # builds it once) whose etcd is seeded with the cluster, instead of the API
-# test server; it adds kube-apiserver's CPU over the sync and its peak RSS.
+# test server; it adds kube-apiserver's CPU over the sync and its peak RSS,
+# and CoreDNS 1.15 (kubeadm's Corefile, same API server) beside skydns: its
+# start, propagation, QPS, RSS, and the API server's cost of 3 and 10
+# replicas (coredns_peer.py).
 #
 # Sizes: XS (1k services, a quick check), S (10k services + 10k pods),
 # L (10k services × 2 ports + 150k pods + 1k headless × 20 endpoints),
@@ -24,7 +27,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --api) api=$2; shift 2 ;;
-    -h|--help) sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scale.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -44,7 +47,8 @@ case "$api" in test|real) ;; *) echo "scale.sh: --api must be test or real, not 
 scripts/install-deps.sh
 packages=(-p skydns -p kube2sky -p kube-api-test-server)
 if [ "$api" = real ]; then
-  scripts/kube-tools.sh >/dev/null
+  KUBE_TOOLS_DIR=$(scripts/kube-tools.sh)
+  export KUBE_TOOLS_DIR
   packages+=(-p test-support)
 fi
 cargo build --release --locked "${packages[@]}" --bins
