@@ -18,6 +18,12 @@
 #                         -rcache-stale=1h): a cache, like Unbound's
 #   unbound               forward-zone "." to the same two upstreams (dead
 #                         first), cache on, serve-expired, iterator only
+#   coredns               CoreDNS 1.15 (scripts/kube-tools.sh builds it):
+#                         forward . to the same two upstreams, policy
+#                         sequential (dead first), its health checks
+#                         (max_fails 2, health_check 0.5s: its defaults)
+#   coredns+cache         the same with cache 300 { serve_stale 1h;
+#                         prefetch 10 }: the skydns after+rcache settings
 # All skydns runs: release build, real etcd, -domain=cluster.local.
 # -nameservers=<dead>,<knot> -ns-rotate=false -rtimeout=2s.
 #
@@ -61,6 +67,7 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
 scripts/install-deps.sh
+coredns="$(scripts/kube-tools.sh)/coredns"
 if [ -z "${SKYDNS:-}" ]; then
   cargo build --release -p skydns
   SKYDNS="${CARGO_TARGET_DIR:-$root/target}/release/skydns"
@@ -173,6 +180,37 @@ for _ in $(seq 1 100); do
 done
 dig @127.0.0.1 -p "$unbound_port" +short CH TXT version.server | grep -q . || { echo "unbound not answering" >&2; cat "$work/unbound.log" >&2; exit 1; }
 servers+=("unbound=$unbound_port=forward . (dead first), cache, ${UNBOUND_THREADS} threads")
+
+# CoreDNS, with and without its cache.
+start_coredns() { # label config-text cache-block
+  local label=$1 config=$2 cache=$3 port
+  port=$(free_port)
+  # chaos answers version.bind: readiness without a forwarded query.
+  cat > "$work/${label}.Corefile" <<CONF
+.:${port} {
+    chaos
+    forward . 127.0.0.1:${dead_port} 127.0.0.1:${knot_port} {
+        policy sequential
+    }
+${cache}
+}
+CONF
+  "$coredns" -conf "$work/${label}.Corefile" >"$work/${label}.log" 2>&1 &
+  pids+=($!)
+  for _ in $(seq 1 100); do
+    dig @127.0.0.1 -p "$port" +time=1 +tries=1 +short CH TXT version.bind | grep -q . && break
+    sleep 0.1
+  done
+  dig @127.0.0.1 -p "$port" +short CH TXT version.bind | grep -q . ||
+    { echo "CoreDNS ($label) not answering; its log:" >&2; cat "$work/${label}.log" >&2; exit 1; }
+  servers+=("$label=$port=$config")
+}
+start_coredns coredns "forward, sequential, health checks (its defaults), no cache" ""
+start_coredns coredns+cache "forward as above, cache 300 with serve_stale 1h, prefetch 10" \
+  "    cache 300 {
+        serve_stale 1h
+        prefetch 10
+    }"
 
 echo "==> forwarding with a dead first upstream, $(date -u +%F), $(nproc) cores; dead 127.0.0.1:$dead_port, knot 127.0.0.1:$knot_port"
 python3 integration-tests/bench/forward.py measure --servers "${servers[@]}" \
