@@ -2,7 +2,8 @@
 //! holds the DNS specification's cases (`kube2sky_support::objects`) and a
 //! few more; kube2sky → etcd → skydns serves them, and so does CoreDNS's
 //! kubernetes plugin configured as kubeadm ships it (`pods verified`, the
-//! pod mode matching ours). Both are asked the same questions over UDP and
+//! pod mode matching skydns's default; then pod names with both in
+//! `insecure`, kubeadm's). Both are asked the same questions over UDP and
 //! TCP, and every part of each reply is compared: rcode, flags, answer,
 //! authority, additional (records in any order, TTLs included). The
 //! differences found must be exactly the ones docs/compatibility.md lists
@@ -80,6 +81,19 @@ const QUESTIONS: &[(&str, &str)] = &[
     ),
 ];
 
+/// Pod names asked of skydns `-pods=insecure` and CoreDNS `pods insecure`:
+/// a pod that runs, one that does not, the other family, another
+/// namespace, and a name that spells no address.
+const INSECURE_QUESTIONS: &[(&str, &str)] = &[
+    ("10-1-0-50.conf.pod.cluster.local.", "A"),
+    ("10-9-9-9.conf.pod.cluster.local.", "A"),
+    ("10-9-9-9.conf.pod.cluster.local.", "AAAA"),
+    ("fd00--9.conf.pod.cluster.local.", "AAAA"),
+    ("10-9-9-9.default.pod.cluster.local.", "A"),
+    ("10-9-9-9.no-such-ns.pod.cluster.local.", "A"),
+    ("web-0.conf.pod.cluster.local.", "A"),
+];
+
 /// The heading of the list in docs/compatibility.md.
 const DIFFERENCES: &str = "## Differences from CoreDNS";
 
@@ -131,22 +145,21 @@ async fn compare(plane: &ControlPlane) -> Result<()> {
     }
     // Each difference, with both replies the first time it was seen.
     let mut found = BTreeMap::new();
-    for (name, qtype) in QUESTIONS {
-        for transport in [Transport::Udp, Transport::Tcp] {
-            let a = query(ours.port, name, qtype, transport).await?;
-            let b = query(theirs.port, name, qtype, transport).await?;
-            for part in differences(&a, &b) {
-                let seen = format!(
-                    "{transport:?}\nours:    {}\nCoreDNS: {}",
-                    text(&a),
-                    text(&b)
-                );
-                found
-                    .entry(format!("{name} {qtype} {part}"))
-                    .or_insert(seen);
-            }
-        }
-    }
+    ask_both(ours.port, theirs.port, QUESTIONS, &mut found).await?;
+    // Pod names in kubeadm's mode, `insecure`, on both.
+    let ours = skydns_binary(
+        &etcd.endpoint(),
+        etcd.api(),
+        &["-pods=insecure"],
+        "kubernetes.default.svc.cluster.local.",
+    )
+    .await?;
+    let theirs = Coredns::start(
+        |port| kubeadm_corefile(port, &kubeconfig, "insecure"),
+        "kubernetes.default.svc.cluster.local.",
+    )
+    .await?;
+    ask_both(ours.port, theirs.port, INSECURE_QUESTIONS, &mut found).await?;
     let listed = listed_differences()?;
     let new: BTreeMap<_, _> = found
         .iter()
@@ -162,6 +175,33 @@ async fn compare(plane: &ControlPlane) -> Result<()> {
          new (fix, or list with the reason): {new:#?}\ngone (remove from the list): {gone:#?}",
         test_support::coredns::version()?
     );
+    Ok(())
+}
+
+/// Asks both servers each of `questions` over UDP and TCP, and notes each
+/// difference in `found` with both replies, the first time it is seen.
+async fn ask_both(
+    ours: u16,
+    theirs: u16,
+    questions: &[(&str, &str)],
+    found: &mut BTreeMap<String, String>,
+) -> Result<()> {
+    for (name, qtype) in questions {
+        for transport in [Transport::Udp, Transport::Tcp] {
+            let a = query(ours, name, qtype, transport).await?;
+            let b = query(theirs, name, qtype, transport).await?;
+            for part in differences(&a, &b) {
+                let seen = format!(
+                    "{transport:?}\nours:    {}\nCoreDNS: {}",
+                    text(&a),
+                    text(&b)
+                );
+                found
+                    .entry(format!("{name} {qtype} {part}"))
+                    .or_insert(seen);
+            }
+        }
+    }
     Ok(())
 }
 

@@ -148,6 +148,7 @@ impl Settings {
                 .map_err(ConfigError)?,
             cache: crate::response_cache::Settings::build(&flags.cache, &self.cache),
             stubzones: flags.stub.stubzones,
+            pods: flags.pods.pods,
             dnssec: (self.dnssec)
                 .build(&flags.dnssec, &zone.domain, zone.ttl, zone.min_ttl)
                 .map_err(ConfigError)?,

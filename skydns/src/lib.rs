@@ -10,7 +10,7 @@
 //! - [`forward`]: the upstream resolvers, their health and policy;
 //!   [`response_cache`]: their answers (`-rcache`), serve-stale, prefetch;
 //! - [`stub`]: stub zones; [`autopath`]: the pods' search paths walked at
-//!   the server;
+//!   the server; [`pods`]: pod names in the `-pods` mode;
 //! - [`store`]: the store trait, the etcd v2 and v3 stores and the mirror task;
 //! - [`config`]: flags, environment, the etcd config key, defaults; each
 //!   feature's own flags, keys and settings are in its module, `values`
@@ -30,6 +30,7 @@ pub mod dnssec;
 pub mod forward;
 pub mod handler;
 pub mod metrics;
+pub mod pods;
 mod reply_cache;
 mod response;
 pub mod response_cache;

@@ -2,6 +2,7 @@
 
 use super::support::*;
 use super::*;
+use skydns::pods::PodMode;
 
 // ---------------------------------------------------------------------------
 // Container arguments against our flag parsers
@@ -185,8 +186,12 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
                         config.handler.cache.capacity, 0,
                         "{what}: 1.2 had no response cache"
                     );
+                    let pods = config.handler.pods;
+                    assert_eq!(pods, PodMode::Verified, "{what}: 1.2 answered its records");
                 } else {
                     let metrics = check_skydns_lifecycle(pod, c, &config, &what);
+                    let pods = config.handler.pods;
+                    assert_eq!(pods, PodMode::Insecure, "{what}: kubeadm's pods insecure");
                     want.insert((metrics, "TCP".to_owned()));
                 }
                 assert_eq!(ports, want, "{what}");

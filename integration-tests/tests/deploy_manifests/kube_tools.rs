@@ -121,7 +121,12 @@ fn a_half_built_cache_does_not_pass_for_built() {
         "{out:?}"
     );
     std::fs::create_dir_all(&dir).unwrap();
-    for binary in ["kube-apiserver", "kube-controller-manager", "etcd", "coredns"] {
+    for binary in [
+        "kube-apiserver",
+        "kube-controller-manager",
+        "etcd",
+        "coredns",
+    ] {
         let file = std::path::Path::new(&dir).join(binary);
         std::fs::write(&file, "#!/bin/sh\n").unwrap();
         std::fs::set_permissions(&file, std::os::unix::fs::PermissionsExt::from_mode(0o755))

@@ -63,6 +63,8 @@ pub struct Flags {
     #[command(flatten)]
     pub stub: crate::stub::Flags,
     #[command(flatten)]
+    pub pods: crate::pods::Flags,
+    #[command(flatten)]
     pub autopath: crate::autopath::Flags,
     #[command(flatten)]
     pub dnssec: crate::dnssec::Flags,

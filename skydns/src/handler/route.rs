@@ -98,6 +98,9 @@ impl Engine {
         if !addressable(&q.qname) {
             return Route::Reply(self.finish(reply, r, Answer::NameError, &snapshot));
         }
+        if let Some(answer) = crate::pods::answer(self.settings.pods, q, &self.zone.domain) {
+            return Route::Reply(self.finish(reply, r, answer, &snapshot));
+        }
         if let Some(answer) = self.dnskey_answer(q) {
             return Route::Reply(self.finish(reply, r, answer, &snapshot));
         }

@@ -20,6 +20,8 @@ pub struct Settings {
     pub cache: crate::response_cache::Settings,
     /// Forward names in stub zones to their servers (`-stubzones`).
     pub stubzones: bool,
+    /// How pod names are answered (`-pods`).
+    pub pods: crate::pods::PodMode,
     /// Online DNSSEC signing of DO replies (`-dnssec`), if on.
     pub dnssec: Option<Arc<Dnssec>>,
     /// The server-side search path (`-autopath`), if on.
@@ -37,6 +39,7 @@ impl Default for Settings {
             forward: Default::default(),
             cache: Default::default(),
             stubzones: false,
+            pods: Default::default(),
             dnssec: None,
             autopath: None,
             query_log: None,

@@ -23,6 +23,7 @@ mod forwarding;
 mod hostile;
 mod limits;
 mod local_names;
+mod pod_names;
 mod query_log;
 mod routing;
 mod sizes;
