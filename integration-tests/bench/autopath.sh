@@ -20,6 +20,13 @@
 # gets DURATION seconds (default 10) with CLIENTS dnsperf clients
 # (default 4); the order alternates over ROUNDS rounds (default 2) and
 # the best round of each counts. skydns is the release build.
+# CoreDNS 1.15 (scripts/kube-tools.sh builds it) runs beside them with
+# `kubernetes cluster.local { pods verified }`, `autopath @kubernetes`,
+# `forward . <Knot>` and `cache 30`, reading a real kube-apiserver
+# (kube-control-plane) that holds the same names: Services
+# default/kubernetes, kube-system/kube-dns and other/db, and the asking pod
+# default/client with IP 127.0.0.9 (its status written as a kubelet would).
+# It gets the autopath queries, as skydns -autopath does.
 #
 #   integration-tests/bench/autopath.sh   # goal: autopath/knot >= 2.0 lookups/s
 set -euo pipefail
@@ -38,7 +45,8 @@ if [ ${#need[@]} -gt 0 ]; then
   $sudo apt-get update -qq && DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${need[@]}"
 fi
 scripts/install-deps.sh
-cargo build --release -p skydns
+coredns="$(scripts/kube-tools.sh)/coredns"
+cargo build --release -p skydns -p test-support --bin skydns --bin kube-control-plane
 
 # shellcheck source=integration-tests/bench/lib.sh
 source integration-tests/bench/lib.sh
@@ -48,7 +56,7 @@ put() { etcdctl --endpoints="$etcd_url" put "$1" "$2" >/dev/null; }
 put /skydns/local/cluster/pod/default/127-0-0-9/7f000009 '{"host":"127.0.0.9"}'
 put /skydns/local/cluster/svc/other/db/a1b2c3d4 '{"host":"10.0.0.50"}'
 
-on_port=$(free_port); off_port=$(free_port); knot_port=$(free_port)
+on_port=$(free_port); off_port=$(free_port); knot_port=$(free_port); coredns_port=$(free_port)
 start_skydns() { # port flags...
   local port=$1; shift
   RUST_LOG=warn "$root/target/release/skydns" -machines="$etcd_url" -etcd3 -addr="127.0.0.1:$port" \
@@ -99,8 +107,38 @@ CONF
 /usr/sbin/knotd -c "$work/knot.conf" >"$work/knot.log" 2>&1 &
 pids+=($!)
 
-declare -A port_of=([autopath]=$on_port [knot]=$knot_port [skydns]=$off_port)
-for who in knot skydns autopath; do
+# CoreDNS's cluster: a real API server holding the same names and the pod.
+"$root/target/release/kube-control-plane" --kubeconfig "$work/kubeconfig" >"$work/control-plane.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 1 1200); do grep -qx ready "$work/control-plane.log" && break; sleep 0.1; done
+grep -qx ready "$work/control-plane.log" || { echo "the control plane did not start:" >&2; tail -20 "$work/control-plane.log" >&2; exit 1; }
+kc() { kubectl --kubeconfig "$work/kubeconfig" "$@" >/dev/null; }
+kc create namespace other
+kc -n other create service clusterip db --tcp=5432 --clusterip=10.0.0.50
+kc -n kube-system create service clusterip kube-dns --tcp=53 --clusterip=10.0.0.10
+kc -n default run client --image=registry.k8s.io/pause:3.10 --restart=Never \
+  --overrides='{"spec":{"nodeName":"bench-node"}}'
+kc -n default patch pod client --subresource=status --type=merge \
+  -p '{"status":{"phase":"Running","podIP":"127.0.0.9","podIPs":[{"ip":"127.0.0.9"}]}}'
+cat > "$work/Corefile" <<CONF
+.:${coredns_port} {
+    errors
+    kubernetes cluster.local in-addr.arpa ip6.arpa {
+        kubeconfig $work/kubeconfig
+        pods verified
+        fallthrough in-addr.arpa ip6.arpa
+        ttl 30
+    }
+    autopath @kubernetes
+    forward . 127.0.0.1:${knot_port}
+    cache 30
+}
+CONF
+"$coredns" -conf "$work/Corefile" >"$work/coredns.log" 2>&1 &
+pids+=($!)
+
+declare -A port_of=([autopath]=$on_port [knot]=$knot_port [skydns]=$off_port [coredns]=$coredns_port)
+for who in knot skydns autopath coredns; do
   port=${port_of[$who]}
   for _ in $(seq 1 100); do
     dig @127.0.0.1 -p "$port" +time=1 +tries=1 +short kubernetes.default.svc.cluster.local | grep -q 10.0.0.1 && break
@@ -110,8 +148,15 @@ for who in knot skydns autopath; do
     || { echo "$who on $port not answering" >&2; exit 1; }
 done
 # The walk works before it is measured: a CNAME to the external name.
-dig @127.0.0.1 -p "$on_port" -b "$POD" api.example.com.default.svc.cluster.local A \
-  | grep -q 'CNAME.*api\.example\.com\.' || { echo "autopath does not answer with a CNAME" >&2; exit 1; }
+for port in "$on_port" "$coredns_port"; do
+  for _ in $(seq 1 100); do
+    dig @127.0.0.1 -p "$port" -b "$POD" +time=1 +tries=1 db.other.default.svc.cluster.local A \
+      | grep -q 'CNAME.*db\.other\.svc\.cluster\.local\.' && break
+    sleep 0.1
+  done
+  dig @127.0.0.1 -p "$port" -b "$POD" api.example.com.default.svc.cluster.local A \
+    | grep -q 'CNAME.*api\.example\.com\.' || { echo "autopath on $port does not answer with a CNAME" >&2; exit 1; }
+done
 
 # glibc's steps for each lookup, A and AAAA each (both for every step).
 steps() { # name: every name glibc asks for it, in order
@@ -131,14 +176,15 @@ for name in $lookups; do
   step=$(steps "$name" | head -1)
   printf '%s A\n%s AAAA\n' "$step" "$step"
 done > "$work/autopath-steps"
-declare -A file_of=([autopath]="$work/autopath-steps" [knot]="$work/every-step" [skydns]="$work/every-step")
+declare -A file_of=([autopath]="$work/autopath-steps" [knot]="$work/every-step" [skydns]="$work/every-step"
+  [coredns]="$work/autopath-steps")
 
 run() { # who → QPS
   dnsperf -s 127.0.0.1 -a "$POD" -p "${port_of[$1]}" -d "${file_of[$1]}" -l "$DURATION" -c "$CLIENTS" -q 500 2>/dev/null \
     | awk '/Queries per second/ {print $4}'
 }
-declare -A best=([autopath]=0 [knot]=0 [skydns]=0)
-servers="autopath knot skydns"
+declare -A best=([autopath]=0 [knot]=0 [skydns]=0 [coredns]=0)
+servers="autopath knot skydns coredns"
 for round in $(seq 1 "$ROUNDS"); do
   order=$servers
   [ $((round % 2)) -eq 1 ] || order=$(echo "$servers" | tr ' ' '\n' | tac | tr '\n' ' ')
@@ -148,16 +194,19 @@ for round in $(seq 1 "$ROUNDS"); do
     best[$who]=$(python3 -c "print(max(${best[$who]}, $q))")
   done
 done
-python3 - "${best[autopath]}" "${best[knot]}" "${best[skydns]}" \
+python3 - "${best[autopath]}" "${best[knot]}" "${best[skydns]}" "${best[coredns]}" \
   "$(wc -l < "$work/autopath-steps")" "$(wc -l < "$work/every-step")" <<'PY'
 import sys
-on, knot, off = map(float, sys.argv[1:4])
-on_q, every_q = int(sys.argv[4]), int(sys.argv[5])
+on, knot, off, coredns = map(float, sys.argv[1:5])
+on_q, every_q = int(sys.argv[5]), int(sys.argv[6])
 per = lambda qps, queries: qps * 3 / queries
 l_on, l_knot, l_off = per(on, on_q), per(knot, every_q), per(off, every_q)
+l_coredns = per(coredns, on_q)
 print(f"queries per round of 3 lookups: {on_q} with autopath, {every_q} without")
 print(f"skydns -autopath {on:.0f} qps = {l_on:.0f} lookups/s")
 print(f"knot             {knot:.0f} qps = {l_knot:.0f} lookups/s")
 print(f"skydns           {off:.0f} qps = {l_off:.0f} lookups/s")
-print(f"autopath/knot = {l_on / l_knot:.2f} lookups/s (goal >= 2.0); autopath/skydns = {l_on / l_off:.2f}")
+print(f"CoreDNS autopath {coredns:.0f} qps = {l_coredns:.0f} lookups/s")
+print(f"autopath/knot = {l_on / l_knot:.2f} lookups/s (goal >= 2.0); autopath/skydns = {l_on / l_off:.2f}; "
+      f"autopath/CoreDNS autopath = {l_on / l_coredns:.2f}")
 PY
