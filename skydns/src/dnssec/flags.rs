@@ -1,6 +1,7 @@
 //! DNSSEC's command-line flags and etcd config keys.
 
 use super::{Dnssec, Settings};
+use crate::values::non_negative;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
 
@@ -52,7 +53,7 @@ impl Keys {
         let settings = Settings {
             ttl,
             min_ttl,
-            scache: usize::try_from(self.scache.max(0)).unwrap_or(usize::MAX),
+            scache: non_negative(self.scache),
         };
         let source = if self.dnssec == flags.dnssec {
             "-dnssec"

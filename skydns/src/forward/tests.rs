@@ -112,6 +112,20 @@ fn failed_forwards_are_logged_once_per_ten_seconds_with_the_count() {
     assert_eq!(log.count(at(25_000)), Some(2));
 }
 
+/// Waits until server `i` is marked up again (a probe it answered).
+async fn marked_up(health: &Health, i: usize) {
+    test_support::wait::eventually(
+        &format!("server {i} marked up"),
+        test_support::wait::DEADLINE,
+        async || {
+            anyhow::ensure!(health.is_up(i), "still down");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
+}
+
 /// Forwarding settings of these tests: sequential, health on.
 fn settings(timeout_ms: u64, threshold: u32, probe: Duration) -> Relay {
     Relay {
@@ -185,16 +199,7 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
     let health = upstreams.health.clone().unwrap();
     assert!(!health.is_up(0), "one failure at threshold 1: down");
     first.on.store(true, Ordering::SeqCst);
-    test_support::wait::eventually(
-        "the first server marked up",
-        test_support::wait::DEADLINE,
-        async || {
-            anyhow::ensure!(health.is_up(0), "still down");
-            Ok(())
-        },
-    )
-    .await
-    .unwrap();
+    marked_up(&health, 0).await;
     assert_eq!(
         first.probes_answered.load(Ordering::SeqCst),
         1,
@@ -370,16 +375,7 @@ async fn a_probe_asks_the_ns_of_ns_probe_name() {
         .unwrap();
     first.on.store(true, Ordering::SeqCst);
     let health = upstreams.health.clone().unwrap();
-    test_support::wait::eventually(
-        "the first server marked up",
-        test_support::wait::DEADLINE,
-        async || {
-            anyhow::ensure!(health.is_up(0), "still down");
-            Ok(())
-        },
-    )
-    .await
-    .unwrap();
+    marked_up(&health, 0).await;
     assert_eq!(*first.probe_names.lock().unwrap(), ["example.org."]);
 }
 

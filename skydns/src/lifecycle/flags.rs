@@ -1,5 +1,6 @@
 //! The lifecycle's command-line flags and etcd config key.
 
+use crate::values::nanos;
 use gocompat::flag::duration;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
@@ -50,7 +51,7 @@ impl Keys {
     /// The key as the flags set it, before the etcd key overrides it.
     pub fn from_flags(f: &Flags) -> Self {
         Keys {
-            lameduck: i64::try_from(f.lameduck.as_nanos()).unwrap_or(i64::MAX),
+            lameduck: nanos(f.lameduck),
         }
     }
 
@@ -78,7 +79,7 @@ fn nanos_or_duration<'de, D: serde::Deserializer<'de>>(d: D) -> Result<i64, D::E
     match Value::deserialize(d)? {
         Value::Nanos(n) => Ok(n),
         Value::Text(text) => gocompat::duration::parse(&text)
-            .map(|d| i64::try_from(d.as_nanos()).unwrap_or(i64::MAX))
+            .map(nanos)
             .map_err(serde::de::Error::custom),
     }
 }
