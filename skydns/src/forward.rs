@@ -19,7 +19,7 @@ use health::{FailureLog, Health, Probe};
 use hickory_proto::op::{Edns, Message, Query, ResponseCode};
 use hickory_proto::rr::{Name, Record, RecordType};
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -124,6 +124,8 @@ pub(crate) struct Upstreams {
     health: Option<Arc<Health>>,
     metrics: Option<Arc<Metrics>>,
     next: Arc<AtomicUsize>,
+    /// Servers found to send queries back (`-loop=refuse`): never asked.
+    refused: Arc<[AtomicBool]>,
 }
 
 impl Upstreams {
@@ -149,6 +151,7 @@ impl Upstreams {
             Health::new(&servers, settings.fail_threshold, probe, metrics.clone())
         });
         Upstreams {
+            refused: servers.iter().map(|_| AtomicBool::new(false)).collect(),
             servers: servers.into(),
             settings,
             coalescer: Coalescer::default(),
@@ -167,6 +170,41 @@ impl Upstreams {
     /// Whether any server is configured.
     pub(crate) fn is_empty(&self) -> bool {
         self.servers.is_empty()
+    }
+
+    /// The servers, in the order configured.
+    pub(crate) fn servers(&self) -> &[SocketAddr] {
+        &self.servers
+    }
+
+    /// Never asks `server` again (it sends queries back: a loop).
+    pub(crate) fn refuse(&self, server: SocketAddr) {
+        for (i, _) in self
+            .servers
+            .iter()
+            .enumerate()
+            .filter(|(_, &s)| s == server)
+        {
+            self.refused[i].store(true, Ordering::Release);
+        }
+    }
+
+    /// One UDP exchange of a fresh query for `name`/`qtype` with `server`,
+    /// outside health and metrics (the loop check's probe): `Ok` when any
+    /// reply to it came.
+    pub(crate) async fn ask(
+        &self,
+        server: SocketAddr,
+        name: &Name,
+        qtype: RecordType,
+    ) -> std::io::Result<()> {
+        let mut query = Message::query();
+        query.metadata.id = rand::random();
+        query.metadata.recursion_desired = true;
+        query.queries.push(Query::query(name.clone(), qtype));
+        let packet = query.to_vec().map_err(std::io::Error::other)?;
+        exchange::udp(server, &packet, &query, self.settings.timeout).await?;
+        Ok(())
     }
 
     /// [`Upstreams::relay_within`] for a client that takes any size.
@@ -211,7 +249,8 @@ impl Upstreams {
 
     /// The servers in the order this query tries them: the policy's
     /// rotation, the servers marked down moved to the end (asked only when
-    /// every server up before them failed).
+    /// every server up before them failed), those the loop check refused
+    /// left out.
     fn plan(&self, id: u16) -> Vec<usize> {
         let n = self.servers.len();
         let first = match self.settings.policy {
@@ -220,7 +259,9 @@ impl Upstreams {
             NsPolicy::RoundRobin => self.next.fetch_add(1, Ordering::Relaxed) % n,
             NsPolicy::Random => rand::random_range(0..n),
         };
-        let rotation = (0..n).map(|k| (first + k) % n);
+        let rotation = (0..n)
+            .map(|k| (first + k) % n)
+            .filter(|&i| !self.refused[i].load(Ordering::Acquire));
         match &self.health {
             Some(health) => {
                 let (mut up, down): (Vec<usize>, Vec<usize>) =
@@ -238,6 +279,9 @@ impl Upstreams {
     async fn attempts(&self, packet: &[u8], id: u16, client: Client) -> Option<Vec<u8>> {
         let query = Message::from_vec(packet).ok()?;
         let plan = self.plan(id);
+        if plan.is_empty() {
+            return None; // every server refused: a loop through each
+        }
         for attempt in 0..=plan.len() {
             let i = plan[attempt % plan.len()];
             if let Some(reply) = self.attempt(i, packet, &query, client).await {

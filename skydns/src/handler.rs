@@ -1,5 +1,5 @@
 //! One DNS request in, one reply out: `Engine::handle` passes a query through a
-//! fixed chain of steps (reply cache, decoding, `-local`, autopath, route, then
+//! fixed chain of steps (reply cache, decoding, loop probes, `-local`, autopath, route, then
 //! the reply or the wait on upstreams), and each step answers or passes it on.
 //! docs/architecture.md draws the chain and says where a new feature goes.
 
@@ -87,6 +87,8 @@ struct Engine {
     paths: PathReader,
     /// Places for requests waiting on upstream servers (`None`: no limit).
     forward_slots: Option<Arc<Semaphore>>,
+    /// The loop check, once started (`-loop`).
+    loop_check: Arc<std::sync::OnceLock<Arc<crate::loop_check::LoopCheck>>>,
 }
 
 impl Engine {
@@ -111,16 +113,20 @@ impl Engine {
             ControlFlow::Break(outcome) => return outcome,
             ControlFlow::Continue(request) => request,
         };
-        // 3. `-local` changes the question.
+        // 3. A loop check's probe that an upstream sent back ends here.
+        if let ControlFlow::Break(outcome) = self.came_back(&request) {
+            return outcome;
+        }
+        // 4. `-local` changes the question.
         self.local_name(&mut request.q);
-        // 4. Autopath walks a pod's search list, routing each name.
+        // 5. Autopath walks a pod's search list, routing each name.
         let request = match self.autopath(request, snapshot.as_ref()) {
             ControlFlow::Break(outcome) => return outcome,
             ControlFlow::Continue(request) => request,
         };
-        // 5. The route: refused, stub zone, reverse, forwarded, local records.
+        // 6. The route: refused, stub zone, reverse, forwarded, local records.
         let (route, paths) = record_reads(|| self.route(&request, snapshot.clone()));
-        // 6. The reply now, kept for step 1; or 7. the wait on upstreams.
+        // 7. The reply now, kept for step 1; or 8. the wait on upstreams.
         self.conclude(request, route, replay, paths, snapshot.as_deref())
     }
 
@@ -166,7 +172,22 @@ impl Engine {
         })
     }
 
-    /// Step 3: `-local` looks local.dns.<domain> up as that name; the
+    /// Step 3: a probe of the loop check that came back is answered
+    /// REFUSED (ending the loop), and the loop handled as `-loop` says.
+    fn came_back(&self, request: &Request) -> ControlFlow<Outcome> {
+        let Some(check) = self.loop_check.get() else {
+            return ControlFlow::Continue(());
+        };
+        if check.came_back(&request.q.name, request.q.qtype).is_none() {
+            return ControlFlow::Continue(());
+        }
+        let mut reply = base_reply(&request.message);
+        reply.metadata.authoritative = false;
+        reply.metadata.response_code = ResponseCode::Refused;
+        ControlFlow::Break(Outcome::Done(self.send_from(request, reply, Source::Local)))
+    }
+
+    /// Step 4: `-local` looks local.dns.<domain> up as that name; the
     /// answers keep the owner asked for (SkyDNS `server/server.go`, `ServeDNS`).
     fn local_name(&self, q: &mut Question) {
         if let (Some(local), Some(local_dns)) = (&self.settings.local, &self.local_dns) {
@@ -176,7 +197,7 @@ impl Engine {
         }
     }
 
-    /// Steps 6 and 7: the reply now, kept in the reply cache unless
+    /// Steps 7 and 8: the reply now, kept in the reply cache unless
     /// autopath may answer the same packet otherwise; or the wait on
     /// upstreams.
     fn conclude(
@@ -210,7 +231,8 @@ impl Engine {
     }
 
     /// A request for upstream work, if a place among the pending forwards
-    /// is free; SERVFAIL at once when none is (etcd reads are not limited).
+    /// is free; REFUSED at once when none is, as CoreDNS's `max_concurrent`
+    /// (etcd reads are not limited).
     fn pending(self: &Arc<Self>, mut request: Request, route: pending::Route) -> Outcome {
         request.source = match route {
             pending::Route::Forward => Source::Forwarded,
@@ -231,8 +253,8 @@ impl Engine {
                     self.metrics.limit("pending_forwards");
                     let mut reply = base_reply(&request.message);
                     reply.metadata.authoritative = false;
-                    reply.metadata.response_code = ResponseCode::ServFail;
                     // Refused here, not by an upstream.
+                    reply.metadata.response_code = ResponseCode::Refused;
                     return Outcome::Done(self.send_from(&request, reply, Source::Local));
                 }
             },
@@ -288,7 +310,7 @@ impl Engine {
     }
 }
 
-/// What step 1 leaves for step 6: the key to keep the reply under, and the
+/// What step 1 leaves for step 7: the key to keep the reply under, and the
 /// records' state it was computed on.
 struct Replay {
     plain: Option<PlainQuery>,

@@ -22,6 +22,7 @@
 
 pub mod config;
 pub mod lifecycle;
+pub mod loop_check;
 pub mod query_log;
 
 mod answer;
@@ -189,9 +190,10 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
         config.zone.clone(),
         shared,
         config.handler.clone(),
-        metrics,
+        metrics.clone(),
         reader,
     );
+    let loop_check = start_loop_check(flags.loop_check.mode, &handler, metrics, &shutdown);
     let follower = config::live::Follower::new(flags, config_key, settings, config_value);
     let following = tokio::spawn(config::live::follow(
         follower,
@@ -215,8 +217,34 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     if let Some(task) = metrics_task {
         task.await??;
     }
+    if let Some(upstream) = loop_check.and_then(|c| c.fatal()) {
+        anyhow::bail!("forwarding loop detected through upstream {upstream} (-loop=exit)");
+    }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The loop check (`-loop`), started now that the listeners are open; in
+/// exit mode a loop stops the server at once.
+fn start_loop_check(
+    mode: loop_check::Mode,
+    handler: &Handler,
+    metrics: Arc<metrics::Metrics>,
+    shutdown: &Shutdown,
+) -> Option<Arc<loop_check::LoopCheck>> {
+    if mode == loop_check::Mode::Off {
+        return None;
+    }
+    let exit = CancellationToken::new();
+    let check = Arc::new(loop_check::LoopCheck::new(mode, exit.clone(), metrics));
+    let shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        exit.cancelled().await;
+        shutdown.terminate.cancel();
+        shutdown.abort.cancel();
+    });
+    handler.check_loops(check.clone());
+    Some(check)
 }
 
 /// The sockets systemd passed with `-systemd`, else `addr` bound.

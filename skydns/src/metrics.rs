@@ -51,6 +51,8 @@ pub struct Metrics {
     cache_hits: Counter,
     /// Records in the snapshot answers come from.
     records: Gauge,
+    /// Loop checks (`-loop`) by result: clear, loop, unanswered.
+    loop_checks: Family<Labels, Counter>,
     /// The configuration whose upstream health the `upstream_up` gauge shows.
     upstream_generation: AtomicU64,
 }
@@ -208,6 +210,12 @@ impl Default for Metrics {
             prefetches.clone(),
         );
         let config_reloads: Family<Labels, Counter> = Family::default();
+        let loop_checks: Family<Labels, Counter> = Family::default();
+        registry.register(
+            "loop_checks",
+            "Forwarding loop checks (-loop) of each upstream, by result: clear (it answered the probe without sending it back), loop (it sent the probe back to skydns), unanswered (no reply within 30 s)",
+            loop_checks.clone(),
+        );
         registry.register(
             "ready",
             "1 while /ready answers 200 (records loaded, etcd in reach, not in the lameduck)",
@@ -243,6 +251,7 @@ impl Default for Metrics {
             autopath,
             cache_hits,
             records,
+            loop_checks,
             upstream_generation: AtomicU64::new(0),
             registry,
             requests: [
@@ -396,6 +405,13 @@ impl Metrics {
     /// An autopath walk ended with `result` (`hit` or `miss`).
     pub(crate) fn autopath(&self, result: &'static str) {
         self.autopath.get_or_create(&vec![("result", result)]).inc();
+    }
+
+    /// A loop check of one upstream ended with `result`.
+    pub(crate) fn loop_check(&self, result: &'static str) {
+        self.loop_checks
+            .get_or_create(&vec![("result", result)])
+            .inc();
     }
 
     /// Whether `/ready` answers 200 right now (set when scraped).

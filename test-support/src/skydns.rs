@@ -179,7 +179,9 @@ impl Launch {
         })
     }
 
-    fn spawn_on(&self, ports: Ports) -> Result<SkydnsBinary> {
+    /// [`Launch::spawn`] on given ports (a port another server must name
+    /// before skydns starts).
+    pub fn spawn_on(&self, ports: Ports) -> Result<SkydnsBinary> {
         let dir = tempfile::tempdir()?;
         let log = dir.path().join("skydns.log");
         let held = match self.launcher {

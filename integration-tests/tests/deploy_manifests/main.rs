@@ -370,7 +370,7 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
             "-lameduck=10s",
             "-quit-enabled=false",
             "-rcache=10000",
-            "-rcache-ttl=300",
+            "-rcache-ttl=30",
             "-rcache-prefetch=10",
             "-rcache-stale=1h",
             // kube-dns's ConfigMap: followed by kube2sky, stub zones in skydns.
@@ -379,6 +379,8 @@ fn both_flavours_run_the_same_commands_and_images_but_for_the_etcd_api() {
             "-autopath=true",
             // Pod names as kubeadm's CoreDNS answers them; 1.2 kept records.
             "-pods=insecure",
+            // kubeadm's CoreDNS has `loop`; 1.2 had no check.
+            "-loop=exit",
         ],
     ]
     .concat();

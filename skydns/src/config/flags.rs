@@ -71,6 +71,8 @@ pub struct Flags {
     #[command(flatten)]
     pub query_log: crate::query_log::Flags,
     #[command(flatten)]
+    pub loop_check: crate::loop_check::Flags,
+    #[command(flatten)]
     pub tcp: crate::server::Flags,
     #[command(flatten)]
     pub lifecycle: crate::lifecycle::Flags,

@@ -59,7 +59,7 @@ pub struct Flags {
     )]
     pub ndots: i64,
     /// Requests that may wait on upstream servers at once; past it they get
-    /// SERVFAIL at once (0: no limit).
+    /// REFUSED at once, as CoreDNS's `forward { max_concurrent }` (0: no limit).
     #[arg(long = "max-pending-forwards", default_value_t = 1_000)]
     pub max_pending_forwards: usize,
 }

@@ -27,7 +27,7 @@ impl Engine {
         autopath.split(&q.name).map(|(namespace, _)| namespace)
     }
 
-    /// Step 4: walks the search list of a pod's query, or passes the
+    /// Step 5: walks the search list of a pod's query, or passes the
     /// request on.
     pub(super) fn autopath(
         self: &Arc<Self>,

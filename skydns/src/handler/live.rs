@@ -6,6 +6,7 @@
 use super::{Engine, Outcome, Pending, Settings, SharedSnapshot, Transport};
 use crate::answer::Zone;
 use crate::forward::Upstreams;
+use crate::loop_check::LoopCheck;
 use crate::metrics::Metrics;
 use crate::reply_cache::ReplyCache;
 use crate::response_cache::ResponseCache;
@@ -13,7 +14,7 @@ use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use arc_swap::ArcSwap;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use tokio::sync::Semaphore;
 
 /// Answers DNS requests from the shared snapshot.
@@ -50,6 +51,7 @@ impl Handler {
             metrics,
             paths,
             forward_slots,
+            loop_check: Arc::default(),
         };
         let engine = Engine::build(zone, settings, shared, None);
         Handler {
@@ -70,9 +72,19 @@ impl Handler {
             metrics: current.metrics.clone(),
             paths: current.paths.clone(),
             forward_slots: current.forward_slots.clone(),
+            loop_check: current.loop_check.clone(),
         };
         let next = Engine::build(zone, settings, shared, Some(&current));
         self.current.store(Arc::new(next));
+    }
+
+    /// Checks the upstreams for loops now (the listeners are open) and after
+    /// each change of them (`-loop`).
+    pub fn check_loops(&self, check: Arc<LoopCheck>) {
+        let engine = self.current.load_full();
+        if engine.loop_check.set(check.clone()).is_ok() {
+            check.start(&engine.upstreams);
+        }
     }
 
     /// The settings in force.
@@ -139,6 +151,8 @@ struct Shared {
     metrics: Arc<Metrics>,
     paths: PathReader,
     forward_slots: Option<Arc<Semaphore>>,
+    /// Set once the loop check starts (`-loop`).
+    loop_check: Arc<OnceLock<Arc<LoopCheck>>>,
 }
 
 impl Engine {
@@ -151,11 +165,17 @@ impl Engine {
             previous.filter(|p| p.settings.forward.nameservers == forward.nameservers);
         let upstreams = match same_servers {
             Some(p) if p.upstreams.settings() == &forward.relay => p.upstreams.clone(),
-            _ => Upstreams::with(
-                forward.nameservers.clone(),
-                forward.relay.clone(),
-                Some(shared.metrics.clone()),
-            ),
+            _ => {
+                let upstreams = Upstreams::with(
+                    forward.nameservers.clone(),
+                    forward.relay.clone(),
+                    Some(shared.metrics.clone()),
+                );
+                if let Some(check) = shared.loop_check.get() {
+                    check.start(&upstreams); // changed upstreams: checked again
+                }
+                upstreams
+            }
         };
         // New servers may answer otherwise (the old ones may be why they
         // changed): their answers start from an empty cache.
@@ -180,6 +200,7 @@ impl Engine {
             metrics: shared.metrics,
             paths: shared.paths,
             forward_slots: shared.forward_slots,
+            loop_check: shared.loop_check,
         }
     }
 }

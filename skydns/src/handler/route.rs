@@ -1,4 +1,4 @@
-//! Step 5 of a query: its route, as SkyDNS's `ServeDNS` decided it (SkyDNS
+//! Step 6 of a query: its route, as SkyDNS's `ServeDNS` decided it (SkyDNS
 //! `server/server.go`): refused (ANY), a stub zone, reverse, forwarded
 //! (outside the domain) or the local records. Each step answers or passes
 //! the request on; the last always answers. What memory can answer is

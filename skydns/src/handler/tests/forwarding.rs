@@ -248,7 +248,7 @@ async fn a_cached_forward_is_answered_without_waiting() {
         RecordType::A,
     );
     let packet = m.to_vec().unwrap();
-    // Every place among the pending forwards taken: a miss would get SERVFAIL.
+    // Every place among the pending forwards taken: a miss would get REFUSED.
     let held = h.handle(
         &request(
             Name::from_ascii("other.example.org.").unwrap(),
