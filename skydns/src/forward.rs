@@ -266,6 +266,9 @@ impl Upstreams {
             Some(health) => {
                 let (mut up, down): (Vec<usize>, Vec<usize>) =
                     rotation.partition(|&i| health.is_up(i));
+                if up.is_empty() && !down.is_empty() {
+                    self.count(|m| m.all_upstreams_down());
+                }
                 up.extend(down);
                 up
             }
@@ -331,7 +334,7 @@ impl Upstreams {
         }
         match result {
             Ok(reply) => {
-                self.count(|m| m.upstream_duration(server, start.elapsed()));
+                self.count(|m| m.upstream_reply(server, &reply, start.elapsed()));
                 if health::is_server_failure(&reply) {
                     self.failed(i, "servfail");
                 } else if let Some(health) = &self.health {

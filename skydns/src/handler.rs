@@ -150,7 +150,17 @@ impl Engine {
         let hour = unix_now() / 3600;
         if let Some(q) = &plain {
             if let Some(reply) = self.replies.get(q, generation, hour) {
-                self.metrics.request(tcp, q.dnssec_ok);
+                let question = q.key.question();
+                let at = question.len().saturating_sub(4);
+                self.metrics.request(&crate::metrics::Asked {
+                    tcp,
+                    ipv6: request::is_ipv6(client),
+                    dnssec_ok: q.dnssec_ok,
+                    qtype: question
+                        .get(at..at + 2)
+                        .map_or(0, |t| u16::from_be_bytes([t[0], t[1]])),
+                    len: packet.len(),
+                });
                 self.metrics.reply(tcp, &reply, start.elapsed(), false);
                 if let Some(log) = &self.settings.query_log {
                     log.note(&Entry {

@@ -135,7 +135,9 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     // `terminate`; the store and metrics tasks stop after them.
     let stop = CancellationToken::new();
     let tasks_stop = CancellationToken::new();
-    let metrics = Arc::new(metrics::Metrics::default());
+    let metrics = Arc::new(metrics::Metrics::serving(config.addr));
+    metrics.plugins_enabled(&coredns_plugins(&config, flags.loop_check.mode));
+    metrics::count_panics(&metrics);
     let mirror = tokio::spawn(store::mirror(
         store,
         config.zone.prefix.root(),
@@ -222,6 +224,25 @@ async fn serve<S: Store>(flags: Flags, mut store: S, shutdown: Shutdown) -> anyh
     }
     tracing::info!("stopped");
     Ok(())
+}
+
+/// The CoreDNS plugins that do what this configuration does, for
+/// `coredns_plugin_enabled` (kubeadm's Corefile gives the same list; CoreDNS
+/// lists no `health`, `ready` or `reload`, which answer no query).
+fn coredns_plugins(config: &Config, loop_mode: loop_check::Mode) -> Vec<&'static str> {
+    let h = &config.handler;
+    let forwarding = !h.forward.no_rec && !h.forward.nameservers.is_empty();
+    let mut names = vec!["errors", "kubernetes"];
+    let optional = [
+        ("prometheus", config.metrics.addr.is_some()),
+        ("forward", forwarding),
+        ("cache", h.cache.capacity > 0),
+        ("loop", loop_mode != loop_check::Mode::Off),
+        ("loadbalance", h.round_robin),
+        ("autopath", h.autopath.is_some()),
+    ];
+    names.extend(optional.iter().filter(|(_, on)| *on).map(|(n, _)| *n));
+    names
 }
 
 /// The loop check (`-loop`), started now that the listeners are open; in

@@ -17,8 +17,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+mod atomic_histogram;
 mod conventional;
+mod coredns;
 mod flags;
+use atomic_histogram::AtomicHistogram;
+pub use coredns::Asked;
 pub use flags::{Flags, Settings};
 
 type Labels = Vec<(&'static str, &'static str)>;
@@ -30,8 +34,8 @@ pub struct Metrics {
     registry: Registry,
     /// Per-transport handles, index 0 = udp, 1 = tcp (no lookup per query).
     requests: [Counter; 2],
-    duration: [Histogram; 2],
-    size: [Histogram; 2],
+    duration: [AtomicHistogram; 2],
+    size: [AtomicHistogram; 2],
     dnssec_ok: Counter,
     errors: Family<Labels, Counter>,
     cache_misses: Counter,
@@ -55,6 +59,8 @@ pub struct Metrics {
     loop_checks: Family<Labels, Counter>,
     /// The configuration whose upstream health the `upstream_up` gauge shows.
     upstream_generation: AtomicU64,
+    /// The same events under CoreDNS's names and labels.
+    coredns: coredns::Coredns,
 }
 
 /// Per upstream server: requests, failures by reason, reply latency, up/down.
@@ -65,28 +71,43 @@ struct UpstreamMetrics {
     up: Family<UpstreamLabels, Gauge>,
 }
 
+/// The request duration buckets, in seconds.
+const DURATION_BUCKETS: [f64; 13] = [
+    0.001, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+];
+
 fn upstream_histogram() -> Histogram {
-    duration_histogram()
+    Histogram::new(DURATION_BUCKETS)
 }
 
-fn duration_histogram() -> Histogram {
-    Histogram::new([
-        0.001, 0.003, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-    ])
+/// Observed on every query: atomics, no lock.
+fn duration_histogram() -> AtomicHistogram {
+    AtomicHistogram::new(DURATION_BUCKETS)
 }
 
-fn size_histogram() -> Histogram {
+fn size_histogram() -> AtomicHistogram {
     let mut buckets = vec![0.0, 512.0, 1024.0, 1500.0, 2048.0, 4096.0];
     buckets.extend((2..=16).map(|i| f64::from(i * 4096)));
-    Histogram::new(buckets)
+    AtomicHistogram::new(buckets)
 }
 
 impl Default for Metrics {
+    /// The metrics of a server on `0.0.0.0:53`.
     fn default() -> Self {
-        let mut registry = Registry::with_prefix("skydns_dns");
+        Self::serving(std::net::SocketAddr::from(([0, 0, 0, 0], 53)))
+    }
+}
+
+impl Metrics {
+    /// The metrics of a server listening on `addr` (CoreDNS's `server`
+    /// label names it).
+    pub fn serving(addr: std::net::SocketAddr) -> Self {
+        let mut root = Registry::default();
+        let registry = root.sub_registry_with_prefix("skydns_dns");
         let requests: Family<Labels, Counter> = Family::default();
-        let duration: Family<Labels, Histogram> = Family::new_with_constructor(duration_histogram);
-        let size: Family<Labels, Histogram> = Family::new_with_constructor(size_histogram);
+        let duration: Family<Labels, AtomicHistogram> =
+            Family::new_with_constructor(duration_histogram);
+        let size: Family<Labels, AtomicHistogram> = Family::new_with_constructor(size_histogram);
         let cache_misses: Family<Labels, Counter> = Family::default();
         let errors: Family<Labels, Counter> = Family::default();
         let external: Family<Labels, Counter> = Family::default();
@@ -158,7 +179,7 @@ impl Default for Metrics {
             external.clone(),
         );
         conventional::register(
-            &mut registry,
+            registry,
             conventional::Legacy {
                 requests: &requests,
                 duration: &duration,
@@ -242,7 +263,9 @@ impl Default for Metrics {
             let _ = errors.get_or_create(&vec![("error", error)]);
         }
         let by = |t: &'static str| vec![("type", t)];
+        let coredns = coredns::Coredns::register(root.sub_registry_with_prefix("coredns"), addr);
         Metrics {
+            coredns,
             upstream,
             stale,
             prefetches,
@@ -253,7 +276,7 @@ impl Default for Metrics {
             records,
             loop_checks,
             upstream_generation: AtomicU64::new(0),
-            registry,
+            registry: root,
             requests: [
                 requests.get_or_create_owned(&by("udp")),
                 requests.get_or_create_owned(&by("tcp")),
@@ -279,17 +302,19 @@ impl Default for Metrics {
 
 impl Metrics {
     /// A request arrived.
-    pub fn request(&self, tcp: bool, dnssec_ok: bool) {
-        self.requests[usize::from(tcp)].inc();
-        if dnssec_ok {
+    pub fn request(&self, asked: &Asked) {
+        self.requests[usize::from(asked.tcp)].inc();
+        if asked.dnssec_ok {
             self.dnssec_ok.inc();
         }
+        self.coredns.request(asked);
     }
 
     /// A reply of `bytes` was sent after `elapsed`; counts its error class.
     pub fn reply(&self, tcp: bool, bytes: &[u8], elapsed: Duration, overflow: bool) {
         self.duration[usize::from(tcp)].observe(elapsed.as_secs_f64());
         self.size[usize::from(tcp)].observe(bytes.len() as f64);
+        self.coredns.reply(tcp, bytes, elapsed);
         if bytes.len() < 12 {
             return;
         }
@@ -323,11 +348,15 @@ impl Metrics {
     /// A request or connection refused at `limit`.
     pub fn limit(&self, limit: &'static str) {
         self.limits.get_or_create(&vec![("limit", limit)]).inc();
+        if limit == "pending_forwards" {
+            self.coredns.max_concurrent_reject();
+        }
     }
 
     /// A response-cache miss.
     pub fn cache_miss(&self) {
         self.cache_misses.inc();
+        self.coredns.cache_miss();
     }
 
     /// `n` RRSIGs were not in the signature cache and had to be made.
@@ -360,6 +389,7 @@ impl Metrics {
             .requests
             .get_or_create(&upstream(server))
             .inc();
+        self.coredns.upstream_request(server);
     }
 
     /// An exchange with `server` failed for `reason`.
@@ -369,9 +399,25 @@ impl Metrics {
         self.upstream.failures.get_or_create(&labels).inc();
     }
 
-    /// `server` replied after `elapsed`.
-    pub(crate) fn upstream_duration(&self, server: std::net::SocketAddr, elapsed: Duration) {
+    /// `server` replied `reply` after `elapsed`.
+    pub(crate) fn upstream_reply(
+        &self,
+        server: std::net::SocketAddr,
+        reply: &[u8],
+        elapsed: Duration,
+    ) {
         (self.upstream.duration.get_or_create(&upstream(server))).observe(elapsed.as_secs_f64());
+        self.coredns.upstream_reply(server, reply, elapsed);
+    }
+
+    /// A health probe of `server` (marked down) failed.
+    pub(crate) fn health_check_failed(&self, server: std::net::SocketAddr) {
+        self.coredns.health_check_failed(server);
+    }
+
+    /// Every upstream was marked down when a query came.
+    pub(crate) fn all_upstreams_down(&self) {
+        self.coredns.all_upstreams_down();
     }
 
     /// `server` is in use (`true`) or marked down, says the health of
@@ -385,16 +431,36 @@ impl Metrics {
     /// An expired cache entry was served because of `reason`.
     pub(crate) fn stale_reply(&self, reason: &'static str) {
         self.stale.get_or_create(&vec![("reason", reason)]).inc();
+        self.coredns.stale_reply();
     }
 
     /// A cache entry was refreshed ahead of its expiry.
     pub(crate) fn prefetch(&self) {
         self.prefetches.inc();
+        self.coredns.prefetch();
     }
 
-    /// A forwarded query was answered by the response cache.
-    pub(crate) fn cache_hit(&self) {
+    /// A forwarded query was answered by the response cache, with a denial
+    /// (NXDOMAIN or NODATA) or not.
+    pub(crate) fn cache_hit(&self, denial: bool) {
         self.cache_hits.inc();
+        self.coredns.cache_hit(denial);
+    }
+
+    /// The response cache holds `success` answers and `denial` ones.
+    pub(crate) fn cache_entries(&self, success: usize, denial: usize) {
+        self.coredns.cache_entries(success, denial);
+    }
+
+    /// The features in use, named as the CoreDNS plugins that do the same
+    /// (`coredns_plugin_enabled`).
+    pub fn plugins_enabled(&self, names: &[&str]) {
+        self.coredns.plugins_enabled(names);
+    }
+
+    /// A panic happened (`coredns_panics_total`).
+    pub fn panicked(&self) {
+        self.coredns.panics.inc();
     }
 
     /// The snapshot answers now come from holds `n` records.
@@ -424,6 +490,9 @@ impl Metrics {
         self.config_reloads
             .get_or_create(&vec![("result", result)])
             .inc();
+        if result == "invalid" {
+            self.coredns.reload_failed();
+        }
     }
 
     /// The OpenMetrics text of every metric.
@@ -434,6 +503,23 @@ impl Metrics {
         }
         out
     }
+}
+
+/// Counts every panic in `metrics` (`coredns_panics_total`), then reports
+/// it as before; the hook is the process's, so the first caller's metrics
+/// count them all.
+pub fn count_panics(metrics: &Arc<Metrics>) {
+    static INSTALLED: std::sync::Once = std::sync::Once::new();
+    let metrics = Arc::downgrade(metrics);
+    INSTALLED.call_once(move || {
+        let previous = std::panic::take_hook();
+        std::panic::set_hook(Box::new(move |info| {
+            if let Some(m) = metrics.upgrade() {
+                m.panicked();
+            }
+            previous(info);
+        }));
+    });
 }
 
 fn upstream(server: std::net::SocketAddr) -> UpstreamLabels {
@@ -453,6 +539,7 @@ pub(crate) async fn serve(
 ) -> std::io::Result<()> {
     tracing::info!(addr = %listener.local_addr()?, %path, "serving metrics, /health and /ready");
     let ready_status = status.clone();
+    let health_metrics = metrics.clone();
     let app = axum::Router::new()
         .route(
             &path,
@@ -472,7 +559,17 @@ pub(crate) async fn serve(
                 }
             }),
         )
-        .route("/health", axum::routing::get(|| async { "ok" }))
+        .route(
+            "/health",
+            axum::routing::get(move || {
+                let metrics = health_metrics.clone();
+                let start = std::time::Instant::now();
+                async move {
+                    metrics.coredns.health_request(start.elapsed());
+                    "ok"
+                }
+            }),
+        )
         .route(
             "/ready",
             axum::routing::get(move || {

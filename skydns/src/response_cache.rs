@@ -56,6 +56,8 @@ pub(crate) struct CacheKey {
 struct Entry {
     /// The reply, encoded.
     encoded: Encoded,
+    /// NXDOMAIN or NODATA (RFC 2308's negative answers).
+    denial: bool,
     stored: Instant,
     expires: Instant,
     /// Hits since it was stored.
@@ -99,6 +101,34 @@ pub(crate) struct ResponseCache {
 struct Entries {
     entries: HashMap<CacheKey, Entry>,
     order: VecDeque<(CacheKey, Instant)>,
+    /// How many of `entries` are denials.
+    denials: usize,
+}
+
+impl Entries {
+    fn remove(&mut self, key: &CacheKey) {
+        if let Some(e) = self.entries.remove(key) {
+            self.denials -= usize::from(e.denial);
+        }
+    }
+
+    fn retain(&mut self, mut keep: impl FnMut(&Entry) -> bool) {
+        let denials = &mut self.denials;
+        self.entries.retain(|_, e| {
+            let kept = keep(e);
+            if !kept {
+                *denials -= usize::from(e.denial);
+            }
+            kept
+        });
+    }
+
+    fn insert(&mut self, key: CacheKey, entry: Entry) {
+        self.denials += usize::from(entry.denial);
+        if let Some(old) = self.entries.insert(key, entry) {
+            self.denials -= usize::from(old.denial);
+        }
+    }
 }
 
 impl ResponseCache {
@@ -127,6 +157,13 @@ impl ResponseCache {
         self.lock().entries.len()
     }
 
+    /// Cached answers and cached denials (NXDOMAIN, NODATA), expired ones
+    /// included until purged.
+    pub(crate) fn counts(&self) -> (usize, usize) {
+        let locked = self.lock();
+        (locked.entries.len() - locked.denials, locked.denials)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Entries> {
         self.entries.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -153,7 +190,7 @@ impl ResponseCache {
         let entry = locked.entries.get_mut(key)?;
         if now >= entry.expires {
             if now >= entry.expires + self.settings.stale {
-                locked.entries.remove(key);
+                locked.remove(key);
             }
             return None;
         }
@@ -225,10 +262,10 @@ impl ResponseCache {
         };
         let mut locked = self.lock();
         if !locked.entries.contains_key(&key) && locked.entries.len() >= capacity {
-            locked.entries.retain(|_, e| e.expires + stale > now);
+            locked.retain(|e| e.expires + stale > now);
             if locked.entries.len() >= capacity {
                 // Stale entries make room before fresh ones.
-                locked.entries.retain(|_, e| e.expires > now);
+                locked.retain(|e| e.expires > now);
             }
             while locked.entries.len() >= capacity {
                 let Some((oldest, stored)) = locked.order.pop_front() else {
@@ -240,16 +277,18 @@ impl ResponseCache {
                     .get(&oldest)
                     .is_some_and(|e| e.stored == stored)
                 {
-                    locked.entries.remove(&oldest);
+                    locked.remove(&oldest);
                 }
             }
         }
         locked.order.push_back((key.clone(), now));
         let expires = now + lifetime;
-        locked.entries.insert(
+        let denial = reply.answers.is_empty();
+        locked.insert(
             key,
             Entry {
                 encoded,
+                denial,
                 stored: now,
                 expires,
                 hits: 0,
@@ -258,7 +297,7 @@ impl ResponseCache {
             },
         );
         if locked.order.len() > capacity.saturating_mul(4) {
-            let Entries { entries, order } = &mut *locked;
+            let Entries { entries, order, .. } = &mut *locked;
             order.retain(|(k, s)| entries.get(k).is_some_and(|e| e.stored == *s));
         }
         true

@@ -134,6 +134,11 @@ async fn probe_until_up(health: Weak<Health>, i: usize, probe: Probe) {
         drop(h);
         let answered = probe_once(addr, &probe).await;
         let Some(h) = health.upgrade() else { return };
+        if !answered {
+            if let Some(m) = &h.metrics {
+                m.health_check_failed(addr);
+            }
+        }
         if answered {
             h.succeeded(i);
             if h.stop_probing(i) {

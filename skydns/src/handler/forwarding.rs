@@ -32,7 +32,7 @@ impl Engine {
             },
         };
         let hit = cache.hit(&key, Instant::now(), Some(asker))?;
-        self.metrics.cache_hit();
+        self.metrics.cache_hit(is_denial(&hit.reply));
         if hit.prefetch {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
                 self.metrics.prefetch();
@@ -103,7 +103,10 @@ impl Engine {
         let bytes = self.upstreams.relay_within(&packet, tcp, room).await?;
         if let Some(cache) = &self.cache {
             if let Ok(reply) = Message::from_vec(&bytes) {
-                cache.insert(key, reply, Instant::now());
+                if cache.insert(key, reply, Instant::now()) {
+                    let (answers, denials) = cache.counts();
+                    self.metrics.cache_entries(answers, denials);
+                }
             }
         }
         Some(bytes)
@@ -172,4 +175,21 @@ fn for_request(mut cached: Message, request: &Message) -> Message {
 /// Whether an encoded reply says SERVFAIL.
 fn says_server_failure(bytes: &[u8]) -> bool {
     bytes.get(3).is_some_and(|b| b & 0x0f == 2)
+}
+
+/// Whether a cached reply is a denial: NXDOMAIN, or NOERROR with no answer.
+fn is_denial(reply: &CachedReply) -> bool {
+    match reply {
+        CachedReply::Wire(bytes) => {
+            let rcode = bytes.get(3).map_or(0, |b| b & 0x0f);
+            let answers = bytes
+                .get(6..8)
+                .map_or(0, |a| u16::from_be_bytes([a[0], a[1]]));
+            rcode == 3 || (rcode == 0 && answers == 0)
+        }
+        CachedReply::Message(m) => {
+            m.metadata.response_code == ResponseCode::NXDomain
+                || (m.metadata.response_code == ResponseCode::NoError && m.answers.is_empty())
+        }
+    }
 }

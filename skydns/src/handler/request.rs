@@ -55,7 +55,13 @@ impl Engine {
             return ControlFlow::Break(Outcome::Done(None));
         }
         let dnssec_ok = message.edns.as_ref().is_some_and(|e| e.flags().dnssec_ok);
-        self.metrics.request(tcp, dnssec_ok);
+        self.metrics.request(&crate::metrics::Asked {
+            tcp,
+            ipv6: is_ipv6(client),
+            dnssec_ok,
+            qtype: message.queries.first().map_or(0, |q| q.query_type().into()),
+            len: packet.len(),
+        });
         let asked = match message.queries.first() {
             Some(q) => Asked::Decoded(q.name(), q.query_type(), q.query_class()),
             None => Asked::Unknown,
@@ -152,4 +158,9 @@ pub(super) fn format_error(packet: &[u8]) -> Option<Vec<u8>> {
     reply.metadata.recursion_desired = packet[2] & 0x01 != 0;
     reply.metadata.response_code = ResponseCode::FormErr;
     reply.to_vec().ok()
+}
+
+/// Whether `client` asked over IPv6 (an IPv4-mapped address is IPv4).
+pub(super) fn is_ipv6(client: Option<SocketAddr>) -> bool {
+    client.is_some_and(|c| c.ip().to_canonical().is_ipv6())
 }

@@ -2,10 +2,10 @@
 //! second time under a conventional name that reads the same metric.
 //! [`RENAMED`] is the table docs/monitoring.md shows.
 
+use super::atomic_histogram::AtomicHistogram;
 use super::Labels;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 /// (conventional name, first name), as exposed (with `_total`): SkyDNS
@@ -43,8 +43,8 @@ pub(super) const RENAMED: [(&str, &str); 9] = [
 /// The SkyDNS-named metrics to serve again.
 pub(super) struct Legacy<'a> {
     pub requests: &'a Family<Labels, Counter>,
-    pub duration: &'a Family<Labels, Histogram>,
-    pub size: &'a Family<Labels, Histogram>,
+    pub duration: &'a Family<Labels, AtomicHistogram>,
+    pub size: &'a Family<Labels, AtomicHistogram>,
     pub errors: &'a Family<Labels, Counter>,
     pub cache_misses: &'a Family<Labels, Counter>,
     pub external: &'a Family<Labels, Counter>,
