@@ -17,15 +17,25 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
-mod atomic_histogram;
 mod conventional;
 mod coredns;
 mod flags;
-use atomic_histogram::AtomicHistogram;
+mod sharded;
 pub use coredns::Asked;
 pub use flags::{Flags, Settings};
+use sharded::{ShardedCounter, ShardedHistogram};
 
 type Labels = Vec<(&'static str, &'static str)>;
+
+/// The `error` label's values of `skydns_dns_error_count_total`.
+const ERROR_CLASSES: [&str; 6] = [
+    "nxdomain",
+    "nodata",
+    "servfail",
+    "refused",
+    "truncated",
+    "overflow",
+];
 /// Labels naming an upstream server (bounded by the configured list).
 type UpstreamLabels = Vec<(&'static str, String)>;
 
@@ -33,11 +43,12 @@ type UpstreamLabels = Vec<(&'static str, String)>;
 pub struct Metrics {
     registry: Registry,
     /// Per-transport handles, index 0 = udp, 1 = tcp (no lookup per query).
-    requests: [Counter; 2],
-    duration: [AtomicHistogram; 2],
-    size: [AtomicHistogram; 2],
-    dnssec_ok: Counter,
-    errors: Family<Labels, Counter>,
+    requests: [ShardedCounter; 2],
+    duration: [ShardedHistogram; 2],
+    size: [ShardedHistogram; 2],
+    dnssec_ok: ShardedCounter,
+    /// By class, in the order of [`ERROR_CLASSES`] (no lookup per reply).
+    errors: [ShardedCounter; 6],
     cache_misses: Counter,
     signature_misses: Counter,
     external: Family<Labels, Counter>,
@@ -81,14 +92,14 @@ fn upstream_histogram() -> Histogram {
 }
 
 /// Observed on every query: atomics, no lock.
-fn duration_histogram() -> AtomicHistogram {
-    AtomicHistogram::new(DURATION_BUCKETS)
+fn duration_histogram() -> ShardedHistogram {
+    ShardedHistogram::new(DURATION_BUCKETS)
 }
 
-fn size_histogram() -> AtomicHistogram {
+fn size_histogram() -> ShardedHistogram {
     let mut buckets = vec![0.0, 512.0, 1024.0, 1500.0, 2048.0, 4096.0];
     buckets.extend((2..=16).map(|i| f64::from(i * 4096)));
-    AtomicHistogram::new(buckets)
+    ShardedHistogram::new(buckets)
 }
 
 impl Default for Metrics {
@@ -104,14 +115,14 @@ impl Metrics {
     pub fn serving(addr: std::net::SocketAddr) -> Self {
         let mut root = Registry::default();
         let registry = root.sub_registry_with_prefix("skydns_dns");
-        let requests: Family<Labels, Counter> = Family::default();
-        let duration: Family<Labels, AtomicHistogram> =
+        let requests: Family<Labels, ShardedCounter> = Family::default();
+        let duration: Family<Labels, ShardedHistogram> =
             Family::new_with_constructor(duration_histogram);
-        let size: Family<Labels, AtomicHistogram> = Family::new_with_constructor(size_histogram);
+        let size: Family<Labels, ShardedHistogram> = Family::new_with_constructor(size_histogram);
         let cache_misses: Family<Labels, Counter> = Family::default();
-        let errors: Family<Labels, Counter> = Family::default();
+        let errors: Family<Labels, ShardedCounter> = Family::default();
         let external: Family<Labels, Counter> = Family::default();
-        let dnssec_ok = Counter::default();
+        let dnssec_ok = ShardedCounter::default();
         let store_errors = Counter::default();
         let limits: Family<Labels, Counter> = Family::default();
         let ready = Gauge::default();
@@ -252,16 +263,6 @@ impl Metrics {
         for result in ["applied", "invalid"] {
             let _ = config_reloads.get_or_create(&vec![("result", result)]);
         }
-        for error in [
-            "nxdomain",
-            "nodata",
-            "servfail",
-            "refused",
-            "truncated",
-            "overflow",
-        ] {
-            let _ = errors.get_or_create(&vec![("error", error)]);
-        }
         let by = |t: &'static str| vec![("type", t)];
         let coredns = coredns::Coredns::register(root.sub_registry_with_prefix("coredns"), addr);
         Metrics {
@@ -290,7 +291,8 @@ impl Metrics {
                 size.get_or_create_owned(&by("tcp")),
             ],
             dnssec_ok,
-            errors,
+            // Every class exists from the start at 0.
+            errors: ERROR_CLASSES.map(|e| errors.get_or_create_owned(&vec![("error", e)])),
             cache_misses: cache_misses.get_or_create_owned(&by("response")),
             signature_misses: cache_misses.get_or_create_owned(&by("signature")),
             external,
@@ -320,17 +322,18 @@ impl Metrics {
         }
         let rcode = bytes[3] & 0x0f;
         let answers = u16::from_be_bytes([bytes[6], bytes[7]]);
+        // The index of the class in ERROR_CLASSES.
         let error = match rcode {
-            _ if overflow => Some("overflow"),
-            2 => Some("servfail"),
-            3 => Some("nxdomain"),
-            5 => Some("refused"),
-            0 if bytes[2] & 0x02 != 0 => Some("truncated"),
-            0 if answers == 0 => Some("nodata"),
+            _ if overflow => Some(5),
+            2 => Some(2),
+            3 => Some(0),
+            5 => Some(3),
+            0 if bytes[2] & 0x02 != 0 => Some(4),
+            0 if answers == 0 => Some(1),
             _ => None,
         };
-        if let Some(error) = error {
-            self.errors.get_or_create(&vec![("error", error)]).inc();
+        if let Some(i) = error {
+            self.errors[i].inc();
         }
     }
 

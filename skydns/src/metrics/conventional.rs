@@ -2,7 +2,7 @@
 //! second time under a conventional name that reads the same metric.
 //! [`RENAMED`] is the table docs/monitoring.md shows.
 
-use super::atomic_histogram::AtomicHistogram;
+use super::sharded::{ShardedCounter, ShardedHistogram};
 use super::Labels;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -42,13 +42,13 @@ pub(super) const RENAMED: [(&str, &str); 9] = [
 
 /// The SkyDNS-named metrics to serve again.
 pub(super) struct Legacy<'a> {
-    pub requests: &'a Family<Labels, Counter>,
-    pub duration: &'a Family<Labels, AtomicHistogram>,
-    pub size: &'a Family<Labels, AtomicHistogram>,
-    pub errors: &'a Family<Labels, Counter>,
+    pub requests: &'a Family<Labels, ShardedCounter>,
+    pub duration: &'a Family<Labels, ShardedHistogram>,
+    pub size: &'a Family<Labels, ShardedHistogram>,
+    pub errors: &'a Family<Labels, ShardedCounter>,
     pub cache_misses: &'a Family<Labels, Counter>,
     pub external: &'a Family<Labels, Counter>,
-    pub dnssec_ok: &'a Counter,
+    pub dnssec_ok: &'a ShardedCounter,
     pub store_errors: &'a Counter,
     pub limits: &'a Family<Labels, Counter>,
 }

@@ -4,7 +4,7 @@
 //! read), counted beside skydns's own so that CoreDNS's dashboards and
 //! alerts read skydns unchanged. docs/monitoring.md#coredns-series.
 
-use super::atomic_histogram::AtomicHistogram;
+use super::sharded::{ShardedCounter, ShardedHistogram};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -41,6 +41,15 @@ const TYPES: [(u16, &str); 19] = [
 ];
 const OTHER: usize = TYPES.len();
 
+/// The index of `qtype` in [`TYPES`], or [`OTHER`]: A and AAAA first.
+fn type_index(qtype: u16) -> usize {
+    match qtype {
+        1 => 1,
+        28 => 0,
+        _ => TYPES.iter().position(|(t, _)| *t == qtype).unwrap_or(OTHER),
+    }
+}
+
 /// The header's rcode as CoreDNS writes it (miekg/dns `RcodeToString`).
 fn rcode_name(rcode: u8) -> String {
     const NAMES: [&str; 11] = [
@@ -58,13 +67,13 @@ fn time_histogram() -> Histogram {
 }
 
 /// [`time_histogram`] of atomics (observed on every query).
-fn atomic_time_histogram() -> AtomicHistogram {
-    AtomicHistogram::new(exponential_buckets(0.00025, 2.0, 16))
+fn sharded_time_histogram() -> ShardedHistogram {
+    ShardedHistogram::new(exponential_buckets(0.00025, 2.0, 16))
 }
 
 /// CoreDNS's request and response size buckets.
-fn size_histogram() -> AtomicHistogram {
-    AtomicHistogram::new([
+fn size_histogram() -> ShardedHistogram {
+    ShardedHistogram::new([
         0.0, 100.0, 200.0, 300.0, 400.0, 511.0, 1023.0, 2047.0, 4095.0, 8291.0, 16e3, 32e3, 48e3,
         64e3,
     ])
@@ -89,15 +98,15 @@ pub struct Asked {
 /// label set and kept, so a query pays a few atomic adds.
 pub(super) struct Coredns {
     server: String,
-    requests: Family<Labels, Counter>,
+    requests: Family<Labels, ShardedCounter>,
     /// By transport, family and type: `(tcp * 2 + ipv6) * (OTHER + 1) + type`.
-    request_handles: Box<[OnceLock<Counter>]>,
-    duration: AtomicHistogram,
-    request_size: [AtomicHistogram; 2],
-    response_size: [AtomicHistogram; 2],
-    dnssec_ok: Counter,
-    responses: Family<Labels, Counter>,
-    response_handles: [OnceLock<Counter>; 16],
+    request_handles: Box<[OnceLock<ShardedCounter>]>,
+    duration: ShardedHistogram,
+    request_size: [ShardedHistogram; 2],
+    response_size: [ShardedHistogram; 2],
+    dnssec_ok: ShardedCounter,
+    responses: Family<Labels, ShardedCounter>,
+    response_handles: [OnceLock<ShardedCounter>; 16],
     cache: Cache,
     forward: Forward,
     pub(super) panics: Counter,
@@ -134,44 +143,45 @@ impl Coredns {
     pub(super) fn register(registry: &mut Registry, addr: SocketAddr) -> Self {
         let server = server_label(addr);
         let fixed = |extra: &[(&'static str, &str)]| labels(&server, "zone", extra);
-        let requests = Family::<Labels, Counter>::default();
+        let requests = Family::<Labels, ShardedCounter>::default();
         registry.register(
             "dns_requests",
             "Counter of DNS requests made per zone, protocol and family.",
             requests.clone(),
         );
         let duration =
-            Family::<Labels, AtomicHistogram>::new_with_constructor(atomic_time_histogram);
+            Family::<Labels, ShardedHistogram>::new_with_constructor(sharded_time_histogram);
         registry.register(
             "dns_request_duration_seconds",
             "Histogram of the time (in seconds) each request took per zone.",
             duration.clone(),
         );
-        let request_size = Family::<Labels, AtomicHistogram>::new_with_constructor(size_histogram);
+        let request_size = Family::<Labels, ShardedHistogram>::new_with_constructor(size_histogram);
         registry.register(
             "dns_request_size_bytes",
             "Size of the EDNS0 UDP buffer in bytes (64K for TCP) per zone and protocol.",
             request_size.clone(),
         );
-        let response_size = Family::<Labels, AtomicHistogram>::new_with_constructor(size_histogram);
+        let response_size =
+            Family::<Labels, ShardedHistogram>::new_with_constructor(size_histogram);
         registry.register(
             "dns_response_size_bytes",
             "Size of the returned response in bytes.",
             response_size.clone(),
         );
-        let dnssec_ok = Family::<Labels, Counter>::default();
+        let dnssec_ok = Family::<Labels, ShardedCounter>::default();
         registry.register(
             "dns_do_requests",
             "Counter of DNS requests with DO bit set per zone.",
             dnssec_ok.clone(),
         );
-        let responses = Family::<Labels, Counter>::default();
+        let responses = Family::<Labels, ShardedCounter>::default();
         registry.register(
             "dns_responses",
             "Counter of response status codes.",
             responses.clone(),
         );
-        let by_proto = |f: &Family<Labels, AtomicHistogram>| {
+        let by_proto = |f: &Family<Labels, ShardedHistogram>| {
             ["udp", "tcp"].map(|p| f.get_or_create_owned(&fixed(&[("proto", p)])))
         };
         let panics = Counter::default();
@@ -244,10 +254,7 @@ impl Coredns {
 
     /// A request arrived.
     pub(super) fn request(&self, asked: &Asked) {
-        let kind = TYPES
-            .iter()
-            .position(|(t, _)| *t == asked.qtype)
-            .unwrap_or(OTHER);
+        let kind = type_index(asked.qtype);
         let (tcp, ipv6) = (usize::from(asked.tcp), usize::from(asked.ipv6));
         let slot = &self.request_handles[(tcp * 2 + ipv6) * (OTHER + 1) + kind];
         slot.get_or_init(|| {
