@@ -172,6 +172,12 @@ impl Upstreams {
         self.servers.is_empty()
     }
 
+    /// Whether `other` is this very set (a clone kept by a new
+    /// configuration), not merely the same servers.
+    pub(crate) fn same_as(&self, other: &Upstreams) -> bool {
+        Arc::ptr_eq(&self.servers, &other.servers)
+    }
+
     /// The servers, in the order configured.
     pub(crate) fn servers(&self) -> &[SocketAddr] {
         &self.servers

@@ -105,9 +105,11 @@ impl LoopCheck {
     /// then, after the grace, the result counted unless the probe came back.
     async fn probe(self: Arc<Self>, upstreams: Upstreams, server: SocketAddr, name: Name) {
         let deadline = Instant::now() + CHECK_WINDOW;
+        let key = name.to_ascii();
         let result = loop {
             match upstreams.ask(server, &name, RecordType::HINFO).await {
                 Ok(()) => break "clear",
+                Err(_) if !lock(&self.probes).contains_key(&key) => return, // it came back
                 Err(error) if Instant::now() + RETRY_PAUSE < deadline => {
                     tracing::debug!(upstream = %server, %error, "loop check: no reply yet");
                     tokio::time::sleep(RETRY_PAUSE).await;
@@ -116,7 +118,7 @@ impl LoopCheck {
             }
         };
         tokio::time::sleep(GRACE).await;
-        if lock(&self.probes).remove(&name.to_ascii()).is_some() {
+        if lock(&self.probes).remove(&key).is_some() {
             tracing::info!(upstream = %server, result, "loop check done");
             self.metrics.loop_check(result);
         }

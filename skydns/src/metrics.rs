@@ -93,13 +93,13 @@ fn upstream_histogram() -> Histogram {
 
 /// Observed on every query: atomics, no lock.
 fn duration_histogram() -> ShardedHistogram {
-    ShardedHistogram::new(DURATION_BUCKETS)
+    ShardedHistogram::seconds(DURATION_BUCKETS)
 }
 
 fn size_histogram() -> ShardedHistogram {
     let mut buckets = vec![0.0, 512.0, 1024.0, 1500.0, 2048.0, 4096.0];
     buckets.extend((2..=16).map(|i| f64::from(i * 4096)));
-    ShardedHistogram::new(buckets)
+    ShardedHistogram::bytes(buckets)
 }
 
 impl Default for Metrics {

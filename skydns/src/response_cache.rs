@@ -283,7 +283,9 @@ impl ResponseCache {
         }
         locked.order.push_back((key.clone(), now));
         let expires = now + lifetime;
-        let denial = reply.answers.is_empty();
+        // As the hit counts it (`handler/forwarding.rs`, `is_denial`).
+        let denial =
+            reply.metadata.response_code == ResponseCode::NXDomain || reply.answers.is_empty();
         locked.insert(
             key,
             Entry {

@@ -60,7 +60,8 @@ pub(super) fn translate(ctx: &mut Ctx, d: &Directive) {
     };
     ctx.options(d, |ctx, o| option(ctx, o, &mut sizes));
     let cap = sizes.ttl.unwrap_or(MAX_TTL);
-    ctx.skydns(d, "rcache", &(sizes.success + sizes.denial).to_string());
+    let capacity = u64::from(sizes.success) + u64::from(sizes.denial);
+    ctx.skydns(d, "rcache", &capacity.to_string());
     ctx.skydns(d, "rcache-ttl", &cap.to_string());
     match sizes.denial_ttl {
         Some((t, o)) if t != cap => ctx.leave(

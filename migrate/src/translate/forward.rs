@@ -115,7 +115,12 @@ fn root_option(ctx: &mut Ctx, o: &Directive) -> bool {
     let number = one.and_then(|n| n.parse::<u32>().ok());
     let set = match (o.name.as_str(), one) {
         ("max_concurrent", _) => number.map(|n| ("max-pending-forwards", n.to_string())),
-        ("max_fails", _) => number.map(|n| ("ns-fail-threshold", n.to_string())),
+        // CoreDNS marks an upstream down past N failures (`fails > max_fails`,
+        // plugin/pkg/proxy), skydns at N: one more; 0 is "never" in both.
+        ("max_fails", _) => number.map(|n| {
+            let at = if n == 0 { 0 } else { u64::from(n) + 1 };
+            ("ns-fail-threshold", at.to_string())
+        }),
         ("policy", Some(p @ ("random" | "round_robin" | "sequential"))) => {
             Some(("ns-policy", p.to_owned()))
         }
@@ -157,6 +162,13 @@ fn health_check(ctx: &mut Ctx, o: &Directive) -> bool {
         ctx.leave(o, "health_check takes a duration first");
         return true;
     };
+    if gocompat::duration::parse(&interval).is_ok_and(|d| d.is_zero()) {
+        ctx.leave(
+            o,
+            "health_check 0s: skydns always probes an upstream marked down (-ns-probe-interval must be more than 0s)",
+        );
+        return true;
+    }
     ctx.skydns(o, "ns-probe-interval", &interval);
     let mut rest = o.args[1..].iter();
     let mut no_rec = false;

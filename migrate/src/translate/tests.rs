@@ -170,7 +170,8 @@ fn the_root_zone_s_upstreams_become_nameservers_and_the_config_map_s() {
         &t.skydns,
         &[
             "-nameservers=10.0.0.2:53,10.0.0.3:5353,[fd00::1]:53",
-            "-ns-fail-threshold=3",
+            // CoreDNS: down past 3 failures; skydns: at 4.
+            "-ns-fail-threshold=4",
             "-ns-probe-interval=1s",
             "-ns-probe-name=example.org",
             "-ns-policy=sequential",
@@ -427,4 +428,17 @@ fn the_doc_shows_the_plugin_tables() {
             "UNAVAILABLE {name} not in the doc"
         );
     }
+}
+
+#[test]
+fn a_zero_health_check_interval_is_left_out_and_a_huge_cache_does_not_wrap() {
+    let t = run(".:53 {\n forward . 10.0.0.2 {\n  health_check 0s\n  max_fails 0\n }\n cache 30 {\n  success 4294967295\n  denial 1\n }\n}");
+    assert!(
+        t.left_out
+            .iter()
+            .any(|l| l.text.starts_with("health_check 0s")),
+        "{:?}",
+        t.left_out
+    );
+    has(&t.skydns, &["-ns-fail-threshold=0", "-rcache=4294967296"]);
 }

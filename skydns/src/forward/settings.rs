@@ -47,7 +47,7 @@ pub struct Settings {
     /// Labels a name needs before it is forwarded (`-ndots`).
     pub ndots: usize,
     /// Requests that may wait on upstream servers at once (0: no limit);
-    /// past it they get SERVFAIL at once, counted as
+    /// past it they get REFUSED at once, counted as
     /// `skydns_dns_limit_count{limit="pending_forwards"}`.
     pub max_pending: usize,
     /// How each query is relayed: timeout, policy, transport, health.

@@ -82,7 +82,7 @@ impl Handler {
     /// each change of them (`-loop`).
     pub fn check_loops(&self, check: Arc<LoopCheck>) {
         let engine = self.current.load_full();
-        if engine.loop_check.set(check.clone()).is_ok() {
+        if engine.loop_check.set(check.clone()).is_ok() && !engine.settings.forward.no_rec {
             check.start(&engine.upstreams);
         }
     }
@@ -165,18 +165,21 @@ impl Engine {
             previous.filter(|p| p.settings.forward.nameservers == forward.nameservers);
         let upstreams = match same_servers {
             Some(p) if p.upstreams.settings() == &forward.relay => p.upstreams.clone(),
-            _ => {
-                let upstreams = Upstreams::with(
-                    forward.nameservers.clone(),
-                    forward.relay.clone(),
-                    Some(shared.metrics.clone()),
-                );
-                if let Some(check) = shared.loop_check.get() {
-                    check.start(&upstreams); // changed upstreams: checked again
-                }
-                upstreams
-            }
+            _ => Upstreams::with(
+                forward.nameservers.clone(),
+                forward.relay.clone(),
+                Some(shared.metrics.clone()),
+            ),
         };
+        // New upstreams, or forwarding just turned on: checked for loops
+        // (with -no-rec nothing is forwarded, so nothing can loop).
+        let checked = previous.filter(|p| !p.settings.forward.no_rec);
+        let unchanged = checked.is_some_and(|p| p.upstreams.same_as(&upstreams));
+        if let Some(check) = shared.loop_check.get() {
+            if !forward.no_rec && !unchanged {
+                check.start(&upstreams);
+            }
+        }
         // New servers may answer otherwise (the old ones may be why they
         // changed): their answers start from an empty cache.
         let wanted = (settings.cache.capacity > 0).then_some(&settings.cache);

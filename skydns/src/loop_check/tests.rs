@@ -171,3 +171,31 @@ fn probe_names_are_two_random_numeric_labels() {
         .split('.')
         .all(|l| l.parse::<u64>().is_ok()));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nothing_is_checked_while_no_rec_forbids_forwarding_and_then_it_is() {
+    let (upstream, seen, give) = looping().await;
+    let mut settings = forwarding_to(vec![upstream]);
+    settings.forward.no_rec = true;
+    let h = handler_with(Some(cluster()), settings.clone());
+    give.send(h.clone()).ok().unwrap();
+    let (check, exit) = check(&h, Mode::Exit);
+    // A probe is registered before it is sent: none was.
+    let pending = || lock(&check.probes).len();
+    assert_eq!(pending(), 0, "no probe under -no-rec");
+    // A configuration change that keeps -no-rec probes nothing either.
+    h.reconfigure(crate::answer::tests::zone(), settings.clone());
+    assert_eq!(pending(), 0, "no probe under -no-rec");
+    // Forwarding turned on live, the same servers: now they are checked.
+    settings.forward.no_rec = false;
+    h.reconfigure(crate::answer::tests::zone(), settings);
+    tokio::time::timeout(DEADLINE, exit.cancelled())
+        .await
+        .expect("the loop is found once forwarding is on");
+    assert_eq!(check.fatal(), Some(upstream));
+    assert_eq!(
+        seen.load(Ordering::SeqCst),
+        1,
+        "one probe: none under -no-rec"
+    );
+}

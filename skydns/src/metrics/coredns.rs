@@ -68,12 +68,12 @@ fn time_histogram() -> Histogram {
 
 /// [`time_histogram`] of atomics (observed on every query).
 fn sharded_time_histogram() -> ShardedHistogram {
-    ShardedHistogram::new(exponential_buckets(0.00025, 2.0, 16))
+    ShardedHistogram::seconds(exponential_buckets(0.00025, 2.0, 16))
 }
 
 /// CoreDNS's request and response size buckets.
 fn size_histogram() -> ShardedHistogram {
-    ShardedHistogram::new([
+    ShardedHistogram::bytes([
         0.0, 100.0, 200.0, 300.0, 400.0, 511.0, 1023.0, 2047.0, 4095.0, 8291.0, 16e3, 32e3, 48e3,
         64e3,
     ])

@@ -2,8 +2,7 @@
 //! shards: each thread adds to its own cache lines, so the UDP threads never
 //! contend on a metric (prometheus-client's `Histogram` takes a mutex per
 //! observation, and a shared atomic bounces between cores). A scrape sums
-//! the shards. Histogram sums are kept in millionths: exact for bytes, to
-//! the microsecond for seconds.
+//! the shards. Histogram sums are integers: whole bytes, or microseconds.
 
 use prometheus_client::encoding::{EncodeMetric, MetricEncoder, NoLabelSet};
 use prometheus_client::metrics::{MetricType, TypedMetric};
@@ -70,6 +69,9 @@ pub(super) struct ShardedHistogram {
 #[derive(Debug)]
 struct Inner {
     bounds: Vec<f64>,
+    /// Units of the sum per unit observed: 1 for bytes, 1e6 for seconds
+    /// (a u64 of microseconds lasts 584,000 years).
+    scale: f64,
     shards: Vec<Line<Counts>>,
 }
 
@@ -77,23 +79,37 @@ struct Inner {
 #[derive(Debug)]
 struct Counts {
     buckets: Box<[AtomicU64]>,
-    sum_micros: AtomicU64,
+    sum: AtomicU64,
 }
 
 impl ShardedHistogram {
-    /// A histogram with these upper bounds (ascending; `+Inf` is added).
-    pub(super) fn new(bounds: impl IntoIterator<Item = f64>) -> Self {
+    /// A histogram of seconds with these upper bounds (ascending; `+Inf`
+    /// is added), summed in microseconds.
+    pub(super) fn seconds(bounds: impl IntoIterator<Item = f64>) -> Self {
+        Self::new(bounds, 1e6)
+    }
+
+    /// A histogram of bytes, summed in whole bytes.
+    pub(super) fn bytes(bounds: impl IntoIterator<Item = f64>) -> Self {
+        Self::new(bounds, 1.0)
+    }
+
+    fn new(bounds: impl IntoIterator<Item = f64>, scale: f64) -> Self {
         let bounds: Vec<f64> = bounds.into_iter().collect();
         let shards = (0..SHARDS)
             .map(|_| {
                 Line(Counts {
                     buckets: (0..=bounds.len()).map(|_| AtomicU64::new(0)).collect(),
-                    sum_micros: AtomicU64::new(0),
+                    sum: AtomicU64::new(0),
                 })
             })
             .collect();
         ShardedHistogram {
-            inner: Arc::new(Inner { bounds, shards }),
+            inner: Arc::new(Inner {
+                bounds,
+                scale,
+                shards,
+            }),
         }
     }
 
@@ -103,9 +119,9 @@ impl ShardedHistogram {
         let i = self.inner.bounds.partition_point(|b| *b < v);
         let counts = &self.inner.shards[shard()].0;
         counts.buckets[i].fetch_add(1, Ordering::Relaxed);
-        // `as` saturates: a value past u64 millionths sums as the maximum.
-        let micros = (v * 1e6).round() as u64;
-        counts.sum_micros.fetch_add(micros, Ordering::Relaxed);
+        // `as` saturates: a value past u64 units sums as the maximum.
+        let units = (v * self.inner.scale).round() as u64;
+        counts.sum.fetch_add(units, Ordering::Relaxed);
     }
 }
 
@@ -116,17 +132,17 @@ impl TypedMetric for ShardedHistogram {
 impl EncodeMetric for ShardedHistogram {
     fn encode(&self, mut encoder: MetricEncoder) -> Result<(), std::fmt::Error> {
         let mut counts = vec![0u64; self.inner.bounds.len() + 1];
-        let mut sum_micros = 0u64;
+        let mut sum = 0u64;
         for shard in &self.inner.shards {
             for (total, c) in counts.iter_mut().zip(shard.0.buckets.iter()) {
                 *total += c.load(Ordering::Relaxed);
             }
-            sum_micros = sum_micros.saturating_add(shard.0.sum_micros.load(Ordering::Relaxed));
+            sum = sum.saturating_add(shard.0.sum.load(Ordering::Relaxed));
         }
         let bounds = self.inner.bounds.iter().copied().chain([f64::INFINITY]);
         let buckets: Vec<(f64, u64)> = bounds.zip(counts.iter().copied()).collect();
         let count = counts.iter().sum();
-        let sum = sum_micros as f64 / 1e6;
+        let sum = sum as f64 / self.inner.scale;
         encoder.encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
     }
 
@@ -152,7 +168,7 @@ mod tests {
 
     #[test]
     fn values_fall_in_the_first_bucket_that_holds_them_and_sum_exactly() {
-        let h = ShardedHistogram::new([1.0, 2.0]);
+        let h = ShardedHistogram::seconds([1.0, 2.0]);
         for v in [0.5, 1.0, 1.5, 2.5, f64::NAN, -3.0] {
             h.observe(v);
         }
@@ -169,8 +185,17 @@ mod tests {
     }
 
     #[test]
+    fn a_byte_histogram_sums_whole_bytes() {
+        let h = ShardedHistogram::bytes([512.0]);
+        h.observe(500.0);
+        h.observe(1e15);
+        let text = render("b", h);
+        assert!(text.contains("b_sum 1000000000000500.0"), "{text}");
+    }
+
+    #[test]
     fn every_thread_s_additions_are_summed() {
-        let (c, h) = (ShardedCounter::default(), ShardedHistogram::new([1.0]));
+        let (c, h) = (ShardedCounter::default(), ShardedHistogram::seconds([1.0]));
         std::thread::scope(|s| {
             for _ in 0..SHARDS + 3 {
                 s.spawn(|| {
