@@ -45,6 +45,20 @@ async fn bookmarks_and_timeout(server: &Server) {
         .await
         .unwrap();
     let a_rv: u64 = a.resource_version().unwrap().parse().unwrap();
+    // A watch from "0" starts from kube-apiserver's watch cache, which may
+    // not hold `a` yet on a loaded machine (then a bookmark comes first and
+    // `a` after it): wait until a list served from that cache has it.
+    eventually(
+        "the watch cache to hold a",
+        test_support::wait::DEADLINE,
+        async || {
+            let listed = api.list(&ListParams::default().match_any()).await?;
+            anyhow::ensure!(listed.items.iter().any(|s| s.name_any() == "a"));
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
     // kube-apiserver sends its bookmark 2 s before the watch's timeout, at
     // the version its cache of Services has reached; from "0" it sends it
     // even when nothing moved since the initial events (annotated
