@@ -15,7 +15,6 @@ use test_support::dnsmasq::Dnsmasq;
 use test_support::etcd::Etcd;
 use test_support::http::scrape;
 use test_support::skydns::SkydnsBinary;
-use test_support::tools::command;
 use test_support::wait::{eventually, DEADLINE};
 
 fn fixtures() -> PathBuf {
@@ -23,17 +22,7 @@ fn fixtures() -> PathBuf {
 }
 
 fn promtool(args: &[&str]) -> Result<String> {
-    let out = command("promtool", "prometheus")?
-        .args(args)
-        .current_dir(fixtures())
-        .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ensure!(out.status.success(), "promtool {args:?}: {text}");
-    Ok(text)
+    test_support::tools::promtool(&fixtures(), args)
 }
 
 /// A series as its name and label names (Prometheus's `job` and

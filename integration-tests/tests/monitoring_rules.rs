@@ -10,7 +10,6 @@ use anyhow::{ensure, Context, Result};
 use serde_yaml::Value;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
-use test_support::tools::command;
 
 fn monitoring_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/monitoring")
@@ -23,17 +22,7 @@ fn read_yaml(name: &str) -> Result<Value> {
 }
 
 fn promtool(args: &[&str]) -> Result<String> {
-    let out = command("promtool", "prometheus")?
-        .args(args)
-        .current_dir(monitoring_dir())
-        .output()?;
-    let text = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    ensure!(out.status.success(), "promtool {args:?}: {text}");
-    Ok(text)
+    test_support::tools::promtool(&monitoring_dir(), args)
 }
 
 /// Every rule of the rule file, as (name, expression, runbook annotation).

@@ -25,6 +25,22 @@ pub fn command(binary: &str, debian_package: &str) -> Result<Command> {
     Ok(Command::new(require(binary, debian_package)?))
 }
 
+/// Runs Debian's `promtool` with `args` in `dir` (where the rule files
+/// are); its output, or an error holding it when it fails.
+pub fn promtool(dir: &Path, args: &[&str]) -> Result<String> {
+    let out = command("promtool", "prometheus")?
+        .args(args)
+        .current_dir(dir)
+        .output()?;
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    anyhow::ensure!(out.status.success(), "promtool {args:?}: {text}");
+    Ok(text)
+}
+
 /// The first executable `binary` in `dirs`, then in [`SBIN`].
 fn search(dirs: impl Iterator<Item = PathBuf>, binary: &str) -> Option<PathBuf> {
     dirs.chain(SBIN.iter().map(PathBuf::from))
