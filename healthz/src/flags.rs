@@ -56,7 +56,8 @@ pub enum Parsed {
     Run(Config),
     /// `-h`, `-help` or `--help`: print [`usage`] and exit 0.
     Help,
-    /// `-version` or `--version`: print [`version`] and exit 0.
+    /// `-V`, `-version` or `--version`: print [`version`] and exit 0 (`-V`
+    /// as skydns and kube2sky accept it).
     Version,
 }
 
@@ -169,7 +170,7 @@ pub fn usage() -> String {
         }
         out.push('\n');
     }
-    out.push_str("  -version\n    \tPrint the version and exit.\n");
+    out.push_str("  -V, -version\n    \tPrint the version and exit.\n");
     out.push_str(&format!(
         "Flags may be written -flag=value, -flag value or --flag=value; boolean flags only as -flag or -flag=false.\nCaptured output is capped at {} bytes per run.\nExit status: 0 after /quit, SIGTERM or SIGINT; 1 if the port cannot be bound; 2 on a command-line error.\nDocumentation: docs/exec-healthz.md.\n",
         DEFAULT_MAX_OUTPUT
@@ -177,7 +178,7 @@ pub fn usage() -> String {
     out
 }
 
-/// The line printed for `-version`: the binary's name and version.
+/// The line printed for `-V` or `-version`: the binary's name and version.
 pub fn version() -> String {
     format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION"))
 }
@@ -211,7 +212,8 @@ where
             if name == "h" || name == "help" {
                 return Ok(Parsed::Help);
             }
-            if name == "version" {
+            // `-V` as in skydns and kube2sky (clap's short version flag).
+            if name == "V" || name == "version" {
                 return Ok(Parsed::Version);
             }
             return Err(FlagError::Unknown(name.to_owned()));
@@ -380,11 +382,19 @@ mod tests {
         for v in ["-version", "--version"] {
             assert_eq!(parse([v]), Ok(Parsed::Version), "{v}");
         }
-        assert!(usage().contains("  -version\n"));
+        assert!(usage().contains("  -V, -version\n"));
         assert_eq!(
             version(),
             format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION"))
         );
+    }
+
+    #[test]
+    fn capital_v_is_the_version_as_in_skydns_and_kube2sky() {
+        assert_eq!(parse(["-V"]), Ok(Parsed::Version));
+        assert_eq!(parse(["-port=1", "-V"]), Ok(Parsed::Version));
+        // Go flags are case-sensitive: lower-case -v stays unknown.
+        assert_eq!(parse(["-v"]), Err(FlagError::Unknown("v".into())));
     }
 
     #[test]

@@ -87,6 +87,17 @@ fn help_explains_every_flag_and_exits_0() {
     }
 }
 
+#[test]
+fn version_flags_print_the_version_on_stdout_and_exit_0() {
+    let want = format!("exec-healthz {}\n", env!("CARGO_PKG_VERSION"));
+    for flag in ["-V", "-version", "--version"] {
+        let out = run_to_end(&[flag]);
+        assert_eq!(out.status.code(), Some(0), "{flag}");
+        assert_eq!(String::from_utf8_lossy(&out.stdout), want, "{flag}");
+        assert!(out.stderr.is_empty(), "{flag}");
+    }
+}
+
 #[tokio::test]
 async fn go_style_flags_503_then_quit_exits_0_without_answering() {
     let (mut child, base) =
