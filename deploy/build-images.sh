@@ -7,7 +7,7 @@
 #   IMAGE_PREFIX=registry.example.com/dns DNS_SERVER_IP=10.96.0.10 deploy/render.sh kubernetes
 #
 # Usage: deploy/build-images.sh [--no-push] [--dry-run] [--tool docker|podman] PREFIX
-#   PREFIX     registry host[:port]/path; kube-dns-rs/skydns:0.1.0 of
+#   PREFIX     registry host[:port]/path; localhost/kube-dns-rs/skydns:0.1.0 of
 #              deploy/images.txt is tagged and pushed as PREFIX/skydns:0.1.0
 #   --no-push  build and tag only (for a registry you push to yourself, or
 #              a local cluster that reads the builder's images)
@@ -58,7 +58,7 @@ n=0
 while read -r image stage _binary _base _user _ports; do
   case "$image" in ''|'#'*) continue ;; esac
   n=$((n + 1))
-  target="$prefix/${image#kube-dns-rs/}"
+  target="$prefix/${image#localhost/kube-dns-rs/}"
   run "$tool" build --target "$stage" -t "$target" .
   if [ "$push" -eq 1 ]; then run "$tool" push "$target"; fi
 done < "$list"

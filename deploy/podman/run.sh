@@ -118,7 +118,7 @@ fi
 
 name_args=()
 [ -z "$name" ] || name_args=(--name "$name")
-DNS_SERVER_IP=10.0.0.10 DNS_DOMAIN=$DNS_DOMAIN deploy/render.sh "$flavour" \
+IMAGE_PREFIX=localhost/kube-dns-rs DNS_SERVER_IP=10.0.0.10 DNS_DOMAIN=$DNS_DOMAIN deploy/render.sh "$flavour" \
   | "$BIN_DIR/podman-manifest" --kubeconfig-dir "$work/k" --etcd-image "$etcd_image" "${name_args[@]}" \
   > "$work/pod.yaml"
 

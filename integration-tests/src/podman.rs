@@ -4,6 +4,8 @@
 //! "podman: the pod from the manifests"). The function is pure;
 //! `podman-manifest` is its command line.
 
+use std::collections::BTreeMap;
+
 use anyhow::{bail, ensure, Context, Result};
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::core::v1::{
@@ -36,6 +38,7 @@ pub struct PodmanOptions {
 
 /// The workload of a rendered manifest stream, as podman YAML.
 pub fn podman_workload(stream: &str, options: &PodmanOptions) -> Result<String> {
+    let config_maps = crate::kubelet_env::config_maps(stream)?;
     let mut workload = None;
     for (index, document) in serde_yaml::Deserializer::from_str(stream).enumerate() {
         let value = serde_yaml::Value::deserialize(document)
@@ -66,7 +69,7 @@ pub fn podman_workload(stream: &str, options: &PodmanOptions) -> Result<String> 
     let Some(mut workload) = workload else {
         bail!("no ReplicationController or Deployment in the manifests");
     };
-    workload.adapt(options)?;
+    workload.adapt(options, &config_maps)?;
     workload.to_yaml()
 }
 
@@ -102,7 +105,11 @@ fn pod_of_replication_controller(rc: ReplicationController) -> Result<Workload> 
 
 impl Workload {
     /// Applies every change listed in the module documentation.
-    fn adapt(&mut self, options: &PodmanOptions) -> Result<()> {
+    fn adapt(
+        &mut self,
+        options: &PodmanOptions,
+        config_maps: &BTreeMap<String, BTreeMap<String, String>>,
+    ) -> Result<()> {
         let (metadata, spec) = match self {
             Workload::Pod(pod) => (&mut pod.metadata, pod.spec.as_mut()),
             Workload::Deployment(d) => {
@@ -116,6 +123,7 @@ impl Workload {
         }
         let name = metadata.name.clone().context("the workload has no name")?;
         let spec = spec.with_context(|| format!("{name} has no pod spec"))?;
+        crate::kubelet_env::resolve_config_map_env(spec, config_maps)?;
         adapt_pod_spec(spec, &name, options)
     }
 
@@ -157,6 +165,10 @@ fn adapt_pod_spec(spec: &mut PodSpec, pod: &str, options: &PodmanOptions) -> Res
         }
         if container.image.as_deref() == Some(UPSTREAM_ETCD_IMAGE) {
             container.image = Some(options.etcd_image.clone());
+            // The probes are written for the upstream image; the stand-in
+            // is Debian's etcd.
+            container.liveness_probe = None;
+            container.readiness_probe = None;
             etcd = true;
         }
         if container.name == "kube2sky" {

@@ -313,7 +313,7 @@ impl KubeApi for AsServiceAccount<'_> {
 fn manifest_rbac() -> Result<String> {
     let path = concat!(
         env!("CARGO_MANIFEST_DIR"),
-        "/../deploy/kubernetes/kube-dns.yaml.in"
+        "/../deploy/kubernetes/kube-dns.yaml"
     );
     let text = std::fs::read_to_string(path).with_context(|| path.to_string())?;
     let end = text

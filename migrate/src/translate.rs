@@ -100,7 +100,7 @@ pub fn translate(corefile: &Corefile) -> Translation {
     let mut b = Builder::default();
     b.notes.push(
         "the args state every setting the Corefile decides, the features it leaves off \
-         included: they replace the same flags of the manifest (deploy/*/kube-dns.yaml.in); \
+         included: they replace the same flags of the manifest (deploy/*/kube-dns.yaml); \
          keep the manifest's other flags (-machines, -etcd3, ...)"
             .to_owned(),
     );

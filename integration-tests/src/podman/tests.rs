@@ -6,29 +6,26 @@
 
 use super::*;
 use k8s_openapi::api::core::v1::Container;
+use std::collections::BTreeMap;
 use std::path::Path;
 
-/// `deploy/render.sh FLAVOUR`'s substitution over the repository's templates.
+/// What `deploy/render.sh FLAVOUR` prints, as deploy/podman/run.sh calls it.
 fn rendered(flavour: &str) -> String {
-    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../deploy")
-        .join(flavour);
-    let mut files: Vec<_> = std::fs::read_dir(&dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    files.sort();
-    files
-        .iter()
-        .map(|f| {
-            std::fs::read_to_string(f)
-                .unwrap()
-                .replace("$DNS_DOMAIN", "cluster.local")
-                .replace("$DNS_SERVER_IP", "10.0.0.10")
-                .replace("$DNS_REPLICAS", "3")
-        })
-        .collect::<Vec<_>>()
-        .join("---\n")
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/render.sh");
+    let out = std::process::Command::new("bash")
+        .arg(script)
+        .arg(flavour)
+        .env("IMAGE_PREFIX", "localhost/kube-dns-rs")
+        .env("DNS_SERVER_IP", "10.0.0.10")
+        .env("DNS_DOMAIN", "cluster.local")
+        .output()
+        .expect("running deploy/render.sh");
+    assert!(
+        out.status.success(),
+        "render.sh {flavour}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
 }
 
 fn options(name: Option<&str>) -> PodmanOptions {
@@ -63,7 +60,12 @@ fn container<'a>(spec: &'a PodSpec, name: &str) -> &'a Container {
 }
 
 /// Everything but the listed changes is what the cluster manifest says.
-fn assert_only_the_listed_changes(original: &PodSpec, podman: &PodSpec, pod: &str) {
+fn assert_only_the_listed_changes(
+    original: &PodSpec,
+    maps: &BTreeMap<String, BTreeMap<String, String>>,
+    podman: &PodSpec,
+    pod: &str,
+) {
     let names = |s: &PodSpec| {
         s.containers
             .iter()
@@ -74,6 +76,8 @@ fn assert_only_the_listed_changes(original: &PodSpec, podman: &PodSpec, pod: &st
     assert_eq!(names(original), names(podman));
 
     let mut expected = original.clone();
+    // The settings, as the kubelet would give them.
+    crate::kubelet_env::resolve_config_map_env(&mut expected, maps).unwrap();
     for v in expected.volumes.iter_mut().flatten() {
         v.name = format!("{pod}-{}", v.name);
     }
@@ -91,7 +95,11 @@ fn assert_only_the_listed_changes(original: &PodSpec, podman: &PodSpec, pod: &st
             m.name = format!("{pod}-{}", m.name);
         }
         match c.name.as_str() {
-            "etcd" => c.image = Some("localhost/kube-dns-rs-podman/etcd:3.4.23".into()),
+            "etcd" => {
+                c.image = Some("localhost/kube-dns-rs-podman/etcd:3.4.23".into());
+                c.liveness_probe = None;
+                c.readiness_probe = None;
+            }
             "kube2sky" => {
                 c.args
                     .get_or_insert_with(Vec::new)
@@ -120,7 +128,8 @@ fn the_legacy_replication_controller_becomes_its_pod() {
     assert_eq!(labels["k8s-app"], "kube-dns");
     assert_eq!(labels["version"], "v11");
     let spec = pod.spec.unwrap();
-    assert_only_the_listed_changes(&original_spec("legacy"), &spec, "kube-dns-v11");
+    let maps = crate::kubelet_env::config_maps(&rendered("legacy")).unwrap();
+    assert_only_the_listed_changes(&original_spec("legacy"), &maps, &spec, "kube-dns-v11");
     assert_eq!(
         container(&spec, "kube2sky").args.as_deref().unwrap(),
         [
@@ -141,10 +150,12 @@ fn the_legacy_replication_controller_becomes_its_pod() {
 #[test]
 fn the_modern_deployment_stays_a_deployment_of_one_pod() {
     let stream = rendered("kubernetes");
+    let autoscaler = serde_yaml::Deserializer::from_str(&stream)
+        .map(|doc| serde_yaml::Value::deserialize(doc).unwrap())
+        .filter(|v| v.get("kind").and_then(|k| k.as_str()) == Some("Deployment"))
+        .any(|v| v["metadata"]["name"].as_str() == Some(AUTOSCALER_DEPLOYMENT));
     assert!(
-        stream.contains(&format!(
-            "kind: Deployment\nmetadata:\n  name: {AUTOSCALER_DEPLOYMENT}\n"
-        )),
+        autoscaler,
         "the manifests hold the autoscaler, which is dropped"
     );
     let yaml = podman_workload(&stream, &options(Some("kdrs-t1"))).unwrap();
@@ -158,7 +169,14 @@ fn the_modern_deployment_stays_a_deployment_of_one_pod() {
         "the manifests leave it to the autoscaler"
     );
     let pod = spec.template.spec.unwrap();
-    assert_only_the_listed_changes(&original_spec("kubernetes"), &pod, "kdrs-t1");
+    let maps = crate::kubelet_env::config_maps(&stream).unwrap();
+    assert_only_the_listed_changes(&original_spec("kubernetes"), &maps, &pod, "kdrs-t1");
+    // The settings reach the arguments: podman expands no $(VAR) itself.
+    let skydns = container(&pod, "skydns").args.clone().unwrap();
+    assert!(
+        skydns.contains(&"-domain=cluster.local.".to_owned()),
+        "{skydns:?}"
+    );
     assert_eq!(
         container(&pod, "etcd").volume_mounts.as_deref().unwrap()[0].name,
         "kdrs-t1-etcd-storage"
@@ -189,7 +207,7 @@ fn manifests_without_exactly_one_workload_are_refused() {
 
 #[test]
 fn a_workload_without_kube2sky_or_the_etcd_image_is_refused() {
-    let no_kube2sky = rendered("legacy").replace("- name: kube2sky", "- name: k2s");
+    let no_kube2sky = rendered("legacy").replace("  name: kube2sky\n", "  name: k2s\n");
     let err = podman_workload(&no_kube2sky, &options(None)).unwrap_err();
     assert_eq!(
         err.to_string(),

@@ -46,15 +46,20 @@ pub(crate) fn healthz_accepts(args: &[String]) -> Result<Accepted, String> {
     }
 }
 
-/// `kube-dns-rs/skydns:0.1.0` → the parser of the binary in that image.
+/// `localhost/kube-dns-rs/skydns:0.1.0` (or the same name in the registry an
+/// overlay moved it to) → the parser of the binary in that image.
 pub(crate) type Parser = fn(&[String]) -> Result<Accepted, String>;
 
 pub(crate) fn parser_for(image: &str) -> Option<Parser> {
     let (name, _tag) = image.rsplit_once(':')?;
-    match name {
-        "kube-dns-rs/skydns" => Some(skydns_accepts),
-        "kube-dns-rs/kube2sky" => Some(kube2sky_accepts),
-        "kube-dns-rs/exechealthz" => Some(healthz_accepts),
+    let (registry, last) = name.rsplit_once('/')?;
+    if registry.starts_with("registry.k8s.io") {
+        return None;
+    }
+    match last {
+        "skydns" => Some(skydns_accepts),
+        "kube2sky" => Some(kube2sky_accepts),
+        "exechealthz" => Some(healthz_accepts),
         _ => None,
     }
 }
@@ -98,6 +103,14 @@ pub(crate) fn http_get(probe: Option<&Probe>, what: &str) -> (String, i32) {
         .and_then(|p| p.http_get.as_ref())
         .unwrap_or_else(|| panic!("{what}: no httpGet probe"));
     (get.path.clone().unwrap_or_default(), port_number(&get.port))
+}
+
+/// The port of an etcd container's `-listen-metrics-urls` (one URL).
+pub(crate) fn etcd_metrics_port(c: &Container) -> Option<i32> {
+    let command = c.command.as_ref()?;
+    let at = command.iter().position(|a| a == "-listen-metrics-urls")?;
+    let url = command.get(at + 1)?;
+    url.rsplit_once(':')?.1.parse().ok()
 }
 
 pub(crate) fn container<'a>(pod: &'a PodSpec, name: &str) -> &'a Container {
@@ -160,7 +173,7 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
         );
         match result.unwrap_or_else(|e| panic!("{what}: arguments rejected: {e}")) {
             Accepted::Skydns(config) => {
-                assert_eq!(config.zone.domain, format!("{DOMAIN}."), "{what}");
+                assert_eq!(config.zone.domain, format!("{}.", m.domain), "{what}");
                 assert_eq!(config.addr.to_string(), "0.0.0.0:53", "{what}");
                 assert_eq!(
                     config.handler.forward.relay.policy,
@@ -197,7 +210,7 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
                 assert_eq!(ports, want, "{what}");
             }
             Accepted::Kube2sky(config) => {
-                assert_eq!(config.domain, format!("{DOMAIN}."), "{what}");
+                assert_eq!(config.domain, format!("{}.", m.domain), "{what}");
                 assert_eq!(config.etcd.endpoints, ["http://127.0.0.1:4001"], "{what}");
                 assert!(client_urls.contains(&config.etcd.endpoints[0]));
                 let readiness = http_get(c.readiness_probe.as_ref(), &what);
@@ -218,7 +231,10 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
             Accepted::Healthz(config) => {
                 assert_eq!(
                     config.cmd,
-                    format!("nslookup kubernetes.default.svc.{DOMAIN} 127.0.0.1 >/dev/null"),
+                    format!(
+                        "nslookup kubernetes.default.svc.{} 127.0.0.1 >/dev/null",
+                        m.domain
+                    ),
                     "{what}"
                 );
                 assert_eq!(config.port, 8080, "{what}");
@@ -237,36 +253,51 @@ pub(crate) fn check_pod_wiring(m: &Manifests) {
     );
 
     // Every other HTTP probe in the pod hits a port some container listens
-    // on: 8080 (exec-healthz) or 8081 (kube2sky's --healthz-port default).
+    // on: 8080 (exec-healthz) or 8081 (kube2sky's --healthz-port default);
+    // etcd's, its /health on its metrics listener (etcd_probes.rs asks a
+    // real etcd).
     for c in pod.containers.iter().filter(|c| c.name != "skydns") {
         for probe in [&c.liveness_probe, &c.readiness_probe]
             .into_iter()
             .flatten()
         {
             let (path, port) = http_get(Some(probe), &c.name);
-            assert!(
+            let ok = if c.name == "etcd" {
+                path.starts_with("/health") && Some(port) == etcd_metrics_port(c)
+            } else {
                 matches!(
                     (path.as_str(), port),
                     ("/healthz", 8080 | 8081) | ("/readiness", 8081)
-                ),
+                )
+            };
+            assert!(
+                ok,
                 "deploy/{} container {}: probe {path} on {port}",
-                m.flavour,
-                c.name
+                m.flavour, c.name
             );
         }
     }
 
-    // Resources: requests and limits for cpu and memory everywhere.
+    // Resources: cpu and memory requests and a memory limit everywhere; no
+    // CPU limit on etcd, kube2sky and skydns but in the 1.2 pod (resources.rs).
     for c in &pod.containers {
         let r = c.resources.as_ref().expect("resources");
-        for map in [&r.requests, &r.limits] {
-            let map = map.as_ref().expect("requests and limits");
-            assert!(
-                map.contains_key("cpu") && map.contains_key("memory"),
-                "{}",
-                c.name
-            );
-        }
+        let requests = r.requests.as_ref().expect("requests");
+        assert!(
+            requests.contains_key("cpu") && requests.contains_key("memory"),
+            "{}",
+            c.name
+        );
+        let limits = r.limits.as_ref().expect("limits");
+        assert!(limits.contains_key("memory"), "{}", c.name);
+        let unthrottled = ["etcd", "kube2sky", "skydns"].contains(&c.name.as_str());
+        assert_eq!(
+            limits.contains_key("cpu"),
+            m.flavour == "legacy" || !unthrottled,
+            "deploy/{} container {}: a CPU limit",
+            m.flavour,
+            c.name
+        );
     }
     assert_eq!(pod.dns_policy.as_deref(), Some("Default"), "{}", m.flavour);
     let volumes: BTreeSet<&str> = pod
@@ -338,7 +369,7 @@ pub(crate) fn check_service(m: &Manifests) {
     assert_eq!(meta.name.as_deref(), Some("kube-dns"));
     assert_eq!(meta.namespace.as_deref(), Some("kube-system"));
     let spec = svc.spec.as_ref().expect("service spec");
-    assert_eq!(spec.cluster_ip.as_deref(), Some(SERVER_IP));
+    assert_eq!(spec.cluster_ip.as_deref(), Some(m.server_ip.as_str()));
     let ports: Vec<(String, i32, String)> = spec
         .ports
         .iter()

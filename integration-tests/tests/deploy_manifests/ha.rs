@@ -415,10 +415,12 @@ fn the_legacy_manifest_is_unchanged_and_has_none_of_the_ha_objects() {
         .map(|o| match o {
             Object::ReplicationController(_) => "ReplicationController",
             Object::Service(_) => "Service",
+            Object::ConfigMap(_) => "ConfigMap",
             _ => "other",
         })
         .collect();
-    assert_eq!(kinds, ["ReplicationController", "Service"]);
+    // The settings ConfigMap (deploy/base) is the one object 1.2 did not have.
+    assert_eq!(kinds, ["ConfigMap", "Service", "ReplicationController"]);
     let (labels, pod) = m.pod();
     assert!(pod.topology_spread_constraints.is_none() && pod.affinity.is_none());
     assert!(pod.priority_class_name.is_none() && pod.priority.is_none());
@@ -432,7 +434,7 @@ fn the_legacy_manifest_is_unchanged_and_has_none_of_the_ha_objects() {
         assert!(annotations.is_none(), "the 1.2 pod had no annotations");
     }
 
-    let digests: Vec<(String, u64)> = templates("legacy")
+    let digests: Vec<(String, u64)> = manifest_files("legacy")
         .iter()
         .map(|p| {
             let bytes = std::fs::read(p).expect("reading template");
@@ -443,8 +445,8 @@ fn the_legacy_manifest_is_unchanged_and_has_none_of_the_ha_objects() {
         })
         .collect();
     let want = [
-        ("skydns-rc.yaml.in".to_owned(), 0x2e1f_f58b_52b7_f87e),
-        ("skydns-svc.yaml.in".to_owned(), 0x63be_223d_5d24_480c),
+        ("skydns-rc.yaml".to_owned(), 0x2e7d_cfab_834e_593e),
+        ("skydns-svc.yaml".to_owned(), 0xdd71_d3c0_37f5_594f),
     ];
     assert_eq!(
         digests, want,

@@ -172,7 +172,7 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
         panic!("kube2sky parsed as another binary")
     };
     assert_eq!(config.etcd.endpoints, endpoints);
-    assert_eq!(config.domain, format!("{DOMAIN}."));
+    assert_eq!(config.domain, format!("{}.", m.domain));
     let election = config.leader_election.clone().expect("--leader-elect");
     assert_eq!(election.identity, "POD_NAME-value");
     let pod_name = kube2sky.env.iter().flatten().find(|e| e.name == "POD_NAME");
@@ -246,7 +246,7 @@ fn shared_etcd_manifests_parse_and_wire_three_members_two_kube2sky_and_skydns() 
         panic!("skydns parsed as another binary")
     };
     assert_eq!(sky.etcd.endpoints, endpoints);
-    assert_eq!(sky.zone.domain, format!("{DOMAIN}."));
+    assert_eq!(sky.zone.domain, format!("{}.", m.domain));
     let account = k2s_pod.service_account_name.clone().unwrap_or_default();
     config_map::check_config_map_access(&m, &config, &sky, &account);
     check_skydns_lifecycle(dns_pod, &skydns, &sky, "shared-etcd skydns");

@@ -5,53 +5,80 @@ use super::*;
 // ---------------------------------------------------------------------------
 // Rendering
 
-/// The substitution of `deploy/render.sh` (its three `sed -e` expressions):
-/// each placeholder replaced everywhere, as plain text.
-pub(crate) fn render(template: &str, domain: &str, server_ip: &str, replicas: &str) -> String {
-    template
-        .replace("$DNS_DOMAIN", domain)
-        .replace("$DNS_SERVER_IP", server_ip)
-        .replace("$DNS_REPLICAS", replicas)
+/// The image prefix the tests render with: the manifests' own, so that the
+/// images are the names of deploy/images.txt.
+pub(crate) const TEST_IMAGE_PREFIX: &str = "localhost/kube-dns-rs";
+
+/// Runs `deploy/render.sh FLAVOUR` with exactly the variables of `env`.
+pub(crate) fn render_sh(flavour: &str, env: &[(&str, &str)]) -> std::process::Output {
+    let mut cmd = Command::new("bash");
+    cmd.arg(repo_root().join("deploy/render.sh")).arg(flavour);
+    for var in [
+        "DNS_DOMAIN",
+        "DNS_SERVER_IP",
+        "DNS_REPLICAS",
+        "IMAGE_PREFIX",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.envs(env.iter().copied());
+    cmd.output().expect("running bash deploy/render.sh")
 }
 
-/// The template files of one flavour, sorted like the shell glob
-/// `deploy/<flavour>/*.yaml.in` sorts them.
-pub(crate) fn templates(flavour: &str) -> Vec<PathBuf> {
+/// What `deploy/render.sh <flavour>` prints with the test values (rendered
+/// once per flavour and test binary).
+pub(crate) fn rendered_stream(flavour: &str) -> String {
+    static CACHE: std::sync::Mutex<BTreeMap<String, String>> =
+        std::sync::Mutex::new(BTreeMap::new());
+    let mut cache = CACHE.lock().unwrap_or_else(|e| e.into_inner());
+    cache
+        .entry(flavour.to_owned())
+        .or_insert_with(|| {
+            let out = render_sh(
+                flavour,
+                &[
+                    ("DNS_DOMAIN", DOMAIN),
+                    ("DNS_SERVER_IP", SERVER_IP),
+                    ("DNS_REPLICAS", REPLICAS),
+                    ("IMAGE_PREFIX", TEST_IMAGE_PREFIX),
+                ],
+            );
+            assert!(
+                out.status.success(),
+                "render.sh {flavour}: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            String::from_utf8(out.stdout).expect("UTF-8")
+        })
+        .clone()
+}
+
+/// What `kubectl kustomize DIR` prints (DIR relative to the repository).
+pub(crate) fn kustomized(dir: &str) -> String {
+    let out = Command::new("kubectl")
+        .args(["kustomize"])
+        .arg(repo_root().join(dir))
+        .output()
+        .expect("running kubectl kustomize (kubectl must be installed)");
+    assert!(
+        out.status.success(),
+        "kubectl kustomize {dir}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("UTF-8")
+}
+
+/// The manifest files of one flavour (its kustomization's resources), sorted.
+pub(crate) fn manifest_files(flavour: &str) -> Vec<PathBuf> {
     let dir = repo_root().join("deploy").join(flavour);
     let mut files: Vec<PathBuf> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("listing {}: {e}", dir.display()))
         .map(|entry| entry.expect("directory entry").path())
+        .filter(|p| p.file_name().is_some_and(|n| n != "kustomization.yaml"))
         .collect();
     files.sort();
-    for f in &files {
-        let name = f.file_name().unwrap().to_string_lossy();
-        assert!(
-            name.ends_with(".yaml.in"),
-            "{}: every file in deploy/{flavour}/ must be a .yaml.in template, \
-             or render.sh and this test would skip it",
-            f.display()
-        );
-    }
-    assert!(!files.is_empty(), "no templates in {}", dir.display());
+    assert!(!files.is_empty(), "no manifests in {}", dir.display());
     files
-}
-
-/// What `deploy/render.sh <flavour>` must print: the rendered templates,
-/// separated by `---` lines.
-pub(crate) fn rendered_stream(flavour: &str) -> String {
-    templates(flavour)
-        .iter()
-        .map(|path| {
-            let text = std::fs::read_to_string(path).expect("reading template");
-            assert!(
-                text.ends_with('\n'),
-                "{}: must end with a newline",
-                path.display()
-            );
-            render(&text, DOMAIN, SERVER_IP, REPLICAS)
-        })
-        .collect::<Vec<_>>()
-        .join("---\n")
 }
 
 /// The non-empty YAML documents of a multi-document stream.
@@ -157,23 +184,58 @@ pub(crate) fn parse_objects(stream: &str, what: &str) -> Vec<Object> {
 /// The parsed objects of one flavour, rendered with the test values.
 pub(crate) struct Manifests {
     pub(crate) flavour: &'static str,
+    /// The cluster domain and the Service's cluster IP it was rendered with.
+    pub(crate) domain: String,
+    pub(crate) server_ip: String,
     pub(crate) objects: Vec<Object>,
 }
 
 impl Manifests {
     pub(crate) fn load(flavour: &'static str) -> Self {
-        let stream = rendered_stream(flavour);
-        assert!(
-            !stream.contains("$DNS_"),
-            "deploy/{flavour}: a $DNS_ placeholder is left after rendering"
-        );
-        Self::from_stream(flavour, &stream)
+        Self::from_stream(flavour, &rendered_stream(flavour))
     }
 
-    /// The objects of a rendered stream (a flavour's, perhaps altered).
+    /// The objects of a stream rendered with the test values (a flavour's,
+    /// perhaps altered).
     pub(crate) fn from_stream(flavour: &'static str, stream: &str) -> Self {
-        let objects = parse_objects(stream, &format!("deploy/{flavour}"));
-        Manifests { flavour, objects }
+        Self::rendered_with(flavour, DOMAIN, SERVER_IP, stream)
+    }
+
+    /// The objects of a stream rendered with cluster domain `domain`, as the
+    /// kubelet sees them: each pod's ConfigMap settings resolved and
+    /// expanded in the arguments (`integration_tests::kubelet_env`).
+    pub(crate) fn rendered_with(
+        flavour: &'static str,
+        domain: &str,
+        server_ip: &str,
+        stream: &str,
+    ) -> Self {
+        let what = format!("deploy/{flavour}");
+        let maps = integration_tests::kubelet_env::config_maps(stream)
+            .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+        let mut objects = parse_objects(stream, &what);
+        for object in &mut objects {
+            let spec = match object {
+                Object::ReplicationController(rc) => rc
+                    .spec
+                    .as_mut()
+                    .and_then(|s| s.template.as_mut())
+                    .and_then(|t| t.spec.as_mut()),
+                Object::Deployment(d) => d.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+                Object::StatefulSet(s) => s.spec.as_mut().and_then(|s| s.template.spec.as_mut()),
+                _ => None,
+            };
+            if let Some(spec) = spec {
+                integration_tests::kubelet_env::resolve_config_map_env(spec, &maps)
+                    .unwrap_or_else(|e| panic!("{what}: {e:#}"));
+            }
+        }
+        Manifests {
+            flavour,
+            domain: domain.to_owned(),
+            server_ip: server_ip.to_owned(),
+            objects,
+        }
     }
 
     pub(crate) fn one<T>(&self, pick: impl Fn(&Object) -> Option<&T>) -> &T {
