@@ -2,9 +2,23 @@
 # Installs the system packages the build and the tests need, if missing:
 # protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq,
 # BIND's dnssec-keygen and delv (the -dnssec tests), promtool, podman.
+#   scripts/install-deps.sh           everything the test suite needs (scripts/test.sh)
+#   scripts/install-deps.sh --local   only what deploy/local/run.sh needs: protoc
+#                                     for the build, etcd and etcdctl, dig and
+#                                     nslookup, curl
 set -euo pipefail
 
+local_only=""
+case "${1:-}" in
+  "") ;;
+  --local) local_only=1 ;;
+  -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+  *) echo "unknown argument: $1 (--local, or none for everything)" >&2; exit 2 ;;
+esac
+
 need=()
+# deploy/local/run.sh: the build, etcd, its readiness checks and exec-healthz's
+# nslookup.
 command -v protoc   >/dev/null || need+=(protobuf-compiler)
 # etcd-client's protos import google/protobuf/*.proto, which protoc's
 # recommended package ships (not installed with --no-install-recommends).
@@ -13,28 +27,31 @@ command -v etcd     >/dev/null || need+=(etcd-server)
 command -v etcdctl  >/dev/null || need+=(etcd-client)
 command -v dig      >/dev/null || need+=(dnsutils)
 command -v nslookup >/dev/null || need+=(dnsutils)
-# The -dnssec tests: test keys from dnssec-keygen, answers validated by delv.
-command -v dnssec-keygen >/dev/null || need+=(bind9-utils)
-command -v delv     >/dev/null || need+=(bind9-dnsutils)
-command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
 command -v curl     >/dev/null || need+=(curl)
-command -v openssl  >/dev/null || need+=(openssl)
-command -v dnsperf  >/dev/null || need+=(dnsperf)
-# skydns_autopath's glibc test makes a pod's network namespace with ip.
-command -v ip       >/dev/null || need+=(iproute2)
-# The rules in deploy/monitoring/: promtool checks and unit-tests them.
-command -v promtool >/dev/null || need+=(prometheus)
-# skydns's socket-activation test starts it the way systemd does.
-command -v systemd-socket-activate >/dev/null || need+=(systemd)
 
-# The podman test (integration-tests/tests/podman_pod) and deploy/podman/:
-# podman with its recommended packages (netavark and aardvark-dns for the
-# bridge network, catatonit for the pod's infra container), runc (see
-# deploy/podman/containers.conf), busybox-static (the images' /bin/sh).
 with_recommends=()
-command -v podman  >/dev/null || with_recommends+=(podman)
-command -v runc    >/dev/null || with_recommends+=(runc)
-[ -x /bin/busybox ]           || with_recommends+=(busybox-static)
+if [ -z "$local_only" ]; then
+  # The -dnssec tests: test keys from dnssec-keygen, answers validated by delv.
+  command -v dnssec-keygen >/dev/null || need+=(bind9-utils)
+  command -v delv     >/dev/null || need+=(bind9-dnsutils)
+  command -v dnsmasq  >/dev/null || need+=(dnsmasq-base)
+  command -v openssl  >/dev/null || need+=(openssl)
+  command -v dnsperf  >/dev/null || need+=(dnsperf)
+  # skydns_autopath's glibc test makes a pod's network namespace with ip.
+  command -v ip       >/dev/null || need+=(iproute2)
+  # The rules in deploy/monitoring/: promtool checks and unit-tests them.
+  command -v promtool >/dev/null || need+=(prometheus)
+  # skydns's socket-activation test starts it the way systemd does.
+  command -v systemd-socket-activate >/dev/null || need+=(systemd)
+
+  # The podman test (integration-tests/tests/podman_pod) and deploy/podman/:
+  # podman with its recommended packages (netavark and aardvark-dns for the
+  # bridge network, catatonit for the pod's infra container), runc (see
+  # deploy/podman/containers.conf), busybox-static (the images' /bin/sh).
+  command -v podman  >/dev/null || with_recommends+=(podman)
+  command -v runc    >/dev/null || with_recommends+=(runc)
+  [ -x /bin/busybox ]           || with_recommends+=(busybox-static)
+fi
 
 if [ ${#need[@]} -gt 0 ] || [ ${#with_recommends[@]} -gt 0 ]; then
   sudo=""
@@ -48,6 +65,10 @@ if [ ${#need[@]} -gt 0 ] || [ ${#with_recommends[@]} -gt 0 ]; then
     DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq "${with_recommends[@]}"
   fi
 fi
+
+# deploy/local/run.sh needs neither (kubectl only in the commands it
+# suggests; --real-apiserver's scripts/kube-tools.sh says when Go is missing).
+[ -z "$local_only" ] || exit 0
 
 if ! command -v kubectl >/dev/null; then
   echo "warning: kubectl is not installed; the kubectl-driven tests will fail and say so." >&2

@@ -14,8 +14,10 @@
 # The records go through the etcd v2 keys API, as in the 1.2 pod (etcd runs
 # with --enable-v2=true; `etcdctl ls /skydns` shows them); --etcd-api=v3 runs
 # kube2sky and skydns on the v3 API instead (`etcdctl get /skydns --prefix`).
-# It builds first, waits until /readiness and /healthz are green, prints
-# commands to try, streams the logs and stops everything on Ctrl-C.
+# It installs the packages it needs if missing (scripts/install-deps.sh
+# --local: etcd, dig, nslookup, curl, protoc) and builds first, waits until
+# /readiness and /healthz are green, prints commands to try, streams the logs
+# and stops everything on Ctrl-C.
 #
 # Environment: DNS_PORT (1053), ETCD_PORT (12379), API_PORT (18080),
 # HEALTHZ_PORT (8080), READINESS_PORT (8081), DNS_DOMAIN (cluster.local),
@@ -36,7 +38,13 @@ kubeconfig=""
 master_url=""
 real=""
 etcd_api=v2
+# Everything about the arguments is settled here, before anything is
+# installed, built or started: --help prints the header comment above.
 while [ $# -gt 0 ]; do
+  case "$1" in
+    --etcd-api|--kubeconfig|--kube-master-url)
+      [ $# -ge 2 ] || { echo "$1 needs a value (see --help)" >&2; exit 2; } ;;
+  esac
   case "$1" in
     --etcd-api) etcd_api=$2; shift 2 ;;
     --etcd-api=*) etcd_api=${1#*=}; shift ;;
@@ -45,7 +53,7 @@ while [ $# -gt 0 ]; do
     --kube-master-url) master_url=$2; shift 2 ;;
     --kube-master-url=*) master_url=${1#*=}; shift ;;
     --real-apiserver) real=1; shift ;;
-    -h|--help) sed -n '2,22p' "$0"; exit 0 ;;
+    -h|--help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
     *) echo "unknown argument: $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -56,7 +64,9 @@ case "$etcd_api" in
 esac
 etcd_url="http://127.0.0.1:${ETCD_PORT}"
 
-scripts/install-deps.sh
+# Only what this script runs (etcd, dig, nslookup, curl) and protoc for the
+# build, not the whole test suite's packages.
+scripts/install-deps.sh --local
 bins=(skydns kube2sky exec-healthz kube-api-test-server)
 packages=(-p skydns -p kube2sky -p healthz -p kube-api-test-server)
 if [ -n "$real" ]; then
