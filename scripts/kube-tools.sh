@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Builds the real Kubernetes control plane the tests run (kube-apiserver,
 # kube-controller-manager and the etcd they store in, pinned in
-# tools/kube/go.mod) and CoreDNS, the peer they compare with (pinned in
-# tools/coredns/go.mod), with the machine's Go, once, into a cache outside
-# the clone, and prints the directory holding them.
+# tools/kube/go.mod), CoreDNS, the peer they compare with (pinned in
+# tools/coredns/go.mod), and the release tooling, Helm and actionlint
+# (pinned in tools/release/go.mod), with the machine's Go, once, into a
+# cache outside the clone, and prints the directory holding them.
 # A second call with the same pin prints the same directory at once.
 #
 #   scripts/kube-tools.sh            # build if needed; print the bin directory
@@ -11,17 +12,17 @@
 #   scripts/kube-tools.sh --print-dir  # print where this pin's build goes
 #
 # Environment: KUBE_TOOLS_CACHE (default ~/.cache/kube-dns-rs/kube): the
-# cache; one subdirectory per pin (a hash of both modules' go.mod and go.sum,
+# cache; one subdirectory per pin (a hash of the modules' go.mod and go.sum,
 # this script, and Go's version, OS and architecture). Go is needed for every call,
 # built or not: the pin's hash asks it.
 # Go's own module and build caches are used as usual (go env GOMODCACHE).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 module="$root/tools/kube"
-modules=(kube coredns)
+modules=(kube coredns release)
 cache=${KUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-dns-rs/kube}
 # Binary name and Go package, for each.
-tools=(kube-apiserver kube-controller-manager etcd coredns)
+tools=(kube-apiserver kube-controller-manager etcd coredns helm actionlint)
 declare -A package=(
   [kube-apiserver]=k8s.io/kubernetes/cmd/kube-apiserver
   [kube-controller-manager]=k8s.io/kubernetes/cmd/kube-controller-manager
@@ -29,10 +30,13 @@ declare -A package=(
   # records only (the v2 API is gone from 3.6).
   [etcd]=go.etcd.io/etcd/server/v3
   [coredns]=github.com/coredns/coredns
+  [helm]=helm.sh/helm/v3/cmd/helm
+  [actionlint]=github.com/rhysd/actionlint/cmd/actionlint
 )
 # The module (under tools/) each is built in.
 declare -A module_of=(
   [kube-apiserver]=kube [kube-controller-manager]=kube [etcd]=kube [coredns]=coredns
+  [helm]=release [actionlint]=release
 )
 
 fail() { echo "kube-tools: $*" >&2; exit 1; }
@@ -72,7 +76,9 @@ fi
 
 version=$(awk '$1 == "k8s.io/kubernetes" { print $2; exit }' "$module/go.mod")
 coredns_version=$(awk '$1 == "github.com/coredns/coredns" { print $2; exit }' "$root/tools/coredns/go.mod")
-echo "kube-tools: building kube-apiserver and kube-controller-manager $version, etcd and CoreDNS $coredns_version with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
+helm_version=$(awk '$1 == "helm.sh/helm/v3" { print $2; exit }' "$root/tools/release/go.mod")
+actionlint_version=$(awk '$1 == "github.com/rhysd/actionlint" { print $2; exit }' "$root/tools/release/go.mod")
+echo "kube-tools: building kube-apiserver and kube-controller-manager $version, etcd, CoreDNS $coredns_version, Helm $helm_version and actionlint $actionlint_version with $(go env GOVERSION) into $dir (once per pin; a cold build takes minutes)" >&2
 for m in "${modules[@]}"; do
   if ! (cd "$root/tools/$m" && go mod download) >"$cache/download.log" 2>&1; then
     cat "$cache/download.log" >&2
@@ -92,6 +98,17 @@ stamp="$stamp -X k8s.io/component-base/version.gitMinor=$minor -X k8s.io/compone
 for t in "${tools[@]}"; do
   flags="-s"
   [ "${module_of[$t]}" = kube ] && flags="-s $stamp"
+  # The versions they report, as their own release builds stamp them.
+  # Helm's Makefile also stamps the Kubernetes version it assumes without a
+  # cluster (helm template, helm lint): its client-go's minor (v0.N -> 1.N).
+  if [ "$t" = helm ]; then
+    k8s_minor=$(cd "$root/tools/release" && go list -f '{{.Version}}' -m k8s.io/client-go | cut -d. -f2)
+    flags="-s -X helm.sh/helm/v3/internal/version.version=$helm_version"
+    for pkg in pkg/lint/rules pkg/chartutil; do
+      flags="$flags -X helm.sh/helm/v3/$pkg.k8sVersionMajor=1 -X helm.sh/helm/v3/$pkg.k8sVersionMinor=$k8s_minor"
+    done
+  fi
+  [ "$t" = actionlint ] && flags="-s -X github.com/rhysd/actionlint.version=${actionlint_version#v}"
   (cd "$root/tools/${module_of[$t]}" && CGO_ENABLED=0 go build -trimpath -ldflags="$flags" -o "$tmp/$t" "${package[$t]}") ||
     fail "building $t failed (above); nothing was cached"
 done
@@ -101,6 +118,8 @@ done
 "$tmp/etcd" --version >"$tmp/etcd-version" || fail "the built etcd does not run"
 sed -i 1q "$tmp/etcd-version"
 "$tmp/coredns" -version >"$tmp/coredns-version" || fail "the built coredns does not run"
+"$tmp/helm" version --short >"$tmp/helm-version" || fail "the built helm does not run"
+"$tmp/actionlint" -version >"$tmp/actionlint-version" || fail "the built actionlint does not run"
 echo "$(( $(date +%s) - start ))" >"$tmp/build-seconds"
 touch "$tmp/.complete"
 mv "$tmp" "$dir"

@@ -1,6 +1,7 @@
 //! The manifests as a real kube-apiserver 1.36 takes them: every way in
-//! (each flavour's `kubectl kustomize`, `deploy/example/`, and
-//! `deploy/render.sh` with non-default settings) is applied with
+//! (each flavour's `kubectl kustomize`, `deploy/example/`,
+//! `deploy/render.sh` with non-default settings, and the Helm chart with
+//! default and other values) is applied with
 //! `kubectl apply --dry-run=server --validate=strict`, so the server checks
 //! every object against its schema (an unknown field fails), RBAC objects,
 //! budgets and Services included. Every pod template is then created as a
@@ -60,6 +61,34 @@ fn rendered(flavour: &str) -> Result<String> {
     ensure!(
         out.status.success(),
         "render.sh {flavour}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
+/// `helm template` of charts/kube-dns-rs with `set`.
+fn helm_template(set: &[&str]) -> Result<String> {
+    let helm = test_support::control_plane::binaries()?.join("helm");
+    let mut command = Command::new(helm);
+    command.args(["template", "kube-dns", "charts/kube-dns-rs"]);
+    for s in set {
+        command.args(["--set", s]);
+    }
+    let out = command
+        .current_dir(repo_root())
+        .env(
+            "HELM_CACHE_HOME",
+            std::env::temp_dir().join("kube-dns-rs-helm-cache"),
+        )
+        .env(
+            "HELM_CONFIG_HOME",
+            std::env::temp_dir().join("kube-dns-rs-helm-config"),
+        )
+        .output()
+        .context("running helm")?;
+    ensure!(
+        out.status.success(),
+        "helm template {set:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     Ok(String::from_utf8(out.stdout)?)
@@ -189,12 +218,34 @@ fn every_rendering_is_accepted_by_a_real_kube_apiserver() -> Result<()> {
     ));
     for flavour in ["legacy", "kubernetes", "shared-etcd"] {
         renderings.push((format!("render-{flavour}"), rendered(flavour)?));
+        let flavour_value = format!("flavour={flavour}");
+        let chart = helm_template(&[
+            &flavour_value,
+            "image.registry=registry.example.com/dns",
+            "clusterIP=10.96.0.53",
+        ])?;
+        renderings.push((format!("helm-{flavour}"), chart));
     }
+    // The chart with other values (its monitoring objects need the
+    // Prometheus Operator's CRDs, which this server does not have).
+    let other = helm_template(&[
+        "image.registry=registry.example.com/dns",
+        "clusterDomain=k8s.example",
+        "clusterIP=10.96.0.53",
+        "autoscaler.enabled=false",
+        "replicas=3",
+        "resources.skydns.requests.cpu=250m",
+        "resources.skydns.limits.memory=300Mi",
+        "skydns.lameduckSeconds=5",
+        "skydns.pods=verified",
+    ])?;
+    renderings.push(("helm-other-values".to_owned(), other));
     // Pods per rendering: legacy 1, kubernetes 2 (DNS, autoscaler),
     // shared-etcd 6 (three members, kube2sky, DNS, autoscaler).
     let want_pods = |what: &str| match what {
         w if w.ends_with("legacy") => 1,
         w if w.ends_with("shared-etcd") => 6,
+        w if w.ends_with("other-values") => 1,
         _ => 2,
     };
     for (what, stream) in &renderings {

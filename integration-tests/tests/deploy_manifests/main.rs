@@ -140,6 +140,7 @@ mod autoscaler;
 mod config_map;
 mod etcd_gc;
 mod ha;
+mod helm;
 mod kube_tools;
 mod scripts;
 mod shared;
