@@ -106,6 +106,19 @@ fn security_md_network_policy() -> Result<String> {
     Ok(after[start..end].to_string())
 }
 
+/// The kubectl commands of docs/install.md's `sh-cluster` block under
+/// "Notes on `legacy/`", each as its arguments.
+fn install_md_legacy_rbac() -> Result<Vec<Vec<String>>> {
+    let text = std::fs::read_to_string(repo_root().join("docs/install.md"))?;
+    let after = &text[text.find("Notes on `legacy/`").context("no legacy notes")?..];
+    let start = after.find("```sh-cluster\n").context("no block")? + "```sh-cluster\n".len();
+    let end = start + after[start..].find("```").context("unclosed block")?;
+    Ok(after[start..end]
+        .lines()
+        .map(|l| l.split_whitespace().skip(1).map(String::from).collect())
+        .collect())
+}
+
 /// `kubectl apply|create --dry-run=server --validate=strict -f` of `stream`.
 fn dry_run(kubectl: &Kubectl, verb: &str, name: &str, stream: &str) -> Result<String> {
     let path = kubectl.file(name, stream)?;
@@ -278,5 +291,177 @@ fn every_rendering_is_accepted_by_a_real_kube_apiserver() -> Result<()> {
         "security-md-network-policy.yaml",
         &security_md_network_policy()?,
     )?;
+
+    // The legacy pod's account gets what kube2sky reads from the commands
+    // install.md gives, and not before.
+    let can_i = |verb: &str, resource: &str| -> Result<bool> {
+        let out = kubectl.output(&[
+            "auth",
+            "can-i",
+            verb,
+            resource,
+            "--as=system:serviceaccount:kube-system:default",
+        ])?;
+        Ok(String::from_utf8_lossy(&out.stdout).trim() == "yes")
+    };
+    let reads = [
+        ("watch", "services"),
+        ("list", "endpoints"),
+        ("watch", "pods"),
+        ("list", "endpointslices.discovery.k8s.io"),
+        ("watch", "endpointslices.discovery.k8s.io"),
+    ];
+    assert!(
+        !can_i("list", "services")?,
+        "the default account could read before"
+    );
+    let commands = install_md_legacy_rbac()?;
+    assert_eq!(commands.len(), 2, "{commands:?}");
+    for args in &commands {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        kubectl.run(&args)?;
+    }
+    for (verb, resource) in reads {
+        assert!(can_i(verb, resource)?, "{verb} {resource}");
+    }
+    assert!(!can_i("create", "pods")?, "more than reads");
+    Ok(())
+}
+
+/// kubeadm's DNS objects as a cluster has them before the switch: the
+/// `kube-dns` Service (created without `kubectl apply`), CoreDNS's
+/// Deployment and its ConfigMap.
+const KUBEADM_DNS: &str = r#"
+apiVersion: v1
+kind: Service
+metadata:
+  name: kube-dns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns, kubernetes.io/name: CoreDNS}
+spec:
+  selector: {k8s-app: kube-dns}
+  clusterIP: 10.96.0.10
+  ports:
+  - {name: dns, port: 53, protocol: UDP}
+  - {name: dns-tcp, port: 53, protocol: TCP}
+  - {name: metrics, port: 9153, protocol: TCP}
+---
+apiVersion: v1
+kind: ConfigMap
+metadata: {name: coredns, namespace: kube-system}
+data:
+  Corefile: ".:53 {\n    forward . /etc/resolv.conf\n}\n"
+---
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: coredns
+  namespace: kube-system
+  labels: {k8s-app: kube-dns}
+spec:
+  replicas: 2
+  selector: {matchLabels: {k8s-app: kube-dns}}
+  template:
+    metadata: {labels: {k8s-app: kube-dns}}
+    spec:
+      containers:
+      - {name: coredns, image: "registry.k8s.io/coredns/coredns:v1.12.0"}
+"#;
+
+/// README's quick start, run as written on a cluster holding kubeadm's DNS
+/// objects (but the wait for ready pods: this control plane runs no
+/// kubelet): the backup is taken, Helm adopts the Service and installs
+/// beside CoreDNS on its IP, and CoreDNS is scaled to 0.
+#[test]
+fn readme_quick_start_installs_with_helm_over_kubeadm_s_dns() -> Result<()> {
+    let plane = ControlPlane::start_with(Options {
+        apiserver_flags: vec![format!("--service-cluster-ip-range={SERVICE_CIDRS}")],
+        ..Options::default()
+    })?;
+    let kubectl = plane.kubectl()?;
+    kubectl.run(&[
+        "create",
+        "-f",
+        &kubectl
+            .file("kubeadm.yaml", KUBEADM_DNS)?
+            .display()
+            .to_string(),
+    ])?;
+
+    let readme = std::fs::read_to_string(repo_root().join("README.md"))?;
+    let after = &readme[readme
+        .find("## Quick start on a cluster")
+        .context("no quick start")?..];
+    let start = after.find("```sh-cluster\n").context("no block")? + "```sh-cluster\n".len();
+    let end = start + after[start..].find("```").context("unclosed block")?;
+    let block = &after[start..end];
+    let script: String = block
+        .lines()
+        .filter(|l| !l.starts_with("kubectl -n kube-system wait "))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(script.contains("helm install"), "{script}");
+    // Run where the chart is `charts/kube-dns-rs`, as from a checkout, in a
+    // directory of the test's own (the backup is written there).
+    let work = tempfile::tempdir()?;
+    std::os::unix::fs::symlink(repo_root().join("charts"), work.path().join("charts"))?;
+    let helm_dir = test_support::control_plane::binaries()?;
+    let path = format!(
+        "{}:{}",
+        helm_dir.display(),
+        std::env::var("PATH").unwrap_or_default()
+    );
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &script])
+        .current_dir(work.path())
+        .env("PATH", path)
+        .env("KUBECONFIG", plane.admin_kubeconfig()?)
+        .env("HOME", work.path())
+        .env("HELM_CACHE_HOME", work.path().join("cache"))
+        .env("HELM_CONFIG_HOME", work.path().join("config"))
+        .env("HELM_DATA_HOME", work.path().join("data"))
+        .output()?;
+    plane.with_logs(if out.status.success() {
+        Ok(())
+    } else {
+        Err(anyhow::anyhow!(
+            "the quick start failed: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ))
+    })?;
+    // The backup: kubeadm's objects as they were.
+    let saved = std::fs::read_to_string(work.path().join("dns-backup/deployments.yaml"))?;
+    assert!(saved.contains("name: coredns"), "the backup lacks CoreDNS");
+
+    let service = kubectl.json(&["-n", "kube-system", "get", "service", "kube-dns"])?;
+    assert_eq!(service["spec"]["clusterIP"], "10.96.0.10", "the IP kept");
+    assert_eq!(
+        service["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "Helm"
+    );
+    let ports: Vec<&str> = service["spec"]["ports"]
+        .as_array()
+        .context("ports")?
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        ports.contains(&"dns") && ports.contains(&"dns-tcp"),
+        "{ports:?}"
+    );
+    let ours = kubectl.json(&["-n", "kube-system", "get", "deployment", "kube-dns"])?;
+    let images: Vec<&str> = ours["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .context("containers")?
+        .iter()
+        .filter_map(|c| c["image"].as_str())
+        .collect();
+    assert!(
+        images.contains(&"registry.example.com/dns/skydns:0.1.0"),
+        "{images:?}"
+    );
+    let coredns = kubectl.json(&["-n", "kube-system", "get", "deployment", "coredns"])?;
+    assert_eq!(coredns["spec"]["replicas"], 0, "CoreDNS taken out");
     Ok(())
 }
