@@ -147,6 +147,7 @@ mod shared;
 mod support;
 mod systemd;
 mod txn_limits;
+mod workflows;
 
 use args::*;
 use support::*;

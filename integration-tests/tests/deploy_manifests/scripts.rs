@@ -236,7 +236,11 @@ fn build_images_script_builds_and_pushes_what_render_names() {
         String::from_utf8_lossy(&out.stderr)
     );
     let printed = String::from_utf8(out.stdout).expect("UTF-8");
-    let mut want = String::new();
+    // The binaries for both architectures, then one multi-arch image each.
+    let mut want = String::from(
+        "scripts/build-release.sh --target x86_64-unknown-linux-musl --out target/images/amd64\n\
+         scripts/build-release.sh --target aarch64-unknown-linux-musl --out target/images/arm64\n",
+    );
     for line in our_images() {
         let short = line
             .name
@@ -244,22 +248,25 @@ fn build_images_script_builds_and_pushes_what_render_names() {
             .expect("localhost/kube-dns-rs/ name");
         let target = format!("{prefix}/{short}:{}", line.tag);
         want.push_str(&format!(
-            "docker build --target {} -t {target} .\ndocker push {target}\n",
+            "docker buildx build --platform linux/amd64,linux/arm64 --build-arg BINARIES=prebuilt \
+             --target {} -t {target} --push .\n",
             line.stage
         ));
     }
     assert_eq!(printed, want);
-
     // The names pushed are the ones the rendered manifests pull.
     let rendered = render_sh(
         "kubernetes",
         &[("DNS_SERVER_IP", SERVER_IP), ("IMAGE_PREFIX", prefix)],
     );
     let rendered = String::from_utf8(rendered.stdout).expect("UTF-8");
-    for pushed in printed
+    let pushed: Vec<&str> = printed
         .lines()
-        .filter_map(|l| l.strip_prefix("docker push "))
-    {
+        .filter_map(|l| l.strip_suffix(" --push ."))
+        .filter_map(|l| l.split(" -t ").nth(1))
+        .collect();
+    assert_eq!(pushed.len(), our_images().len(), "{printed}");
+    for pushed in pushed {
         assert!(
             rendered.contains(&format!("image: {pushed}\n")),
             "the manifests do not pull {pushed}"
@@ -269,15 +276,39 @@ fn build_images_script_builds_and_pushes_what_render_names() {
     let out = run(&["--dry-run", "--no-push", "--tool", "podman", prefix]);
     let printed = String::from_utf8(out.stdout).expect("UTF-8");
     assert!(out.status.success());
-    assert!(printed
+    let builds: Vec<&str> = printed
         .lines()
-        .all(|l| l.starts_with("podman build --target ")));
-    assert_eq!(printed.lines().count(), our_images().len());
+        .filter(|l| l.starts_with("podman build --platform linux/amd64,linux/arm64 "))
+        .collect();
+    assert_eq!(builds.len(), our_images().len(), "{printed}");
+    assert!(!printed.contains("push"), "{printed}");
+
+    // An OCI archive per image, for one platform.
+    let out = run(&[
+        "--dry-run",
+        "--tool",
+        "podman",
+        "--platform",
+        "linux/arm64",
+        "--oci",
+        "/tmp/oci",
+        prefix,
+    ]);
+    let printed = String::from_utf8(out.stdout).expect("UTF-8");
+    assert!(printed.starts_with(
+        "scripts/build-release.sh --target aarch64-unknown-linux-musl --out target/images/arm64\n"
+    ));
+    assert!(printed.contains(&format!(
+        "podman manifest push --all {prefix}/skydns:0.1.0 oci-archive:/tmp/oci/skydns.tar\n"
+    )));
+    assert!(!printed.contains("x86_64"), "{printed}");
 
     for bad in [
         &[][..],
         &["--dry-run", "reg.example/"],
         &["--dry-run", "--tool", "kaniko", prefix],
+        &["--dry-run", "--platform", "linux/s390x", prefix],
+        &["--dry-run", "--tool", "docker", "--no-push", prefix],
     ] {
         let out = run(bad);
         assert_eq!(out.status.code(), Some(2), "{bad:?} was accepted");
@@ -389,26 +420,33 @@ pub(crate) fn release_script_builds_exactly_the_three_binaries() {
         .filter(|l| l.starts_with("cargo ") || l.contains(" cargo "))
         .filter(|l| !l.starts_with('#'))
         .collect();
-    assert_eq!(cargo_lines.len(), 1, "one cargo command: {cargo_lines:?}");
-    let words: Vec<&str> = cargo_lines[0].split_whitespace().collect();
-    assert_eq!(&words[..2], ["cargo", "build"]);
+    // The host's build, and the cross build for --target: the same flags
+    // and binaries, nothing else (no --features that CI does not build).
+    assert_eq!(
+        cargo_lines,
+        [
+            r#"cargo build --locked --release "${bins[@]}""#,
+            r#"cargo zigbuild --locked --release --target "$target" "${bins[@]}""#,
+        ],
+        "the cargo commands"
+    );
+    let bins_line = script
+        .lines()
+        .find(|l| l.starts_with("bins=("))
+        .expect("a bins=(...) array");
+    let words: Vec<&str> = bins_line
+        .trim_start_matches("bins=(")
+        .trim_end_matches(')')
+        .split_whitespace()
+        .collect();
     let mut bins = BTreeSet::new();
-    let mut flags = BTreeSet::new();
-    let mut rest = words[2..].iter();
+    let mut rest = words.iter();
     while let Some(w) = rest.next() {
-        if *w == "--bin" {
-            bins.insert(rest.next().expect("--bin NAME").to_string());
-        } else {
-            flags.insert(w.to_string());
-        }
+        assert_eq!(*w, "--bin", "{bins_line}");
+        bins.insert(rest.next().expect("--bin NAME").to_string());
     }
     let want: BTreeSet<String> = our_images().into_iter().map(|i| i.binary).collect();
     assert_eq!(bins, want, "the binaries of the three images");
-    assert_eq!(
-        flags,
-        ["--locked", "--release"].map(String::from).into(),
-        "locked, release profile, nothing else (no --target or --features that CI does not build)"
-    );
     // The same three are the ones copied out.
     assert!(
         script.contains("for bin in skydns kube2sky exec-healthz; do"),
@@ -445,9 +483,23 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
         build_runs[0]
     );
     assert!(
-        stages["build"].1.contains(build_runs[0]),
-        "the release script runs in the build stage"
+        stages["build-source"].1.contains(build_runs[0]),
+        "the release script runs in the build-source stage"
     );
+    // The other source of binaries: deploy/build-images.sh's cross-compiled
+    // ones, per architecture; `build` is whichever BINARIES names.
+    assert_eq!(
+        stages["build-prebuilt"],
+        (
+            "scratch".to_owned(),
+            vec![
+                "ARG TARGETARCH".to_owned(),
+                "COPY target/images/${TARGETARCH}/ /out/".to_owned()
+            ]
+        )
+    );
+    assert_eq!(stages["build"], ("build-${BINARIES}".to_owned(), vec![]));
+    assert!(instructions.contains(&"ARG BINARIES=source".to_owned()));
     for ins in &instructions {
         assert!(
             !ins.split_whitespace().any(|w| w == "cargo" || w == "rustc"),
@@ -461,7 +513,7 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
         instructions.contains(&format!("ARG RUST_VERSION={rust_version}")),
         "Dockerfile's RUST_VERSION is the workspace rust-version {rust_version}"
     );
-    assert!(stages["build"].0.starts_with("rust:${RUST_VERSION}"));
+    assert!(stages["build-source"].0.starts_with("rust:${RUST_VERSION}"));
 
     // One runtime stage per line of deploy/images.txt: its base, binary,
     // user, ports and entrypoint (deploy/podman/images.sh builds the same).
@@ -495,7 +547,9 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
     // deploy/build-images.sh builds it so (docs/install.md runs that script).
     let script = read("deploy/build-images.sh");
     assert!(
-        script.contains(r#"run "$tool" build --target "$stage" -t "$target" ."#),
+        script.contains(
+            r#"common=(--platform "$platforms" --build-arg BINARIES=prebuilt --target "$stage")"#
+        ),
         "deploy/build-images.sh builds each image at its stage"
     );
     for flavour in FLAVOURS {
@@ -518,9 +572,13 @@ pub(crate) fn dockerfile_builds_with_the_release_script_and_matches_the_manifest
         }
     }
 
-    let ignore = read(".dockerignore");
+    let ignore: Vec<String> = read(".dockerignore")
+        .lines()
+        .map(|l| l.trim().to_owned())
+        .collect();
+    let at = |line: &str| ignore.iter().position(|l| l == line);
     assert!(
-        ignore.lines().any(|l| l.trim() == "target/"),
-        "target/ stays out of the context"
+        at("target/*").is_some() && at("target/*") < at("!target/images/"),
+        "target/ stays out of the context but for the prebuilt binaries"
     );
 }
