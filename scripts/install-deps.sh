@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the system packages the build and the tests need, if missing:
 # protoc (etcd-client's build), a real etcd and etcdctl, dig/nslookup, dnsmasq,
-# BIND's dnssec-keygen and delv (the -dnssec tests), promtool, podman.
+# BIND's dnssec-keygen and delv (the -dnssec tests), promtool, podman,
+# qemu-user-static, and the arm64 cross build's rustup target and zig.
 #   scripts/install-deps.sh           everything the test suite needs (scripts/test.sh)
 #   scripts/install-deps.sh --local   only what deploy/local/run.sh needs: protoc
 #                                     for the build, etcd and etcdctl, dig and
@@ -43,6 +44,8 @@ if [ -z "$local_only" ]; then
   command -v promtool >/dev/null || need+=(prometheus)
   # skydns's socket-activation test starts it the way systemd does.
   command -v systemd-socket-activate >/dev/null || need+=(systemd)
+  # The arm64 binaries' test runs them under user-mode emulation.
+  command -v qemu-aarch64-static >/dev/null || need+=(qemu-user-static)
 
   # The podman test (integration-tests/tests/podman_pod) and deploy/podman/:
   # podman with its recommended packages (netavark and aardvark-dns for the
@@ -73,6 +76,26 @@ fi
 if ! command -v kubectl >/dev/null; then
   echo "warning: kubectl is not installed; the kubectl-driven tests will fail and say so." >&2
   echo "         install it from the Kubernetes package repository (package kubectl)." >&2
+fi
+
+# The arm64 images' static binaries (scripts/build-release.sh --target,
+# integration-tests/tests/arm64_binaries.rs): Rust's standard library for
+# the musl target, from rustup as the toolchain itself, and cargo-zigbuild
+# with zig as the cross C compiler and linker, pinned, from PyPI.
+cross_target=aarch64-unknown-linux-musl
+if ! rustup target list --installed 2>/dev/null | grep -qx "$cross_target"; then
+  echo "==> rustup target add $cross_target"
+  rustup target add "$cross_target" || {
+    echo "error: rustup could not add $cross_target (the arm64 binaries' build needs it); reach static.rust-lang.org, or run 'rustup target add $cross_target' where it can" >&2
+    exit 1
+  }
+fi
+if [ "$(cargo-zigbuild --version 2>/dev/null)" != "cargo-zigbuild 0.24.1" ]; then
+  echo "==> pip install ziglang==0.17.1 cargo-zigbuild==0.24.1"
+  python3 -m pip install --quiet ziglang==0.17.1 cargo-zigbuild==0.24.1 || {
+    echo "error: pip could not install ziglang and cargo-zigbuild (the arm64 binaries' build needs them): python3 -m pip install ziglang==0.17.1 cargo-zigbuild==0.24.1" >&2
+    exit 1
+  }
 fi
 
 # The real control plane of the tests is built from Go modules by

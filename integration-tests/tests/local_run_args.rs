@@ -18,8 +18,8 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
 /// Tools the scripts may use to parse their arguments and print help.
-const TOOLS: [&str; 8] = [
-    "bash", "awk", "sed", "dirname", "cat", "id", "env", "mktemp",
+const TOOLS: [&str; 9] = [
+    "bash", "awk", "sed", "dirname", "cat", "id", "env", "mktemp", "grep",
 ];
 /// Stand-ins that must not be called by `run.sh --help`; each logs a line.
 const LOGGED: [&str; 9] = [
@@ -34,7 +34,8 @@ const LOCAL: [&str; 5] = [
     "curl",
 ];
 /// Packages only the test suite needs.
-const SUITE_ONLY: [&str; 7] = [
+const SUITE_ONLY: [&str; 8] = [
+    "qemu-user-static",
     "bind9-utils",
     "bind9-dnsutils",
     "dnsmasq-base",
@@ -149,8 +150,9 @@ fn run_sh_refuses_a_bad_argument_before_anything_else() -> Result<()> {
 
 /// The packages `scripts/install-deps.sh args` asks apt-get to install.
 fn requested(args: &[&str]) -> Result<BTreeSet<String>> {
-    // apt-get logs, every package's own command is missing.
-    let dir = sandbox(&["apt-get", "sudo"])?;
+    // apt-get logs, every package's own command is missing; so do the
+    // arm64 cross build's installers (rustup, pip through python3).
+    let dir = sandbox(&["apt-get", "sudo", "rustup", "python3", "cargo-zigbuild"])?;
     let out = run(dir.path(), "scripts/install-deps.sh", args)?;
     ensure!(
         out.status.success(),

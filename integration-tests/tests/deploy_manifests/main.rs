@@ -142,6 +142,7 @@ mod etcd_gc;
 mod ha;
 mod helm;
 mod kube_tools;
+mod resources;
 mod scripts;
 mod shared;
 mod support;
