@@ -4,7 +4,7 @@ manifests `kubectl apply -k` installs, and changes in them only what the
 values set: each object is read with fromYaml, changed in place by
 "kube-dns-rs.object", and printed with toYaml. With the default values the
 objects are those of `kubectl kustomize deploy/<flavour>` (checked by
-integration-tests/tests/helm_chart.rs).
+integration-tests/tests/deploy_manifests/helm.rs).
 */}}
 
 {{/* The images' registry, or a clear failure. */}}
