@@ -8,7 +8,6 @@
 //! `scripts/kube-tools.sh` builds (3.6; the manifests pull 3.5.15, whose
 //! `/health` takes the same `exclude` and `serializable` parameters).
 
-use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
@@ -21,24 +20,11 @@ use test_support::process::Process;
 
 const START: Duration = Duration::from_secs(60);
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 /// Every etcd container of `kubectl kustomize deploy/FLAVOUR`.
 fn etcd_containers(flavour: &str) -> Result<Vec<Container>> {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(repo_root().join("deploy").join(flavour))
-        .output()
-        .context("running kubectl kustomize")?;
-    ensure!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let stream = test_support::deploy::kustomize(&format!("deploy/{flavour}"))?;
     let mut found = Vec::new();
-    for document in serde_yaml::Deserializer::from_str(&String::from_utf8(out.stdout)?) {
+    for document in serde_yaml::Deserializer::from_str(&stream) {
         let value = serde_yaml::Value::deserialize(document)?;
         let spec = match value.get("kind").and_then(|k| k.as_str()) {
             Some("Deployment") => serde_yaml::from_value::<Deployment>(value)?

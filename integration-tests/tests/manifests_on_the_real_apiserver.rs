@@ -11,7 +11,6 @@
 //! a PriorityClass that does not exist is refused, so the check bites.
 //! The NetworkPolicy example of docs/security.md goes the same way.
 
-use std::path::PathBuf;
 use std::process::Command;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -22,76 +21,24 @@ use k8s_openapi::api::core::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::Deserialize;
 use test_support::control_plane::{ControlPlane, Options};
+use test_support::deploy::{helm_template, kustomize as kustomized, repo_root};
 use test_support::kubectl::Kubectl;
 
 /// A service range holding both defaults the modern manifests and the
 /// tests use (10.96.0.10, 10.96.0.53), with the IPv6 one of the other tests.
 const SERVICE_CIDRS: &str = "10.96.0.0/12,fd00:10::/112";
 
-fn repo_root() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
-/// `kubectl kustomize DIR` (DIR relative to the repository).
-fn kustomized(dir: &str) -> Result<String> {
-    let out = Command::new("kubectl")
-        .arg("kustomize")
-        .arg(repo_root().join(dir))
-        .output()
-        .context("running kubectl kustomize")?;
-    ensure!(
-        out.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
-}
-
 /// `deploy/render.sh FLAVOUR` with settings none of the defaults.
 fn rendered(flavour: &str) -> Result<String> {
-    let out = Command::new("bash")
-        .arg(repo_root().join("deploy/render.sh"))
-        .arg(flavour)
-        .env("IMAGE_PREFIX", "registry.example.com/dns")
-        .env("DNS_SERVER_IP", "10.96.0.53")
-        .env("DNS_DOMAIN", "k8s.example")
-        .env("DNS_REPLICAS", "3")
-        .output()
-        .context("running deploy/render.sh")?;
-    ensure!(
-        out.status.success(),
-        "render.sh {flavour}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
-}
-
-/// `helm template` of charts/kube-dns-rs with `set`.
-fn helm_template(set: &[&str]) -> Result<String> {
-    let helm = test_support::control_plane::binaries()?.join("helm");
-    let mut command = Command::new(helm);
-    command.args(["template", "kube-dns", "charts/kube-dns-rs"]);
-    for s in set {
-        command.args(["--set", s]);
-    }
-    let out = command
-        .current_dir(repo_root())
-        .env(
-            "HELM_CACHE_HOME",
-            std::env::temp_dir().join("kube-dns-rs-helm-cache"),
-        )
-        .env(
-            "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("kube-dns-rs-helm-config"),
-        )
-        .output()
-        .context("running helm")?;
-    ensure!(
-        out.status.success(),
-        "helm template {set:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
+    test_support::deploy::render(
+        flavour,
+        &[
+            ("IMAGE_PREFIX", "registry.example.com/dns"),
+            ("DNS_SERVER_IP", "10.96.0.53"),
+            ("DNS_DOMAIN", "k8s.example"),
+            ("DNS_REPLICAS", "3"),
+        ],
+    )
 }
 
 /// The YAML block under docs/security.md's NetworkPolicy heading.

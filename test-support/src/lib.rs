@@ -30,11 +30,14 @@
 //! - [`coredns`]: CoreDNS, the peer, on a free port with a given Corefile.
 //! - [`http`]: GETs of the health and metrics ports, and metric values.
 //! - [`bins`]: the workspace's binaries, refused when older than the tree.
+//! - [`deploy`]: the manifests rendered by kustomize, `deploy/render.sh`
+//!   and Helm.
 
 pub mod bins;
 pub mod control_plane;
 pub mod coredns;
 pub mod dead;
+pub mod deploy;
 pub mod dns;
 pub mod dnsmasq;
 pub mod dnsperf;

@@ -7,25 +7,15 @@
 use super::*;
 use k8s_openapi::api::core::v1::Container;
 use std::collections::BTreeMap;
-use std::path::Path;
 
 /// What `deploy/render.sh FLAVOUR` prints, as deploy/podman/run.sh calls it.
 fn rendered(flavour: &str) -> String {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/render.sh");
-    let out = std::process::Command::new("bash")
-        .arg(script)
-        .arg(flavour)
-        .env("IMAGE_PREFIX", "localhost/kube-dns-rs")
-        .env("DNS_SERVER_IP", "10.0.0.10")
-        .env("DNS_DOMAIN", "cluster.local")
-        .output()
-        .expect("running deploy/render.sh");
-    assert!(
-        out.status.success(),
-        "render.sh {flavour}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
+    let settings = [
+        ("IMAGE_PREFIX", "localhost/kube-dns-rs"),
+        ("DNS_SERVER_IP", "10.0.0.10"),
+        ("DNS_DOMAIN", "cluster.local"),
+    ];
+    test_support::deploy::render(flavour, &settings).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 fn options(name: Option<&str>) -> PodmanOptions {

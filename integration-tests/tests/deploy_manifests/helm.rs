@@ -18,22 +18,7 @@ const CHART: &str = "charts/kube-dns-rs";
 
 /// The Helm of the tests' tool cache (built on first use).
 fn helm(args: &[&str]) -> std::process::Output {
-    let helm = test_support::control_plane::binaries()
-        .expect("scripts/kube-tools.sh (builds helm)")
-        .join("helm");
-    Command::new(helm)
-        .args(args)
-        .current_dir(repo_root())
-        .env(
-            "HELM_CACHE_HOME",
-            std::env::temp_dir().join("kube-dns-rs-helm-cache"),
-        )
-        .env(
-            "HELM_CONFIG_HOME",
-            std::env::temp_dir().join("kube-dns-rs-helm-config"),
-        )
-        .output()
-        .expect("running helm")
+    test_support::deploy::helm(args).expect("running helm (scripts/kube-tools.sh builds it)")
 }
 
 /// `helm template` of the chart with `--set` each of `set`; its stdout, or

@@ -11,18 +11,7 @@ pub(crate) const TEST_IMAGE_PREFIX: &str = "localhost/kube-dns-rs";
 
 /// Runs `deploy/render.sh FLAVOUR` with exactly the variables of `env`.
 pub(crate) fn render_sh(flavour: &str, env: &[(&str, &str)]) -> std::process::Output {
-    let mut cmd = Command::new("bash");
-    cmd.arg(repo_root().join("deploy/render.sh")).arg(flavour);
-    for var in [
-        "DNS_DOMAIN",
-        "DNS_SERVER_IP",
-        "DNS_REPLICAS",
-        "IMAGE_PREFIX",
-    ] {
-        cmd.env_remove(var);
-    }
-    cmd.envs(env.iter().copied());
-    cmd.output().expect("running bash deploy/render.sh")
+    test_support::deploy::render_sh(flavour, env).expect("running bash deploy/render.sh")
 }
 
 /// What `deploy/render.sh <flavour>` prints with the test values (rendered
@@ -34,38 +23,20 @@ pub(crate) fn rendered_stream(flavour: &str) -> String {
     cache
         .entry(flavour.to_owned())
         .or_insert_with(|| {
-            let out = render_sh(
-                flavour,
-                &[
-                    ("DNS_DOMAIN", DOMAIN),
-                    ("DNS_SERVER_IP", SERVER_IP),
-                    ("DNS_REPLICAS", REPLICAS),
-                    ("IMAGE_PREFIX", TEST_IMAGE_PREFIX),
-                ],
-            );
-            assert!(
-                out.status.success(),
-                "render.sh {flavour}: {}",
-                String::from_utf8_lossy(&out.stderr)
-            );
-            String::from_utf8(out.stdout).expect("UTF-8")
+            let settings = [
+                ("DNS_DOMAIN", DOMAIN),
+                ("DNS_SERVER_IP", SERVER_IP),
+                ("DNS_REPLICAS", REPLICAS),
+                ("IMAGE_PREFIX", TEST_IMAGE_PREFIX),
+            ];
+            test_support::deploy::render(flavour, &settings).unwrap_or_else(|e| panic!("{e:#}"))
         })
         .clone()
 }
 
 /// What `kubectl kustomize DIR` prints (DIR relative to the repository).
 pub(crate) fn kustomized(dir: &str) -> String {
-    let out = Command::new("kubectl")
-        .args(["kustomize"])
-        .arg(repo_root().join(dir))
-        .output()
-        .expect("running kubectl kustomize (kubectl must be installed)");
-    assert!(
-        out.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("UTF-8")
+    test_support::deploy::kustomize(dir).unwrap_or_else(|e| panic!("{e:#}"))
 }
 
 /// The manifest files of one flavour (its kustomization's resources), sorted.
