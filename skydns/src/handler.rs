@@ -25,7 +25,7 @@ use crate::query_log::{Asked, Entry, Source};
 use crate::reply_cache::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::response::fit_reporting;
 use crate::response_cache::ResponseCache;
-use crate::snapshot::{record_reads, SharedSnapshot, Snapshot};
+use crate::snapshot::{record_reads, Read, SharedSnapshot, Snapshot};
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use hickory_proto::op::{Message, ResponseCode};
@@ -125,9 +125,9 @@ impl Engine {
             ControlFlow::Continue(request) => request,
         };
         // 6. The route: refused, stub zone, reverse, forwarded, local records.
-        let (route, paths) = record_reads(|| self.route(&request, snapshot.clone()));
+        let (route, reads) = record_reads(|| self.route(&request, snapshot.clone()));
         // 7. The reply now, kept for step 1; or 8. the wait on upstreams.
-        self.conclude(request, route, replay, paths, snapshot.as_deref())
+        self.conclude(request, route, replay, reads, snapshot.as_deref())
     }
 
     /// Step 1: a reply kept encoded for this very packet, if the records
@@ -215,21 +215,21 @@ impl Engine {
         request: Request,
         route: Route,
         replay: Replay,
-        mut paths: Vec<Arc<str>>,
+        mut reads: Vec<Read>,
         snapshot: Option<&Snapshot>,
     ) -> Outcome {
         match route {
             Route::Reply(reply) => {
                 let bytes = self.send(&request, reply);
                 if let (Some(plain), Some(bytes)) = (&replay.plain, &bytes) {
-                    if self.autopath_may_walk(&request, bytes, snapshot, &mut paths) {
+                    if self.autopath_may_walk(&request, bytes, snapshot, &mut reads) {
                         // A pod of the namespace gets another answer.
                         return Outcome::Done(Some(bytes.clone()));
                     }
                     let at = Computed {
                         generation: replay.generation,
                         hour: replay.hour,
-                        paths: &paths,
+                        reads: &reads,
                     };
                     self.remember(plain, &request.q, bytes, at);
                 }

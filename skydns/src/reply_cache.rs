@@ -4,6 +4,7 @@
 //! bytes and patches the ID and RD bit. `replies` drops only the replies a
 //! change touched.
 
+use crate::snapshot::Read;
 use rand::seq::SliceRandom;
 use replies::{Entry, Replies};
 use std::ops::Range;
@@ -178,7 +179,7 @@ impl ReplyCache {
     }
 
     /// Remembers `reply` (as sent to `q`), computed from snapshot
-    /// `generation` by reading `paths`, for `hour`; `shufflable` says
+    /// `generation` by making `reads`, for `hour`; `shufflable` says
     /// whether round robin applies to its answers. Kept only when the cache
     /// is at that generation (see [`ReplyCache::advance`]).
     pub(crate) fn insert(&self, q: &PlainQuery, reply: &[u8], at: Computed<'_>, shufflable: bool) {
@@ -207,7 +208,7 @@ impl ReplyCache {
             hour: at.hour,
             shuffle,
         };
-        replies.insert(q.key.clone(), entry, at.paths);
+        replies.insert(q.key.clone(), entry, at.reads);
     }
 }
 
@@ -218,8 +219,8 @@ pub(crate) struct Computed<'a> {
     pub generation: i64,
     /// The hour (the SOA serial changes with it).
     pub hour: u64,
-    /// The snapshot paths the answer read.
-    pub paths: &'a [Arc<str>],
+    /// The snapshot reads the answer made.
+    pub reads: &'a [Read],
 }
 
 /// Byte ranges of the answer records when each is an A/AAAA record whose
@@ -316,7 +317,7 @@ mod tests {
         Computed {
             generation,
             hour,
-            paths: &[],
+            reads: &[],
         }
     }
 

@@ -22,32 +22,63 @@ fn next_generation() -> i64 {
 }
 
 thread_local! {
-    /// The paths read from snapshots on this thread while [`record_reads`]
-    /// runs (`None` otherwise).
-    static READS: RefCell<Option<Vec<Arc<str>>>> = const { RefCell::new(None) };
+    /// The reads from snapshots on this thread while [`record_reads`] runs
+    /// (`None` otherwise).
+    static READS: RefCell<Option<Vec<Read>>> = const { RefCell::new(None) };
 }
 
-/// Runs `f` and returns the paths it read from any snapshot: the keys
-/// ([`Snapshot::get`]), directories ([`Snapshot::lookup`], and
-/// [`Snapshot::has_read`]) and raw prefixes ([`Snapshot::scan_prefix`]) it
-/// looked at, in any order, possibly repeated. An answer computed by `f`
-/// stays right while no key at, below or above one of these paths changes,
-/// which is what the reply cache relies on. `f` must not
-/// await (the record is per thread).
-pub(crate) fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Arc<str>>) {
+/// One read an answer made of a snapshot: what a change must touch to make
+/// the answer wrong.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub(crate) enum Read {
+    /// The key at this path, or its absence ([`Snapshot::get`],
+    /// [`Snapshot::has_read`]).
+    Key(Arc<str>),
+    /// Every key starting with these bytes ([`Snapshot::scan_prefix`]; a
+    /// directory listing is the prefix `dir/`).
+    Prefix(Arc<str>),
+}
+
+impl Read {
+    /// Whether a change at `touched` (a key, or a directory with everything
+    /// below it) can change what this read saw:
+    /// - a key read: the key itself, or a directory above it;
+    /// - a prefix read: a key or directory starting with the prefix, or a
+    ///   directory above the prefix.
+    ///
+    /// The reply cache's index (`reply_cache/replies.rs`) follows this rule
+    /// by lookups; its tests hold it to this form.
+    #[cfg(test)]
+    pub(crate) fn is_touched_by(&self, touched: &str) -> bool {
+        let (Read::Key(path) | Read::Prefix(path)) = self;
+        let below = |t: &str| {
+            path.len() > t.len() && path.starts_with(t) && path.as_bytes()[t.len()] == b'/'
+        };
+        match self {
+            Read::Key(key) => **key == *touched || below(touched),
+            Read::Prefix(prefix) => touched.starts_with(&**prefix) || below(touched),
+        }
+    }
+}
+
+/// Runs `f` and returns what it read from any snapshot, in any order,
+/// possibly repeated. An answer computed by `f` stays right while no change
+/// touches one of these reads ([`Read::is_touched_by`]), which is what the
+/// reply cache relies on. `f` must not await (the record is per thread).
+pub(crate) fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Read>) {
     let outer = READS.with(|r| r.borrow_mut().replace(Vec::new()));
     let value = f();
     let reads = READS.with(|r| std::mem::replace(&mut *r.borrow_mut(), outer));
     (value, reads.unwrap_or_default())
 }
 
-/// Notes `path` as read by the answer [`record_reads`] is recording, for
-/// what an answer depends on without reading it right now (e.g. the stub
-/// zones, kept per snapshot).
-pub(crate) fn note_read(path: &str) {
+/// Notes `read` for the answer [`record_reads`] is recording, for what an
+/// answer depends on without reading it right now (e.g. the stub zones,
+/// kept per snapshot).
+pub(crate) fn note_read(read: impl FnOnce() -> Read) {
     READS.with(|r| {
         if let Some(reads) = r.borrow_mut().as_mut() {
-            reads.push(Arc::from(path));
+            reads.push(read());
         }
     });
 }
@@ -187,7 +218,7 @@ impl Snapshot {
 
     /// Whether this hidden path was read from the v2 store on its own.
     pub fn has_read(&self, path: &str) -> bool {
-        note_read(path);
+        note_read(|| Read::Key(Arc::from(path)));
         self.read_paths.contains(path)
     }
 
@@ -352,7 +383,7 @@ impl Snapshot {
 
     /// The record stored exactly at `key`, if any.
     pub fn get(&self, key: &str) -> Option<Leaf> {
-        note_read(key);
+        note_read(|| Read::Key(Arc::from(key)));
         self.entries.get_key_value(key).map(|(k, r)| Leaf {
             key: k.clone(),
             record: r.clone(),
@@ -361,7 +392,7 @@ impl Snapshot {
 
     /// Every leaf whose key starts with `prefix` (a raw string prefix).
     pub fn scan_prefix<'a>(&'a self, prefix: &'a str) -> impl Iterator<Item = Leaf> + 'a {
-        note_read(prefix);
+        note_read(|| Read::Prefix(Arc::from(prefix)));
         self.entries
             .range::<_, str>((Bound::Included(prefix), Bound::Unbounded))
             .take_while(move |(k, _)| k.starts_with(prefix))

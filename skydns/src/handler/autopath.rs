@@ -8,7 +8,7 @@ use super::{Engine, Outcome, Pending, Request, Route};
 use crate::answer::Question;
 use crate::autopath::{chain, chain_ttl, ends_walk, names_records, pod_dir, walks};
 use crate::query_log::Source;
-use crate::snapshot::Snapshot;
+use crate::snapshot::{Read, Snapshot};
 use hickory_proto::op::{Message, Query, ResponseCode};
 use hickory_proto::rr::{DNSClass, Name};
 use std::ops::ControlFlow;
@@ -200,14 +200,14 @@ impl Engine {
     /// Whether `bytes`, the reply to `request`, is an NXDOMAIN that a walk
     /// could replace for a pod of the name's namespace, which has pods: it
     /// must not be reused for every client. The namespace's pod directory is
-    /// added to `paths`, the reads the reply depends on, so that a first pod
+    /// added to `reads`, the reads the reply depends on, so that a first pod
     /// there drops a reply cached meanwhile.
     pub(super) fn autopath_may_walk(
         &self,
         request: &Request,
         bytes: &[u8],
         snapshot: Option<&Snapshot>,
-        paths: &mut Vec<Arc<str>>,
+        reads: &mut Vec<Read>,
     ) -> bool {
         let nxdomain = bytes.get(3).is_some_and(|b| b & 0x0f == 3);
         let (Some(snapshot), true) = (snapshot, nxdomain) else {
@@ -223,7 +223,7 @@ impl Engine {
                 .path(&format!("{namespace}.pod.{}", self.zone.domain))
         );
         let has_pods = snapshot.scan_prefix(&pods).next().is_some();
-        paths.push(Arc::from(pods));
+        reads.push(Read::Prefix(Arc::from(pods)));
         has_pods
     }
 }

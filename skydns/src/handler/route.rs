@@ -7,7 +7,7 @@
 use super::{pending, unix_now, Engine, Request};
 use crate::answer::{self, Answer, Lookups, Question};
 use crate::response::{clamp_ttls, dedup, shuffle};
-use crate::snapshot::{note_read, Snapshot};
+use crate::snapshot::{note_read, Read, Snapshot};
 use crate::store::paths::hidden_part;
 use crate::stub::{has_loop_marker, StubZones};
 use hickory_proto::op::{Message, OpCode, ResponseCode};
@@ -161,7 +161,7 @@ impl Engine {
         }
         let snapshot = snapshot?;
         // Every answer depends on the stub zones, read once per snapshot.
-        note_read(&self.stub_dir);
+        note_read(|| Read::Prefix(Arc::from(self.stub_dir.as_str())));
         let zones = {
             let mut cached = self.stubs.lock().unwrap_or_else(|e| e.into_inner());
             if cached.0 != snapshot.generation() {
