@@ -2,6 +2,7 @@
 queries from this process, dnsperf, and /proc readings."""
 
 import base64
+import calendar
 import json
 import os
 import socket
@@ -40,17 +41,21 @@ def http_ok(url):
         return resp.status == 200
 
 
-def start_etcd(work, name="bench"):
+def start_etcd(work, name="bench", tuned=True):
     """A fresh single-member etcd (v2 and v3 APIs) on free loopback ports: (Popen, url).
-    It takes transactions of up to 1024 operations and runs Go's GC as the pod's etcd
-    (deploy/kubernetes: GOGC=200, GOMEMLIMIT=400MiB)."""
+    `tuned`: it takes transactions of up to 1024 operations and runs Go's GC as the
+    pod's etcd (deploy/kubernetes: GOGC=200, GOMEMLIMIT=400MiB); otherwise etcd's
+    defaults (128 operations)."""
     client, peer = free_port(), free_port()
     url, peer_url = "http://127.0.0.1:%d" % client, "http://127.0.0.1:%d" % peer
     log = open(os.path.join(work, "etcd-%s.log" % name), "a")
-    env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine, GOGC="200", GOMEMLIMIT="400MiB")
+    env = dict(os.environ, ETCD_UNSUPPORTED_ARCH=os.uname().machine)
+    if tuned:
+        env.update(GOGC="200", GOMEMLIMIT="400MiB")
     proc = subprocess.Popen(
         ["etcd", "--name", name, "--data-dir", os.path.join(work, "etcd-" + name),
-         "--enable-v2=true", "--quota-backend-bytes", str(8 << 30), "--max-txn-ops", "1024",
+         "--enable-v2=true", "--quota-backend-bytes", str(8 << 30)]
+        + (["--max-txn-ops", "1024"] if tuned else []) + [
          "--listen-client-urls", url, "--advertise-client-urls", url,
          "--listen-peer-urls", peer_url, "--initial-advertise-peer-urls", peer_url,
          "--initial-cluster", "%s=%s" % (name, peer_url)], stdout=log, stderr=log, env=env)
@@ -122,6 +127,15 @@ def dnsperf(port, query_file, seconds, clients=4):
         if "Queries per second:" in line:
             return float(line.split(":")[1])
     raise RuntimeError("no QPS from dnsperf:\n" + out)
+
+
+def log_time(line):
+    """Unix seconds of a log line of ours (RFC 3339 UTC timestamp first)."""
+    stamp = line.split(None, 1)[0].rstrip("Z")
+    day, clock = stamp.split("T")
+    whole, _, fraction = clock.partition(".")
+    t = time.strptime(day + "T" + whole, "%Y-%m-%dT%H:%M:%S")
+    return calendar.timegm(t) + float("0." + (fraction or "0"))
 
 
 def percentile(values, p):

@@ -351,8 +351,15 @@ pub enum EtcdApi {
     V3,
 }
 
-/// etcd's default `--max-txn-ops`: the default of `--etcd-max-txn-ops`.
-pub const MAX_TXN_OPS: usize = 128;
+/// The default of `--etcd-max-txn-ops`: the limit the manifests give their
+/// etcd (`-max-txn-ops=1024`), under which a full sync costs etcd about half
+/// the CPU of transactions of 128. An etcd at its own default
+/// ([`ETCD_MAX_TXN_OPS`]) refuses the first transactions and kube2sky halves
+/// three times, to 128, once (docs/kube2sky.md gives the cost).
+pub const MAX_TXN_OPS: usize = 1024;
+
+/// etcd's default `--max-txn-ops`.
+pub const ETCD_MAX_TXN_OPS: usize = 128;
 
 #[cfg(test)]
 mod tests;

@@ -298,7 +298,13 @@ mod tests {
     }
 
     fn diff(desired: Records, actual: &Records, mode: Mode) -> Vec<Vec<Op>> {
-        super::diff(desired, actual, mode, crate::config::MAX_TXN_OPS, &by_key)
+        super::diff(
+            desired,
+            actual,
+            mode,
+            crate::config::ETCD_MAX_TXN_OPS,
+            &by_key,
+        )
     }
 
     #[test]

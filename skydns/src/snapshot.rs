@@ -63,7 +63,7 @@ impl Read {
 
 /// Runs `f` and returns what it read from any snapshot, in any order,
 /// possibly repeated. An answer computed by `f` stays right while no change
-/// touches one of these reads ([`Read::is_touched_by`]), which is what the
+/// touches one of these reads (`Read::is_touched_by`), which is what the
 /// reply cache relies on. `f` must not await (the record is per thread).
 pub(crate) fn record_reads<T>(f: impl FnOnce() -> T) -> (T, Vec<Read>) {
     let outer = READS.with(|r| r.borrow_mut().replace(Vec::new()));

@@ -109,8 +109,9 @@ pub struct Flags {
     /// How often to check etcd for data loss (0s: never).
     #[arg(long, default_value = "2s", value_parser = parse_duration)]
     pub etcd_loss_check_interval: Duration,
-    /// Operations per etcd v3 transaction at most (etcd's --max-txn-ops). If etcd
-    /// allows fewer, kube2sky halves it until etcd accepts, with a warning.
+    /// Operations per etcd v3 transaction at most (etcd's --max-txn-ops; the
+    /// manifests run etcd with 1024). If etcd allows fewer (its default is 128),
+    /// kube2sky halves it until etcd accepts, with a warning.
     #[arg(long, default_value_t = MAX_TXN_OPS, value_parser = parse_max_txn_ops)]
     pub etcd_max_txn_ops: usize,
     /// After etcd refused a transaction as too large, how long the smaller size

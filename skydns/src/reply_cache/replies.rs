@@ -1,6 +1,6 @@
 //! The encoded replies of the hot path, and the snapshot reads each one made
 //! (see [`crate::snapshot::record_reads`]), so that a change drops only the
-//! entries whose reads it touched ([`Read::is_touched_by`]).
+//! entries whose reads it touched (`Read::is_touched_by`).
 
 use super::QuestionKey;
 use crate::snapshot::Read;
@@ -76,7 +76,7 @@ impl Replies {
     }
 
     /// Drops every entry with a read that one of `touched` touched
-    /// ([`Read::is_touched_by`], which the lookups below follow); the
+    /// (`Read::is_touched_by`, which the lookups below follow); the
     /// others are valid for `generation`.
     pub(super) fn invalidate(&mut self, touched: &[Arc<str>], generation: i64) {
         self.generation = generation;
