@@ -121,7 +121,7 @@ fn txn_limit_checks_catch_an_etcd_or_a_kube2sky_left_at_another_limit() {
         check_txn_limits,
         &altered("kubernetes", default_etcd)
     ));
-    let kube2sky_at = |limit: &'static str| {
+    let kube2sky_at = |limit: Option<&'static str>| {
         move |o: &mut Object| {
             if let Object::Deployment(d) = o {
                 let pod = d.spec.as_mut().unwrap().template.spec.as_mut().unwrap();
