@@ -3,9 +3,9 @@
 //! are written, a killed sync leaves every service complete or absent, an
 //! API server restored to an older resourceVersion is listed again, an etcd
 //! with a smaller `--max-txn-ops` is written in smaller transactions (and
-//! in larger ones again once it allows them) and one with a larger one (the
-//! manifests' 1024) in larger ones, and
-//! fields that cannot become records are skipped with a warning.
+//! in larger ones again once it allows them) and read in smaller requests,
+//! one with a larger one (the manifests' 1024) is written in larger ones,
+//! and fields that cannot become records are skipped with a warning.
 
 mod kube2sky_support;
 
@@ -242,6 +242,30 @@ async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Resul
     ensure!(
         k2s.log().contains("using 64 for 10m0s"),
         "the smaller limit must be logged:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
+/// A round of many changes reads their keys in one request; an etcd that
+/// allows fewer operations per transaction than that gets the reads one
+/// by one. 60 pods created while kube2sky is stopped arrive together.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_allowing_fewer_operations_than_a_round_reads_gets_them_one_by_one() -> Result<()> {
+    let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=4"])?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
+    k2s.wait_ready().await?;
+    k2s.signal(nix::sys::signal::Signal::SIGSTOP)?;
+    for i in 0..60 {
+        create_pod(&api, "default", &format!("p{i}"), &format!("10.244.3.{i}"))?;
+    }
+    k2s.signal(nix::sys::signal::Signal::SIGCONT)?;
+    // A pod is its directory's one key: 60 keys.
+    wait_for_keys(&etcd, "/skydns/local/cluster/pod/default/", 60).await?;
+    ensure!(
+        k2s.log().contains("reading them one by one"),
+        "the reads must have been refused together:\n{}",
         k2s.log()
     );
     Ok(())

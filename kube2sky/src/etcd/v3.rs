@@ -10,13 +10,73 @@ use crate::records::Names;
 use crate::scope::Read;
 use etcd_access::member::MemberClient;
 use etcd_access::{prefix_end, EtcdOptions};
-use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp};
+use etcd_client::{Client, Compare, CompareOp, GetOptions, KeyValue, Txn, TxnOp, TxnOpResponse};
 use futures::StreamExt;
 use tokio::task::JoinHandle;
 use tokio_util::sync::CancellationToken;
 
 /// Keys per range request: 500 values of up to 8 KiB stay under 4 MiB.
 const PAGE_SIZE: i64 = 500;
+
+/// Reads sent in one read-only transaction. A transaction's reads count
+/// against etcd's `--max-txn-ops` (128 by default) as its writes do.
+const READS_PER_REQUEST: usize = 32;
+
+/// One [`Read`] as a key range: the range, whether its keys are PTRs, and
+/// for the PTRs of one IP the key and the directory below it (all the
+/// range keeps).
+struct Span {
+    start: Vec<u8>,
+    /// The end (exclusive); empty for a single key.
+    end: Vec<u8>,
+    ptr: bool,
+    only: Option<(Vec<u8>, Vec<u8>)>,
+}
+
+impl Span {
+    fn of(read: &Read) -> Span {
+        let range = |from: &str, end: Vec<u8>, ptr| Span {
+            start: from.as_bytes().to_vec(),
+            end,
+            ptr,
+            only: None,
+        };
+        match read {
+            Read::Prefix(p) => range(p, prefix_end(p.as_bytes()), false),
+            Read::OwnedPtrs(p) => range(p, prefix_end(p.as_bytes()), true),
+            Read::Range { from, to } => range(from, to.as_bytes().to_vec(), false),
+            Read::OwnedRange { from, to } => range(from, to.as_bytes().to_vec(), true),
+            Read::OwnedPtr(key) => {
+                // The key, and the leaves below it (an IP with several names).
+                let dir = format!("{key}/");
+                Span {
+                    only: Some((key.as_bytes().to_vec(), dir.as_bytes().to_vec())),
+                    ..range(key, prefix_end(dir.as_bytes()), true)
+                }
+            }
+            Read::Key(key) => range(key, Vec::new(), false),
+        }
+    }
+
+    /// The read of the first page of the range (of the key alone).
+    fn first_page(&self) -> TxnOp {
+        let options = match self.end.is_empty() {
+            true => None,
+            false => Some(
+                GetOptions::new()
+                    .with_range(self.end.clone())
+                    .with_limit(PAGE_SIZE),
+            ),
+        };
+        TxnOp::get(self.start.clone(), options)
+    }
+
+    fn keeps(&self, key: &[u8]) -> bool {
+        self.only
+            .as_ref()
+            .is_none_or(|(exact, dir)| key == exact.as_slice() || key.starts_with(dir))
+    }
+}
 
 /// Transactions in flight at once in a sync of many batches: etcd commits
 /// each through raft and a disk sync, and batches what arrives meanwhile,
@@ -41,6 +101,9 @@ pub(in crate::etcd) struct V3 {
     client: MemberClient,
     names: Names,
     shutdown: CancellationToken,
+    /// Reads per read-only transaction: [`READS_PER_REQUEST`], halved when
+    /// etcd refuses one.
+    reads_per_request: usize,
 }
 
 impl V3 {
@@ -53,6 +116,7 @@ impl V3 {
             client: MemberClient::new(options),
             names,
             shutdown,
+            reads_per_request: READS_PER_REQUEST,
         }
     }
 
@@ -115,68 +179,79 @@ impl V3 {
     }
 
     /// The actual records of `reads`; foreign PTR values are set apart.
+    /// Up to [`READS_PER_REQUEST`] reads go in one read-only transaction
+    /// (one round trip, one revision), each range's first page; a range
+    /// with more keys is read on in pages at that revision.
     pub(in crate::etcd) async fn read(
         &mut self,
         reads: &[Read],
     ) -> Result<(Actual, i64), EtcdError> {
         let mut out = Actual::default();
         let mut seen = 0;
-        for read in reads {
-            let at = match read {
-                Read::Prefix(p) => {
-                    let end = prefix_end(p.as_bytes());
-                    self.read_range(p.as_bytes(), end, false, &mut out, |_| true)
-                        .await?
-                }
-                Read::OwnedPtrs(p) => {
-                    let end = prefix_end(p.as_bytes());
-                    self.read_range(p.as_bytes(), end, true, &mut out, |_| true)
-                        .await?
-                }
-                Read::Range { from, to } => {
-                    let end = to.as_bytes().to_vec();
-                    self.read_range(from.as_bytes(), end, false, &mut out, |_| true)
-                        .await?
-                }
-                Read::OwnedRange { from, to } => {
-                    let end = to.as_bytes().to_vec();
-                    self.read_range(from.as_bytes(), end, true, &mut out, |_| true)
-                        .await?
-                }
-                Read::OwnedPtr(key) => {
-                    // The key, and the leaves below it (an IP with several names).
-                    let dir = format!("{key}/");
-                    let end = prefix_end(dir.as_bytes());
-                    let keep = |k: &[u8]| k == key.as_bytes() || k.starts_with(dir.as_bytes());
-                    self.read_range(key.as_bytes(), end, true, &mut out, keep)
-                        .await?
-                }
-                Read::Key(key) => {
-                    let mut client = self.client().await?;
-                    let resp = bounded(&self.shutdown, client.get(key.as_str(), None)).await?;
-                    for kv in resp.kvs() {
-                        self.file(kv, false, &mut out);
+        let spans: Vec<Span> = reads.iter().map(Span::of).collect();
+        for group in spans.chunks(self.reads_per_request) {
+            let txn = Txn::new().and_then(group.iter().map(Span::first_page).collect::<Vec<_>>());
+            let mut client = self.client().await?;
+            let resp = match bounded(&self.shutdown, client.txn(txn)).await {
+                Ok(resp) => resp,
+                // An etcd allowing fewer operations: a request per read,
+                // and fewer reads per request from now on.
+                Err(e) if e.is_too_many_ops() => {
+                    self.reads_per_request = (group.len() / 2).max(1);
+                    tracing::debug!(
+                        "etcd refused {} reads in one transaction ({e}); reading them one by one, \
+                         and at most {} at once from now on",
+                        group.len(),
+                        self.reads_per_request
+                    );
+                    for span in group {
+                        let (start, end) = (span.start.clone(), span.end.clone());
+                        let at = self
+                            .read_range(start, end, 0, span.ptr, &mut out, |k| span.keeps(k))
+                            .await?;
+                        seen = seen.max(at);
                     }
-                    revision(resp.header())
+                    continue;
                 }
+                Err(e) => return Err(e),
             };
+            let at = revision(resp.header());
             seen = seen.max(at);
+            for (span, op) in group.iter().zip(resp.op_responses()) {
+                let TxnOpResponse::Get(page) = op else {
+                    return Err(EtcdError::Failed(
+                        "etcd answered a read with a write".into(),
+                    ));
+                };
+                for kv in page.kvs().iter().filter(|kv| span.keeps(kv.key())) {
+                    self.file(kv, span.ptr, &mut out);
+                }
+                if let (true, Some(last)) = (page.more(), page.kvs().last()) {
+                    let mut from = last.key().to_vec();
+                    from.push(0);
+                    self.read_range(from, span.end.clone(), at, span.ptr, &mut out, |k| {
+                        span.keeps(k)
+                    })
+                    .await?;
+                }
+            }
         }
         Ok((out, seen))
     }
 
-    /// Reads the keys from `start` up to `end` (exclusive), a page at a
-    /// time, all at the revision of the first page; keeps those `keep` wants.
+    /// Reads the keys from `start` up to `end` (exclusive; empty: `start`
+    /// alone), a page at a time, at revision `at` (0: the current one, then
+    /// that of the first page); keeps those `keep` wants.
     async fn read_range(
         &mut self,
-        start: &[u8],
+        start: Vec<u8>,
         end: Vec<u8>,
+        mut at: i64,
         ptr: bool,
         out: &mut Actual,
         keep: impl Fn(&[u8]) -> bool,
     ) -> Result<i64, EtcdError> {
-        let mut from = start.to_vec();
-        let mut at = 0;
+        let mut from = start;
         loop {
             let mut options = GetOptions::new()
                 .with_range(end.clone())
