@@ -180,6 +180,11 @@ impl Writer {
         })
     }
 
+    /// The highest store revision a write or read reported.
+    pub(crate) fn last_revision(&self) -> i64 {
+        self.last_revision
+    }
+
     fn saw(&mut self, revision: i64) {
         self.last_revision = self.last_revision.max(revision);
     }

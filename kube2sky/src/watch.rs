@@ -323,11 +323,17 @@ where
             }
             Event::InitDone => Update::Relisted(std::mem::take(&mut buffer)),
             Event::Apply(obj) => match admit(reduce(obj), &ctx) {
-                Some(obj) => Update::Apply(obj),
+                Some(obj) => {
+                    seen(ctx.kind, &obj);
+                    Update::Apply(obj)
+                }
                 None => continue,
             },
             Event::Delete(obj) => match admit_quietly(reduce(obj), &ctx) {
-                Some(obj) => Update::Delete(obj),
+                Some(obj) => {
+                    seen(ctx.kind, &obj);
+                    Update::Delete(obj)
+                }
                 None => continue,
             },
         };
@@ -335,6 +341,13 @@ where
             return;
         }
     }
+}
+
+/// The first step of a change's propagation, for the benchmark's
+/// breakdown (`RUST_LOG=kube2sky::timing=debug`; docs/testing.md).
+fn seen<T: Checked>(kind: Kind, obj: &T) {
+    let key = obj.key();
+    tracing::debug!(target: "kube2sky::timing", ?kind, namespace = %key.namespace, name = %key.name, "watch event");
 }
 
 fn slim_meta(meta: ObjectMeta, keep_annotation: Option<&str>) -> ObjectMeta {

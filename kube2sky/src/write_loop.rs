@@ -107,6 +107,8 @@ impl WriteLoop<'_> {
         ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         // Whether the last thing written was a round of changes.
         let mut after_changes = false;
+        // Events in the round being written, when it is one.
+        let mut round: Option<usize> = None;
         loop {
             let turn = match (full.is_running(), after_changes) {
                 (false, _) => ChunkTurn::None,
@@ -123,6 +125,7 @@ impl WriteLoop<'_> {
                 }
                 Work::Changes(changes) => {
                     tracing::trace!(changes = changes.len(), "round of changes received");
+                    round = Some(changes.len());
                     after_changes = true;
                     changes.into_iter().flat_map(|c| index.apply(c)).collect()
                 }
@@ -165,6 +168,11 @@ impl WriteLoop<'_> {
                 }
             }
             writer.sync(index, now).await?;
+            if let Some(changes) = round.take() {
+                // The breakdown of propagation (docs/testing.md) reads it.
+                let revision = writer.last_revision();
+                tracing::debug!(target: "kube2sky::timing", changes, revision, "round written");
+            }
             let written = index.lists_done() && full.services_written();
             if written && !shutdown.is_cancelled() && metrics.set_ready() {
                 tracing::info!("ready: the first lists of services and endpoints are written");

@@ -375,6 +375,8 @@ async fn sync_once<S: Store>(
                 if batch.changes.is_empty() {
                     continue; // progress: every change up to `revision` was seen
                 }
+                // The breakdown of propagation (docs/testing.md) reads these two.
+                tracing::debug!(target: "skydns::timing", revision, changes = batch.changes.len(), "watch batch received");
                 read_paths.note_batch(&batch);
                 if let Some(feed) = &reports.config {
                     feed.note(&batch.changes);
@@ -402,6 +404,7 @@ async fn sync_once<S: Store>(
             }
         }
         shared.store(Some(current.clone()));
+        tracing::debug!(target: "skydns::timing", revision = current.revision(), "snapshot swapped");
         reports.metrics.records(current.len());
     }
 }
