@@ -42,6 +42,7 @@ Prints a markdown table; writes OUT_DIR/scale.json.
 """
 
 import base64
+import http.client
 import json
 import os
 import shutil
@@ -63,12 +64,14 @@ BIN, SIZES, SAMPLES, SECONDS, OUT = (sys.argv[1], sys.argv[2].split(","), int(sy
 WORK = tempfile.mkdtemp(prefix="scale-")
 PROCS = []
 REAL = os.environ.get("API", "test") == "real"
+TIMING_LOG = "info,kube2sky::timing=debug,skydns::timing=debug"
 
 
 def spawn(name, args):
     log = open(os.path.join(WORK, name + ".log"), "w")
+    # The timing targets log each step of a change (the propagation breakdown).
     proc = subprocess.Popen(args, stdout=log, stderr=subprocess.STDOUT,
-                            env=dict(os.environ, RUST_LOG="info"))
+                            env=dict(os.environ, RUST_LOG=TIMING_LOG))
     proc.log = log.name
     PROCS.append(proc)
     return proc
@@ -113,6 +116,8 @@ class Pipeline:
         self.skydns = self.start_skydns()
         self.kube2sky = None
         self.coredns, self.coredns_port = None, None
+        # name -> (wall clock of the POST, of skydns's first answer)
+        self.posted = {}
 
     def start_real_apiserver(self, seed):
         """kube-control-plane with the cluster written into its etcd: the
@@ -184,7 +189,7 @@ def answered_after(p, name, k):
     ports = [p.dns_port] + ([p.coredns_port] if p.coredns else [])
     socks = [b.udp_socket(port) for port in ports]
     try:
-        start = time.perf_counter()
+        start, wall = time.perf_counter(), time.time()
         qname = post_service(p, name, k)
         deadline = time.time() + 60
         took = [None] * len(ports)
@@ -192,6 +197,8 @@ def answered_after(p, name, k):
             for i, sock in enumerate(socks):
                 if took[i] is None and b.query(sock, qname, k % 60000 + 1)[1] > 0:
                     took[i] = (time.perf_counter() - start) * 1000
+                    if i == 0:
+                        p.posted[name] = (wall, time.time())
             if time.time() > deadline:
                 raise RuntimeError(qname + " never answered")
             time.sleep(0.0005)
@@ -263,6 +270,65 @@ def measure_propagation(p, r):
         r["coredns_propagation_p99_ms"] = b.percentile(theirs, 99)
     r["propagation_p50_ms"] = b.percentile(delays, 50)
     r["propagation_p99_ms"] = b.percentile(delays, 99)
+    r["propagation_steps"] = breakdown(p, ["prop%d" % k for k in range(SAMPLES)])
+    r["etcd_put_p50_ms"], r["etcd_put_p99_ms"] = etcd_put_latency(p, SAMPLES)
+
+
+STEPS = ("API -> kube2sky's watch", "-> etcd acknowledged the round", "-> skydns's watch",
+         "-> snapshot swapped", "-> answered")
+
+
+def breakdown(p, names):
+    """Where each sample's propagation time went, from the timing lines of
+    kube2sky's and skydns's logs (same machine, same clock): the POST, the
+    watch event kube2sky logs for the Service, the round it was written in
+    acknowledged by etcd (at revision R), skydns's watch batch at R or
+    later, the snapshot holding it swapped, and the prober's first answer.
+    {step: [p50, p99] in ms}, and the samples it could not follow."""
+    def lines(proc, text):
+        with open(proc.log) as f:
+            return [l for l in f if text in l]
+    def revision(line):
+        return int(line.split("revision=")[1].split()[0])
+    events = {l.split(" name=")[1].split()[0]: b.log_time(l)
+              for l in lines(p.kube2sky, "watch event") if "kind=Services" in l}
+    rounds = [(b.log_time(l), revision(l)) for l in lines(p.kube2sky, "round written")]
+    batches = [(b.log_time(l), revision(l)) for l in lines(p.skydns, "watch batch received")]
+    swaps = [(b.log_time(l), revision(l)) for l in lines(p.skydns, "snapshot swapped")]
+    steps = [[] for _ in STEPS]
+    lost = 0
+    for name in names:
+        try:
+            posted, answered = p.posted[name]
+            seen = events[name]
+            written, at = next((t, rev) for t, rev in rounds if t >= seen)
+            received = next(t for t, rev in batches if rev >= at)
+            swapped = next(t for t, rev in swaps if rev >= at)
+        except (KeyError, StopIteration):
+            lost += 1
+            continue
+        marks = [posted, seen, written, received, swapped, answered]
+        for i in range(len(STEPS)):
+            steps[i].append((marks[i + 1] - marks[i]) * 1000)
+    return {"steps": {step: [b.percentile(v, 50), b.percentile(v, 99)] if v else None
+                      for step, v in zip(STEPS, steps)}, "unfollowed": lost}
+
+
+def etcd_put_latency(p, samples):
+    """etcd's own floor: milliseconds per put of one small key through its
+    JSON gateway on a kept connection, one at a time (p50, p99)."""
+    host, port = p.etcd_url.split("//")[1].split(":")
+    conn = http.client.HTTPConnection(host, int(port), timeout=10)
+    took = []
+    for k in range(samples):
+        body = json.dumps({"key": base64.b64encode(b"/floor/%d" % k).decode(),
+                           "value": base64.b64encode(b'{"host":"10.0.0.1"}').decode()})
+        start = time.perf_counter()
+        conn.request("POST", "/v3/kv/put", body, {"Content-Type": "application/json"})
+        conn.getresponse().read()
+        took.append((time.perf_counter() - start) * 1000)
+    conn.close()
+    return b.percentile(took, 50), b.percentile(took, 99)
 
 
 def measure_coredns_start(p, r):
@@ -414,6 +480,7 @@ def table(results):
         print("| {size} | {qps_direct_skydns:,.0f} | {qps_direct_knot:,.0f} | {qps_search_skydns:,.0f} "
               "| {qps_search_knot:,.0f} | {qps_direct_calm:,.0f} | {qps_direct_elsewhere:,.0f} "
               "| {qps_direct_churn:,.0f} | {qps_knot_calm:,.0f} | {qps_knot_churn:,.0f} |".format(**r))
+    steps_table(results)
     if REAL:
         print()
         print("| size | kube-apiserver CPU over the sync | kube-apiserver peak RSS |")
@@ -421,6 +488,20 @@ def table(results):
         for r in results:
             print("| {size} | {apiserver_sync_cpu_s:.1f} s | {apiserver_peak_mb:.0f} MB |".format(**r))
         coredns_tables(results)
+
+
+def steps_table(results):
+    """The propagation breakdown, p50 / p99 of each step, and etcd's floor."""
+    print()
+    print("| size | " + " | ".join(STEPS) + " | total | etcd put alone |")
+    print("|" + "---|" * (len(STEPS) + 3))
+    for r in results:
+        steps = r["propagation_steps"]["steps"]
+        cells = ["%.1f / %.1f" % tuple(steps[s]) if steps[s] else "?" for s in STEPS]
+        print("| %s | %s | %.1f / %.1f | %.1f / %.1f |" % (
+            r["size"], " | ".join(cells), r["propagation_p50_ms"], r["propagation_p99_ms"],
+            r["etcd_put_p50_ms"], r["etcd_put_p99_ms"]))
+    print("(ms, p50 / p99 of each step over the samples; a step's p99s do not add up to the total's)")
 
 
 def coredns_tables(results):
