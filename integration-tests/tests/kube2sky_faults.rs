@@ -247,6 +247,41 @@ async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Resul
     Ok(())
 }
 
+/// kube2sky's default (1024) against an etcd at its own (128): the limit
+/// is found with read-only transactions before anything is written, so no
+/// write is refused and no chunk written twice.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_default_etcd_limit_is_found_before_the_first_write() -> Result<()> {
+    let etcd = Etcd::start_with_flags(Api::V3, &[])?;
+    // 1,202 operations of services, then 401 PTRs: over 128 either way.
+    let api = apiserver_at(
+        "127.0.0.1:0".parse()?,
+        &services(400, &[("http", 80), ("dns", 53)]),
+    )
+    .await?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
+    k2s.wait_ready().await?;
+    let written = services_in(&keys_under(&etcd, "/skydns/")?).len();
+    ensure!(
+        written == 401,
+        "every service written: {written}\n{}",
+        k2s.log()
+    );
+    let log = k2s.log();
+    ensure!(
+        log.contains(
+            "etcd refused read-only transactions of 1024, 512, 256 operations: its --max-txn-ops \
+             is lower than --etcd-max-txn-ops=1024; using 128 for 10m0s"
+        ),
+        "the probe must find 128 and say so once:\n{log}"
+    );
+    ensure!(
+        !log.contains("etcd refused a transaction of up to"),
+        "no write may be refused:\n{log}"
+    );
+    Ok(())
+}
+
 /// A round of many changes reads their keys in one request; an etcd that
 /// allows fewer operations per transaction than that gets the reads one
 /// by one. 60 pods created while kube2sky is stopped arrive together.

@@ -150,6 +150,7 @@ impl Writer {
             match writer.put_marker().await {
                 Ok(()) => {
                     tracing::info!("Etcd server found: {endpoints}");
+                    writer.probe_txn_limit().await;
                     return Ok(writer);
                 }
                 Err(e) if e.is_wrong_api() => {
@@ -178,6 +179,35 @@ impl Writer {
             endpoints,
             error: last_error,
         })
+    }
+
+    /// Finds how many operations etcd takes in a transaction before they
+    /// are written: read-only transactions of the size in force, halved
+    /// while etcd refuses them (a default etcd's 128 against the default
+    /// 1024: three refused requests of reads, no chunk written twice). At
+    /// start, and when `--etcd-max-txn-ops-retry` has passed since a
+    /// refusal. An error other than a refusal ends it: the writes meet it.
+    async fn probe_txn_limit(&mut self) {
+        if !self.backend.has_transactions() {
+            return;
+        }
+        let (mut size, mut refused) = (self.txn_limit.at(Instant::now()), Vec::new());
+        while let Ok(false) = self.backend.allows(size, &self.marker).await {
+            refused.push(size.to_string());
+            match self.txn_limit.lower(size, Instant::now()) {
+                Some(smaller) => size = smaller,
+                None => break,
+            }
+        }
+        if !refused.is_empty() {
+            tracing::warn!(
+                "etcd refused read-only transactions of {} \
+                 operations: its --max-txn-ops is lower than --etcd-max-txn-ops={}; using {size} {}",
+                refused.join(", "),
+                self.txn_limit.configured(),
+                self.txn_limit.kept_for()
+            );
+        }
     }
 
     /// The highest store revision a write or read reported.
@@ -304,6 +334,9 @@ impl Writer {
         state: &impl DesiredState,
         scopes: &[Scope],
     ) -> Result<(Vec<Vec<Op>>, usize), EtcdError> {
+        if self.txn_limit.retry_due(Instant::now()) {
+            self.probe_txn_limit().await;
+        }
         let mut desired = Records::new();
         for scope in scopes {
             desired.extend(state.desired(scope));

@@ -35,6 +35,15 @@ impl Backend {
         }
     }
 
+    /// Whether etcd takes a transaction of `ops` operations (v3; v2 has
+    /// none, and no limit).
+    pub(super) async fn allows(&mut self, ops: usize, key: &str) -> Result<bool, EtcdError> {
+        match self {
+            Backend::V3(b) => b.allows(ops, key).await,
+            Backend::V2(_) => Ok(true),
+        }
+    }
+
     /// Whether the marker is present, and the revision seen.
     pub(super) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), EtcdError> {
         match self {

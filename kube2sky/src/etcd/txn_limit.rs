@@ -35,6 +35,26 @@ impl TxnLimit {
         }
     }
 
+    /// Whether the configured size is due to be tried again at `now`.
+    pub(crate) fn retry_due(&self, now: Instant) -> bool {
+        self.refused_at.is_some_and(|at| {
+            !self.retry_after.is_zero() && now.saturating_duration_since(at) >= self.retry_after
+        })
+    }
+
+    /// How long a lowered size is kept, as the logs say it.
+    pub(crate) fn kept_for(&self) -> String {
+        match self.retry_after.is_zero() {
+            true => "until kube2sky restarts".to_string(),
+            false => format!("for {}", format(self.retry_after)),
+        }
+    }
+
+    /// `--etcd-max-txn-ops`.
+    pub(crate) fn configured(&self) -> usize {
+        self.configured
+    }
+
     /// The size to use for a sync starting `now`: the configured one again
     /// once `retry_after` has passed since the last refusal.
     pub(crate) fn at(&mut self, now: Instant) -> usize {
@@ -67,6 +87,17 @@ impl TxnLimit {
         now: Instant,
         why: &impl std::fmt::Display,
     ) -> Option<usize> {
+        let smaller = self.lower(planned, now)?;
+        let again = self.kept_for();
+        tracing::warn!(
+            "etcd refused a transaction of up to {planned} operations ({why}): its --max-txn-ops \
+             is lower than --etcd-max-txn-ops; using {smaller} {again}"
+        );
+        Some(smaller)
+    }
+
+    /// [`TxnLimit::refused`] without the warning (the probe logs once).
+    pub(crate) fn lower(&mut self, planned: usize, now: Instant) -> Option<usize> {
         if planned > self.current {
             return None;
         }
@@ -77,14 +108,6 @@ impl TxnLimit {
         };
         self.current = smaller;
         self.refused_at = Some(now);
-        let again = match self.retry_after.is_zero() {
-            true => "until kube2sky restarts".to_string(),
-            false => format!("for {}", format(self.retry_after)),
-        };
-        tracing::warn!(
-            "etcd refused a transaction of up to {planned} operations ({why}): its --max-txn-ops \
-             is lower than --etcd-max-txn-ops; using {smaller} {again}"
-        );
         Some(smaller)
     }
 
@@ -166,6 +189,30 @@ mod tests {
         // A member at a lower limit later on: halving, not the old 512.
         assert_eq!(refuse(&mut limit, start + RETRY * 2), Some(512));
         assert_eq!(refuse(&mut limit, start + RETRY * 2), Some(256));
+    }
+
+    #[test]
+    fn a_retry_is_due_once_the_period_has_passed_since_a_refusal() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        assert!(!limit.retry_due(start + RETRY), "nothing refused yet");
+        // The probe lowers without a warning, as a refusal does.
+        assert_eq!(limit.lower(1024, start), Some(512));
+        assert!(!limit.retry_due(start + RETRY - Duration::from_secs(1)));
+        assert!(limit.retry_due(start + RETRY));
+        assert_eq!(limit.at(start + RETRY), 1024);
+        assert!(
+            !limit.retry_due(start + RETRY * 3),
+            "tried again: nothing refused since"
+        );
+        let mut never = TxnLimit::new(1024, Duration::ZERO);
+        never.lower(1024, start);
+        assert!(!never.retry_due(start + RETRY * 100), "0s: never");
+        assert_eq!(
+            (never.configured(), never.kept_for().as_str()),
+            (1024, "until kube2sky restarts")
+        );
+        assert_eq!(limit.kept_for(), "for 10m0s");
     }
 
     #[test]

@@ -143,6 +143,23 @@ impl V3 {
         Ok(revision(resp.header()))
     }
 
+    /// Whether etcd takes a transaction of `ops` operations: a read-only
+    /// one (`ops` reads of `key`), which its `--max-txn-ops` counts as it
+    /// counts writes, so finding the limit writes nothing.
+    pub(in crate::etcd) async fn allows(
+        &mut self,
+        ops: usize,
+        key: &str,
+    ) -> Result<bool, EtcdError> {
+        let mut client = self.client().await?;
+        let reads: Vec<TxnOp> = (0..ops).map(|_| TxnOp::get(key, None)).collect();
+        match bounded(&self.shutdown, client.txn(Txn::new().and_then(reads))).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_too_many_ops() => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
     pub(in crate::etcd) async fn marker(&mut self, marker: &str) -> Result<(bool, i64), EtcdError> {
         let mut client = self.client().await?;
         let resp = bounded(&self.shutdown, client.get(marker, None)).await?;
