@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The scale benchmark: the whole pipeline (release build) at cluster sizes,
 # beside Knot DNS on the same names; prints a markdown table, writes
-# OUT/scale.json and the chart OUT/scale.png. See scale.py for what each
+# OUT/scale.json and the charts OUT/scale.png and OUT/scale-propagation.png
+# (where propagation time goes, step by step). See scale.py for what each
 # figure measures and scale_cluster.py for the sizes.
 #
 #   integration-tests/bench/scale.sh [--sizes S,L,XL] [--samples 100] [--seconds 8] [--out DIR]
@@ -27,7 +28,7 @@ while [ $# -gt 0 ]; do
     --seconds) seconds=$2; shift 2 ;;
     --out) out=$2; shift 2 ;;
     --api) api=$2; shift 2 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "scale.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -54,4 +55,4 @@ fi
 cargo build --release --locked "${packages[@]}" --bins
 API=$api python3 integration-tests/bench/scale.py "$(pwd)/target/release" "$sizes" "$samples" "$seconds" "$out"
 /usr/bin/python3 integration-tests/bench/scale_chart.py "$out/scale.json" "$out/scale.png"
-echo "chart: $out/scale.png"
+echo "charts: $out/scale.png $out/scale-propagation.png"

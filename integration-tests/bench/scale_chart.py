@@ -1,7 +1,10 @@
 """Draws scale.json (written by scale.py) as one PNG of four panels: QPS per
 server and query mix, propagation percentiles, sync and restart times, and
 memory, each against cluster size, with the goals of docs/testing.md ("At cluster sizes") drawn
-as dashed lines. Needs matplotlib (Debian's python3-matplotlib).
+as dashed lines; and, when the run has the propagation breakdown, a second
+PNG beside it (`<name>-propagation.png`): p50 and p99 of each step, per
+size, with etcd's own put as the floor. Needs matplotlib (Debian's
+python3-matplotlib).
 
 Usage: scale_chart.py scale.json scale.png
 """
@@ -77,6 +80,35 @@ def main():
     fig.suptitle("kube-dns-rs at cluster sizes, %s, %s" % (data["date"], data["machine"]), fontsize=10)
     fig.tight_layout()
     fig.savefig(sys.argv[2], dpi=90)
+    if all("propagation_steps" in r for r in rs):
+        steps_chart(data, sys.argv[2].rsplit(".", 1)[0] + "-propagation.png")
+
+
+def steps_chart(data, path):
+    """Per size, the p50 and p99 of each step of propagation."""
+    rs = data["results"]
+    fig, axes = plt.subplots(1, len(rs), figsize=(6 * len(rs), 4.5), squeeze=False)
+    for ax, r in zip(axes[0], rs):
+        steps = r["propagation_steps"]["steps"]
+        names = [name for name, v in steps.items() if v]
+        xs = range(len(names))
+        ax.bar([x - 0.2 for x in xs], [steps[n][0] for n in names], 0.4, label="p50")
+        ax.bar([x + 0.2 for x in xs], [steps[n][1] for n in names], 0.4, label="p99")
+        ax.axhline(r["etcd_put_p50_ms"], color="grey", linestyle=":", linewidth=1)
+        ax.axhline(r["etcd_put_p99_ms"], color="grey", linestyle="--", linewidth=1)
+        ax.annotate("etcd put alone, p50 / p99", (1.0, r["etcd_put_p99_ms"]),
+                    xycoords=("axes fraction", "data"), ha="right", va="bottom", fontsize=8,
+                    color="grey")
+        ax.set_xticks(list(xs))
+        ax.set_xticklabels([n.replace("-> ", "").replace(" ", "\n", 2) for n in names], fontsize=7)
+        ax.set_ylabel("ms")
+        ax.set_title("%s: total p50 %.1f ms, p99 %.1f ms" % (
+            r["size"], r["propagation_p50_ms"], r["propagation_p99_ms"]), fontsize=10)
+        ax.legend(fontsize=8, loc="upper right")
+    fig.suptitle("Where propagation time goes (Service POST -> answer), %s" % data["date"],
+                 fontsize=10)
+    fig.tight_layout()
+    fig.savefig(path, dpi=90)
 
 
 main()
