@@ -233,6 +233,35 @@ fn endpoints_manifest(addresses: &str) -> String {
     )
 }
 
+/// A service with more keys than one page of a read (v3: kube2sky reads a
+/// round's keys in one transaction, their first pages sharing one page):
+/// the rest is read page by page at the same revision, so every stale key
+/// is found and deleted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_headless_service_of_many_pages_shrinks_to_exactly_its_endpoints() -> Result<()> {
+    let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=1024"])?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let kubectl = api.kubectl()?;
+    let flags = ["--endpoints-source=endpoints", "--etcd-api=v3"];
+    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    let dir = "/skydns/local/cluster/svc/default/db/";
+    let headless = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"db","namespace":"default"},
+                       "spec":{"clusterIP":"None","ports":[{"name":"pg","protocol":"TCP","port":5432}]}}"#;
+    kubectl.with_manifest("create", headless)?;
+    let addresses = |n: usize| {
+        (0..n)
+            .map(|i| format!(r#"{{"ip":"10.244.{}.{}"}}"#, i / 200, i % 200 + 1))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    // An A and an SRV key per endpoint: 600 keys, over one page (500).
+    kubectl.with_manifest("create", &endpoints_manifest(&addresses(300)))?;
+    wait_for_keys(&etcd, dir, 600).await?;
+    kubectl.with_manifest("replace", &endpoints_manifest(&addresses(100)))?;
+    wait_for_keys(&etcd, dir, 200).await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn headless_service_endpoints_lifecycle_through_kubectl() -> Result<()> {
     // v1 Endpoints: the hostnames-map annotation (1.2) exists only there;

@@ -2,7 +2,8 @@
 //! `--etcd-max-txn-ops` operations, within etcd's `--max-txn-ops`), up to [`TXNS_IN_FLIGHT`] at once. Prefixes are read in pages of
 //! [`PAGE_SIZE`] keys, all at the revision of the first page, so no single
 //! response comes near gRPC's 4 MiB decode limit however many keys kube2sky
-//! owns. Each request runs under the per-request deadline.
+//! owns; the reads of one transaction share one page. Each request runs
+//! under the per-request deadline.
 
 use super::attempt::{bounded, bounded_for, EtcdError};
 use crate::reconcile::{Actual, Op};
@@ -58,14 +59,14 @@ impl Span {
         }
     }
 
-    /// The read of the first page of the range (of the key alone).
-    fn first_page(&self) -> TxnOp {
+    /// The read of the first `limit` keys of the range (of the key alone).
+    fn first_page(&self, limit: i64) -> TxnOp {
         let options = match self.end.is_empty() {
             true => None,
             false => Some(
                 GetOptions::new()
                     .with_range(self.end.clone())
-                    .with_limit(PAGE_SIZE),
+                    .with_limit(limit),
             ),
         };
         TxnOp::get(self.start.clone(), options)
@@ -207,7 +208,10 @@ impl V3 {
         let mut seen = 0;
         let spans: Vec<Span> = reads.iter().map(Span::of).collect();
         for group in spans.chunks(self.reads_per_request) {
-            let txn = Txn::new().and_then(group.iter().map(Span::first_page).collect::<Vec<_>>());
+            // The group's first pages together are one page at most.
+            let limit = (PAGE_SIZE / group.len() as i64).max(1);
+            let pages: Vec<TxnOp> = group.iter().map(|s| s.first_page(limit)).collect();
+            let txn = Txn::new().and_then(pages);
             let mut client = self.client().await?;
             let resp = match bounded(&self.shutdown, client.txn(txn)).await {
                 Ok(resp) => resp,
