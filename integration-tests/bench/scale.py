@@ -15,13 +15,17 @@ Per size (see scale_cluster.SIZES):
                wrote nothing);
   skydns restart  seconds from skydns's start until it answers (paged reads);
   propagation  POST of a new Service -> skydns answers it (a UDP query from
-               this process every 0.5 ms), SAMPLES times;
+               this process every 0.5 ms), SAMPLES times, and where each
+               sample's time went (the timing lines of kube2sky's and
+               skydns's logs: watch event, round written, watch batch,
+               snapshot swapped), beside etcd's own put of one key;
   memory       kube2sky's peak RSS (VmHWM) over sync and restart; skydns's RSS
                after everything;
   QPS          dnsperf (4 clients, SECONDS s, best of 2 rounds in alternating
                order) on skydns and Knot for the "direct" and "search path"
-               mixes; skydns on "direct" while 200 records/s change in the
-               zone, against the same writes outside the zone.
+               mixes; then "direct" under churn (CHURN_ROUNDS rounds): skydns
+               calm, while 200 records/s change in the zone, and with the
+               same writes outside it; Knot calm and under the same writer.
 
 With API=real (environment), kube2sky reads a real kube-apiserver (the
 tests' control plane, `kube-control-plane`, over its own etcd 3.6) whose
