@@ -51,6 +51,31 @@ async fn apiserver_at(listen: std::net::SocketAddr, seed: &[String]) -> Result<A
     Ok(ApiServer::start(config).await?)
 }
 
+/// The API test server with `n` services of two ports (and
+/// `default/kubernetes`), and a ready kube2sky (`--pods=false` and `flags`)
+/// that wrote every one of them to `etcd`.
+async fn synced_services(
+    etcd: &Etcd,
+    n: usize,
+    flags: &[&str],
+) -> Result<(ApiServerHandle, Kube2sky)> {
+    let api = apiserver_at(
+        "127.0.0.1:0".parse()?,
+        &services(n, &[("http", 80), ("dns", 53)]),
+    )
+    .await?;
+    let flags: Vec<&str> = ["--pods=false"].iter().chain(flags).copied().collect();
+    let mut k2s = Kube2sky::start(etcd, &api, &flags)?;
+    k2s.wait_ready().await?;
+    let written = services_in(&keys_under(etcd, "/skydns/")?).len();
+    ensure!(
+        written == n + 1,
+        "every service written: {written}\n{}",
+        k2s.log()
+    );
+    Ok((api, k2s))
+}
+
 /// Services (`ns/name`) with at least one key under the service root.
 fn services_in(keys: &[String]) -> BTreeSet<String> {
     keys.iter()
@@ -226,19 +251,7 @@ async fn an_api_server_restored_to_an_older_resource_version_is_listed_again() -
 async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Result<()> {
     let etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=64"])?;
     // 40 services × (A + 2 SRV + PTR) = 160 operations in the first sync.
-    let api = apiserver_at(
-        "127.0.0.1:0".parse()?,
-        &services(40, &[("http", 80), ("dns", 53)]),
-    )
-    .await?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
-    k2s.wait_ready().await?;
-    let written = services_in(&keys_under(&etcd, "/skydns/")?).len();
-    ensure!(
-        written == 41,
-        "every service written: {written}\n{}",
-        k2s.log()
-    );
+    let (_api, k2s) = synced_services(&etcd, 40, &[]).await?;
     ensure!(
         k2s.log().contains("using 64 for 10m0s"),
         "the smaller limit must be logged:\n{}",
@@ -254,19 +267,7 @@ async fn an_etcd_with_a_smaller_max_txn_ops_gets_smaller_transactions() -> Resul
 async fn a_default_etcd_limit_is_found_before_the_first_write() -> Result<()> {
     let etcd = Etcd::start_with_flags(Api::V3, &[])?;
     // 1,202 operations of services, then 401 PTRs: over 128 either way.
-    let api = apiserver_at(
-        "127.0.0.1:0".parse()?,
-        &services(400, &[("http", 80), ("dns", 53)]),
-    )
-    .await?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &["--pods=false"])?;
-    k2s.wait_ready().await?;
-    let written = services_in(&keys_under(&etcd, "/skydns/")?).len();
-    ensure!(
-        written == 401,
-        "every service written: {written}\n{}",
-        k2s.log()
-    );
+    let (_api, k2s) = synced_services(&etcd, 400, &[]).await?;
     let log = k2s.log();
     ensure!(
         log.contains(
@@ -314,22 +315,9 @@ async fn an_etcd_with_the_manifests_max_txn_ops_takes_the_sync_in_fewer_transact
     // One chunk of 400 services × (A + 2 SRV) and `kubernetes` (A + 1 SRV):
     // 1,202 operations, then one of 401 PTRs: 3 transactions at 1024,
     // 10 + 4 at etcd's default 128.
-    let api = apiserver_at(
-        "127.0.0.1:0".parse()?,
-        &services(400, &[("http", 80), ("dns", 53)]),
-    )
-    .await?;
     let before = etcd.revision()?;
-    let flags = ["--pods=false", "--etcd-max-txn-ops=1024"];
-    let mut k2s = Kube2sky::start(&etcd, &api, &flags)?;
-    k2s.wait_ready().await?;
+    let (_api, k2s) = synced_services(&etcd, 400, &["--etcd-max-txn-ops=1024"]).await?;
     let used = etcd.revision()? - before;
-    let written = services_in(&keys_under(&etcd, "/skydns/")?).len();
-    ensure!(
-        written == 401,
-        "every service written: {written}\n{}",
-        k2s.log()
-    );
     // The 3 transactions, the data-loss marker and dns-version: no more.
     ensure!(
         used <= 6,
