@@ -242,12 +242,17 @@ def measure_sync(p, r):
 
 
 def refusals(proc):
-    """How many transactions etcd refused as too large (kube2sky halves its
-    size each time), and the milliseconds from kube2sky's start to the last."""
+    """How many transactions etcd refused as too large: the read-only ones
+    kube2sky probes its limit with before writing (one line naming each
+    size), and any write refused later; and the milliseconds from
+    kube2sky's start to the last."""
     with open(proc.log) as f:
         lines = f.read().splitlines()
-    stamps = [b.log_time(l) for l in lines if "etcd refused a transaction" in l]
-    return len(stamps), (stamps[-1] - b.log_time(lines[0])) * 1000 if stamps else 0.0
+    probed = [l for l in lines if "etcd refused read-only transactions of" in l]
+    writes = [l for l in lines if "etcd refused a transaction of up to" in l]
+    count = sum(len(l.split("transactions of ")[1].split(" operations")[0].split(",")) for l in probed)
+    stamps = [b.log_time(l) for l in probed + writes]
+    return count + len(writes), (max(stamps) - b.log_time(lines[0])) * 1000 if stamps else 0.0
 
 
 def count_keys(p):
