@@ -3,7 +3,8 @@
 //! with its settings, and Helm (the one `scripts/kube-tools.sh` builds) on
 //! `charts/kube-dns-rs`.
 
-use anyhow::{ensure, Context, Result};
+use crate::tools::stdout_of;
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
@@ -30,12 +31,7 @@ pub fn kustomize(dir: &str) -> Result<String> {
         .arg(repo_root().join(dir))
         .output()
         .context("running kubectl kustomize")?;
-    ensure!(
-        out.status.success(),
-        "kubectl kustomize {dir}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
+    stdout_of(out, &format!("kubectl kustomize {dir}"))
 }
 
 /// Runs `deploy/render.sh FLAVOUR` with exactly the settings of `env`,
@@ -57,13 +53,10 @@ pub fn render_sh(flavour: &str, env: &[(&str, &str)]) -> Result<Output> {
 /// What `deploy/render.sh FLAVOUR` prints with the settings of `env`; an
 /// error with its message when it refuses them.
 pub fn render(flavour: &str, env: &[(&str, &str)]) -> Result<String> {
-    let out = render_sh(flavour, env)?;
-    ensure!(
-        out.status.success(),
-        "render.sh {flavour} {env:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
+    stdout_of(
+        render_sh(flavour, env)?,
+        &format!("render.sh {flavour} {env:?}"),
+    )
 }
 
 /// Runs Helm with `args` in the repository, with caches and configuration
@@ -87,11 +80,5 @@ pub fn helm_template(set: &[&str]) -> Result<String> {
     for s in set {
         args.extend(["--set", s]);
     }
-    let out = helm(&args)?;
-    ensure!(
-        out.status.success(),
-        "helm template {set:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(String::from_utf8(out.stdout)?)
+    stdout_of(helm(&args)?, &format!("helm template {set:?}"))
 }

@@ -3,7 +3,7 @@
 //! for servers that require TLS client authentication (etcd started by
 //! [`crate::etcd::Etcd::start_tls`]).
 
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use tempfile::TempDir;
 
@@ -94,10 +94,5 @@ fn run_openssl(dir: &Path, args: &[&str]) -> Result<()> {
         .current_dir(dir)
         .output()
         .context("running openssl")?;
-    ensure!(
-        out.status.success(),
-        "openssl {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    Ok(())
+    crate::tools::stdout_of(out, &format!("openssl {args:?}")).map(drop)
 }

@@ -25,6 +25,17 @@ pub fn command(binary: &str, debian_package: &str) -> Result<Command> {
     Ok(Command::new(require(binary, debian_package)?))
 }
 
+/// The stdout of a command that succeeded, as text; an error saying
+/// `what` failed, with the command's stderr, when it did not.
+pub fn stdout_of(out: std::process::Output, what: &str) -> Result<String> {
+    anyhow::ensure!(
+        out.status.success(),
+        "{what}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    Ok(String::from_utf8(out.stdout)?)
+}
+
 /// Runs Debian's `promtool` with `args` in `dir` (where the rule files
 /// are); its output, or an error holding it when it fails.
 pub fn promtool(dir: &Path, args: &[&str]) -> Result<String> {
