@@ -265,7 +265,7 @@ impl Coredns {
             self.requests.get_or_create_owned(&labels)
         })
         .inc();
-        self.request_size[tcp].observe(asked.len as f64);
+        self.request_size[tcp].observe_bytes(asked.len);
         if asked.dnssec_ok {
             self.dnssec_ok.inc();
         }
@@ -273,8 +273,8 @@ impl Coredns {
 
     /// A reply of `bytes` was sent `elapsed` after its request came.
     pub(super) fn reply(&self, tcp: bool, bytes: &[u8], elapsed: Duration) {
-        self.duration.observe(elapsed.as_secs_f64());
-        self.response_size[usize::from(tcp)].observe(bytes.len() as f64);
+        self.duration.observe_duration(elapsed);
+        self.response_size[usize::from(tcp)].observe_bytes(bytes.len());
         let rcode = bytes.get(3).map_or(2, |b| b & 0x0f);
         self.response_handles[usize::from(rcode)]
             .get_or_init(|| {
