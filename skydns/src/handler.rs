@@ -30,10 +30,11 @@ use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use hickory_proto::op::{Message, ResponseCode};
 use hickory_proto::rr::RecordType;
+use std::cell::Cell;
 use std::net::SocketAddr;
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// Which transport a request came in on.
@@ -100,14 +101,17 @@ impl Engine {
         packet: &[u8],
         transport: Transport,
         client: Option<SocketAddr>,
+        start: Instant,
     ) -> Outcome {
-        let start = Instant::now();
-        let snapshot = self.snapshot.load_full();
+        // A guard, not a clone, until the reply cache has missed: no shared
+        // counter touched on the hot path.
+        let snapshot = self.snapshot.load();
         // 1. The reply cache: encoded replies, before any decoding.
         let replay = match self.replay(packet, transport, client, snapshot.as_deref(), start) {
             ControlFlow::Break(outcome) => return outcome,
             ControlFlow::Continue(replay) => replay,
         };
+        let snapshot = arc_swap::Guard::into_inner(snapshot);
         // 2. Decode and check (FORMERR, NOTIMP, BADVERS).
         let mut request = match self.decode(packet, transport, client, start) {
             ControlFlow::Break(outcome) => return outcome,
@@ -147,7 +151,7 @@ impl Engine {
             self.replies
                 .advance(generation, |since| s.touched_since(since));
         }
-        let hour = unix_now() / 3600;
+        let hour = hour_at(start);
         if let Some(q) = &plain {
             if let Some(reply) = self.replies.get(q, generation, hour) {
                 let question = q.key.question();
@@ -326,6 +330,23 @@ struct Replay {
     plain: Option<PlainQuery>,
     generation: i64,
     hour: u64,
+}
+
+/// The Unix clock's hour at `now` (the SOA serial changes with it), read
+/// from the wall clock at most once a second per thread: a reply kept for
+/// an hour is at most a second late to expire.
+fn hour_at(now: Instant) -> u64 {
+    thread_local! {
+        static READ: Cell<Option<(Instant, u64)>> = const { Cell::new(None) };
+    }
+    READ.with(|read| match read.get() {
+        Some((at, hour)) if now.saturating_duration_since(at) < Duration::from_secs(1) => hour,
+        _ => {
+            let hour = unix_now() / 3600;
+            read.set(Some((now, hour)));
+            hour
+        }
+    })
 }
 
 fn unix_now() -> u64 {

@@ -15,6 +15,7 @@ use crate::stub::StubZones;
 use arc_swap::ArcSwap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Instant;
 use tokio::sync::Semaphore;
 
 /// Answers DNS requests from the shared snapshot.
@@ -134,8 +135,20 @@ impl Handler {
         transport: Transport,
         client: Option<SocketAddr>,
     ) -> Outcome {
+        self.handle_at(packet, transport, client, Instant::now())
+    }
+
+    /// [`Handler::handle_from`] for a request that came at `start` (a UDP
+    /// reader reads the clock once between requests, for both).
+    pub fn handle_at(
+        &self,
+        packet: &[u8],
+        transport: Transport,
+        client: Option<SocketAddr>,
+        start: Instant,
+    ) -> Outcome {
         // A guard, not a clone: no shared counter touched per query.
-        Engine::handle(&self.current.load(), packet, transport, client)
+        Engine::handle(&self.current.load(), packet, transport, client, start)
     }
 
     /// Completes a pending request; `None` means "send nothing".

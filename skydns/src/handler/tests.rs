@@ -444,3 +444,19 @@ fn a_leading_star_counts_as_a_label_for_ndots() {
         "two labels: forwarded"
     );
 }
+
+#[test]
+fn the_hour_of_cached_replies_follows_the_wall_clock() {
+    let now = Instant::now();
+    let before = unix_now() / 3600;
+    let hour = hour_at(now);
+    let after = unix_now() / 3600;
+    assert!(
+        (before..=after).contains(&hour),
+        "{before} <= {hour} <= {after}"
+    );
+    // Kept within the second after a read; read again after it.
+    assert_eq!(hour_at(now + Duration::from_millis(999)), hour);
+    let later = hour_at(now + Duration::from_secs(1));
+    assert!((before..=unix_now() / 3600).contains(&later));
+}

@@ -72,11 +72,15 @@ async fn serve(
             tracing::debug!(%error, "udp receive failed");
             continue;
         }
+        // One clock read per query: the end of one is the start of the next.
+        let mut now = Instant::now();
         let mut first_reply: Option<Instant> = None;
         for (packet, peer) in received.iter() {
-            match handler.handle_from(packet, Transport::Udp, Some(peer)) {
+            let outcome = handler.handle_at(packet, Transport::Udp, Some(peer), now);
+            now = Instant::now();
+            match outcome {
                 Outcome::Done(Some(reply)) => {
-                    first_reply.get_or_insert_with(Instant::now);
+                    first_reply.get_or_insert(now);
                     replies.push(reply, peer);
                 }
                 Outcome::Done(None) => {}
@@ -90,7 +94,7 @@ async fn serve(
                     });
                 }
             }
-            if first_reply.is_some_and(|t| t.elapsed() >= HOLD_LIMIT) {
+            if first_reply.is_some_and(|t| now - t >= HOLD_LIMIT) {
                 // A slow answer (a signature to compute, say) in the batch
                 // must not hold up the replies before it.
                 send_all(&socket, &mut replies).await;
