@@ -6,7 +6,9 @@
 # an equivalent zone file, skydns from a real etcd). Each server gets the
 # same query mix for DURATION seconds (default 10) with CLIENTS dnsperf
 # clients (default 4); the order alternates over ROUNDS rounds (default 2)
-# and the best round of each counts. skydns is the release build.
+# and the best round of each counts; beside it, the median over rounds of
+# each round's own ratio (the machine's speed drifts between rounds, less
+# within one). skydns is the release build.
 # The ceiling (ceiling.c, built here with cc) answers the same queries
 # without any lookup, in the same rounds: skydns/ceiling is how far skydns
 # is from what the machine and dnsperf allow (CEILING_THREADS threads,
@@ -132,19 +134,30 @@ for round in $(seq 1 "$ROUNDS"); do
   for who in $order; do
     q=$(run "${port_of[$who]}")
     echo "round $round: $who ${q} qps"
+    echo "$round $who $q" >>"$work/rounds"
     best[$who]=$(python3 -c "print(max(${best[$who]}, $q))")
   done
 done
 qlog_lines=0
 [ -z "${QUERY_LOG:-}" ] || qlog_lines=$(grep -c 'skydns::query' "$work/skydns-$qlog_port.log" || true)
-python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" "${best[ceil]}" "${best[qlog]}" "$qlog_lines" "${QUERY_LOG:-}" <<'PY'
-import sys
+python3 - "${best[sky]}" "${best[knot]}" "${best[base]}" "${best[ceil]}" "${best[qlog]}" "$qlog_lines" "${QUERY_LOG:-}" "$work/rounds" <<'PY'
+import statistics, sys
 sky, knot, base, ceil, qlog, lines = map(float, sys.argv[1:7])
 flags = sys.argv[7]
+rounds = {}
+for line in open(sys.argv[8]):
+    r, who, q = line.split()
+    rounds.setdefault(r, {})[who] = float(q)
+def paired(a, b):
+    """The median over rounds of a/b: servers measured side by side in a
+    round share the machine's mood, which drifts between rounds."""
+    return statistics.median(x[a] / x[b] for x in rounds.values())
 print(f"skydns {sky:.0f} qps, knot {knot:.0f} qps, ratio skydns/knot = {sky/knot:.2f}")
 print(f"ceiling (no lookup) {ceil:.0f} qps: skydns/ceiling = {sky/ceil:.2f} (goal >= 0.95), knot/ceiling = {knot/ceil:.2f}")
+print(f"median of the rounds' own ratios: skydns/ceiling = {paired('sky', 'ceil'):.2f}, knot/ceiling = {paired('knot', 'ceil'):.2f}")
 if base:
     print(f"baseline {base:.0f} qps, ratio baseline/knot = {base/knot:.2f}; skydns/baseline = {sky/base:.2f}")
+    print(f"median of the rounds' own ratios: skydns/baseline = {paired('sky', 'base'):.2f}, baseline/ceiling = {paired('base', 'ceil'):.2f}")
 if qlog:
     print(f"with {flags}: {qlog:.0f} qps, ratio /knot = {qlog/knot:.2f}; with/without = {qlog/sky:.2f} ({lines:.0f} lines written)")
 PY
