@@ -314,8 +314,8 @@ impl Metrics {
 
     /// A reply of `bytes` was sent after `elapsed`; counts its error class.
     pub fn reply(&self, tcp: bool, bytes: &[u8], elapsed: Duration, overflow: bool) {
-        self.duration[usize::from(tcp)].observe(elapsed.as_secs_f64());
-        self.size[usize::from(tcp)].observe(bytes.len() as f64);
+        self.duration[usize::from(tcp)].observe_duration(elapsed);
+        self.size[usize::from(tcp)].observe_bytes(bytes.len());
         self.coredns.reply(tcp, bytes, elapsed);
         if bytes.len() < 12 {
             return;
