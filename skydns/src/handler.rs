@@ -24,7 +24,7 @@ use crate::metrics::Metrics;
 use crate::query_log::{Asked, Entry, Source};
 use crate::reply_cache::{Computed, PlainQuery, QuestionKey, ReplyCache};
 use crate::response::fit_reporting;
-use crate::response_cache::ResponseCache;
+use crate::response_cache::{Clock, ResponseCache};
 use crate::snapshot::{record_reads, Read, SharedSnapshot, Snapshot};
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
@@ -75,6 +75,8 @@ struct Engine {
     settings: Settings,
     upstreams: Upstreams,
     cache: Option<Arc<ResponseCache>>,
+    /// The response cache's time.
+    clock: Clock,
     stubs: Mutex<(i64, Arc<StubZones>)>,
     /// [`StubZones::dir`]: every answer depends on it when stub zones are on.
     stub_dir: String,

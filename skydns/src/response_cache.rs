@@ -18,6 +18,41 @@ use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
+/// Where the cache's time comes from: the monotonic clock, or in tests a
+/// clock moved by hand, so a lifetime passes without a sleep. (Not tokio's
+/// paused clock: a paused runtime waiting on a real upstream socket jumps
+/// to the relay's timeout.)
+#[derive(Clone, Default)]
+pub(crate) struct Clock {
+    #[cfg(test)]
+    manual: Option<std::sync::Arc<Mutex<Instant>>>,
+}
+
+impl Clock {
+    pub(crate) fn now(&self) -> Instant {
+        #[cfg(test)]
+        if let Some(now) = &self.manual {
+            return *now.lock().unwrap();
+        }
+        Instant::now()
+    }
+
+    /// A clock that stands still until [`Clock::advance`].
+    #[cfg(test)]
+    pub(crate) fn manual() -> Clock {
+        Clock {
+            manual: Some(std::sync::Arc::new(Mutex::new(Instant::now()))),
+        }
+    }
+
+    /// Moves a manual clock on by `by`.
+    #[cfg(test)]
+    pub(crate) fn advance(&self, by: Duration) {
+        let now = self.manual.as_ref().expect("a manual clock");
+        *now.lock().unwrap() += by;
+    }
+}
+
 /// How long after a refresh of a stale entry was handed out the next one
 /// may be (RFC 8767 §5 suggests 30 s); meanwhile the stale entry is served
 /// at once.

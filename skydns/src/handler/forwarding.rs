@@ -11,7 +11,6 @@ use crate::stub;
 use hickory_proto::op::{Message, ResponseCode};
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::time::Instant;
 
 impl Engine {
     /// The response cache's fresh answer to `r`, encoded, if there is one
@@ -31,7 +30,7 @@ impl Engine {
                 r.limit.min(MAX_UDP_PAYLOAD)
             },
         };
-        let hit = cache.hit(&key, Instant::now(), Some(asker))?;
+        let hit = cache.hit(&key, self.clock.now(), Some(asker))?;
         self.metrics.cache_hit(is_denial(&hit.reply));
         if hit.prefetch {
             if let Ok(runtime) = tokio::runtime::Handle::try_current() {
@@ -57,7 +56,7 @@ impl Engine {
         let mut stale = None;
         if let Some(cache) = &self.cache {
             self.metrics.cache_miss();
-            stale = cache.get_stale(&key, Instant::now());
+            stale = cache.get_stale(&key, self.clock.now());
         }
         let fetch = Arc::clone(self).fetch(r.packet.clone(), (r.tcp, r.limit), key);
         let reason = match stale {
@@ -103,7 +102,7 @@ impl Engine {
         let bytes = self.upstreams.relay_within(&packet, tcp, room).await?;
         if let Some(cache) = &self.cache {
             if let Ok(reply) = Message::from_vec(&bytes) {
-                if cache.insert(key, reply, Instant::now()) {
+                if cache.insert(key, reply, self.clock.now()) {
                     let (answers, denials) = cache.counts();
                     self.metrics.cache_entries(answers, denials);
                 }

@@ -9,7 +9,7 @@ use crate::forward::Upstreams;
 use crate::loop_check::LoopCheck;
 use crate::metrics::Metrics;
 use crate::reply_cache::ReplyCache;
-use crate::response_cache::ResponseCache;
+use crate::response_cache::{Clock, ResponseCache};
 use crate::store::paths::PathReader;
 use crate::stub::StubZones;
 use arc_swap::ArcSwap;
@@ -53,8 +53,27 @@ impl Handler {
             paths,
             forward_slots,
             loop_check: Arc::default(),
+            clock: Clock::default(),
         };
         let engine = Engine::build(zone, settings, shared, None);
+        Handler {
+            current: Arc::new(ArcSwap::from_pointee(engine)),
+        }
+    }
+
+    /// This handler with its response cache on `clock` (tests move it by hand).
+    #[cfg(test)]
+    pub(crate) fn on_clock(self, clock: Clock) -> Self {
+        let engine = self.current.load_full();
+        let shared = Shared {
+            snapshot: engine.snapshot.clone(),
+            metrics: engine.metrics.clone(),
+            paths: engine.paths.clone(),
+            forward_slots: engine.forward_slots.clone(),
+            loop_check: engine.loop_check.clone(),
+            clock,
+        };
+        let engine = Engine::build(engine.zone.clone(), engine.settings.clone(), shared, None);
         Handler {
             current: Arc::new(ArcSwap::from_pointee(engine)),
         }
@@ -74,6 +93,7 @@ impl Handler {
             paths: current.paths.clone(),
             forward_slots: current.forward_slots.clone(),
             loop_check: current.loop_check.clone(),
+            clock: current.clock.clone(),
         };
         let next = Engine::build(zone, settings, shared, Some(&current));
         self.current.store(Arc::new(next));
@@ -166,6 +186,7 @@ struct Shared {
     forward_slots: Option<Arc<Semaphore>>,
     /// Set once the loop check starts (`-loop`).
     loop_check: Arc<OnceLock<Arc<LoopCheck>>>,
+    clock: Clock,
 }
 
 impl Engine {
@@ -208,6 +229,7 @@ impl Engine {
             settings,
             upstreams,
             cache,
+            clock: shared.clock,
             stubs: Mutex::new((i64::MIN, Arc::default())),
             stub_dir,
             local_dns,

@@ -1,9 +1,11 @@
 //! Forwarded names through the response cache: serve-stale (RFC 8767),
 //! prefetch, and a configuration swapped while the handler runs. Cache
-//! lifetimes here are capped at 1 s (`rcache_ttl`), so expiry is real time.
+//! lifetimes here are capped at 1 s (`rcache_ttl`) and pass on a clock
+//! moved by hand ([`Clock::manual`]); the upstreams' timeouts are real.
 
 use super::*;
 use crate::query_log::{QueryLog, Source};
+use crate::response_cache::Clock;
 use hickory_proto::rr::Name;
 use std::sync::atomic::Ordering;
 use test_support::fake_upstream::{switchable, Switchable};
@@ -53,6 +55,7 @@ fn metric(h: &Handler, line_start: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
     let up = switchable(true);
+    let clock = Clock::manual();
     let h = handler_with(Some(cluster()), {
         let mut s = caching(&up);
         s.cache.stale = Duration::from_secs(6);
@@ -60,10 +63,11 @@ async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
         s.cache.stale_timeout = Duration::from_secs(10);
         s.query_log = logging_all();
         s
-    });
+    })
+    .on_clock(clock.clone());
     assert_eq!(ttls(&ask(&h, "www.example.org.").await), [60]);
     up.on.store(false, Ordering::SeqCst);
-    tokio::time::sleep(ONE_LIFETIME).await;
+    clock.advance(ONE_LIFETIME);
     let stale = ask(&h, "www.example.org.").await;
     assert_eq!(stale.metadata.response_code, ResponseCode::NoError);
     assert_eq!(ttls(&stale), [30], "RFC 8767: the stale TTL");
@@ -93,7 +97,7 @@ async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
     let unseen = ask(&h, "new.example.org.").await;
     assert_eq!(unseen.metadata.response_code, ResponseCode::ServFail);
     // Past the stale window (1 s lifetime + 6 s): gone.
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    clock.advance(Duration::from_secs(6));
     let gone = ask(&h, "www.example.org.").await;
     assert_eq!(gone.metadata.response_code, ResponseCode::ServFail);
 }
@@ -101,10 +105,11 @@ async fn an_expired_answer_is_served_stale_when_every_upstream_fails() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn without_a_stale_window_an_expired_answer_is_not_served() {
     let up = switchable(true);
-    let h = handler_with(Some(cluster()), caching(&up));
+    let clock = Clock::manual();
+    let h = handler_with(Some(cluster()), caching(&up)).on_clock(clock.clone());
     ask(&h, "www.example.org.").await;
     up.on.store(false, Ordering::SeqCst);
-    tokio::time::sleep(ONE_LIFETIME).await;
+    clock.advance(ONE_LIFETIME);
     let reply = ask(&h, "www.example.org.").await;
     assert_eq!(reply.metadata.response_code, ResponseCode::ServFail);
 }
@@ -112,16 +117,20 @@ async fn without_a_stale_window_an_expired_answer_is_not_served() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_slow_upstream_gets_the_client_the_stale_answer_and_refreshes_the_cache() {
     let up = switchable(true);
+    let clock = Clock::manual();
     let h = handler_with(Some(cluster()), {
         let mut s = caching(&up);
         s.cache.stale = Duration::from_secs(3600);
         s.cache.stale_timeout = Duration::from_millis(50);
-        s.forward.relay.timeout = Duration::from_secs(5);
+        s.forward.relay.timeout = Duration::from_secs(10);
         s
-    });
+    })
+    .on_clock(clock.clone());
     ask(&h, "slow.example.org.").await;
-    tokio::time::sleep(ONE_LIFETIME).await;
-    up.delay_ms.store(1_000, Ordering::SeqCst);
+    clock.advance(ONE_LIFETIME);
+    // 80 times the client's timer: only a machine stalled for seconds
+    // would see the upstream first.
+    up.delay_ms.store(4_000, Ordering::SeqCst);
     let stale = ask(&h, "slow.example.org.").await;
     assert_eq!(ttls(&stale), [30], "the client timer fired first");
     assert_eq!(
@@ -149,18 +158,20 @@ async fn a_slow_upstream_gets_the_client_the_stale_answer_and_refreshes_the_cach
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_popular_answer_is_refreshed_before_it_expires() {
     let up = switchable(true);
+    let clock = Clock::manual();
     let h = handler_with(Some(cluster()), {
         let mut s = caching(&up);
         s.cache.prefetch_hits = 2;
         s.cache.prefetch_percent = 50;
         s.cache.max_ttl = Duration::from_secs(2);
         s
-    });
+    })
+    .on_clock(clock.clone());
     ask(&h, "hot.example.org.").await;
     ask(&h, "hot.example.org.").await;
     assert_eq!(up.seen.load(Ordering::SeqCst), 1, "one miss, one hit");
     // Less than half the 2 s lifetime left: the second hit is due for a refresh.
-    tokio::time::sleep(Duration::from_millis(1_200)).await;
+    clock.advance(Duration::from_millis(1_200));
     let misses = metric(&h, "skydns_dns_cache_miss_count_total{type=\"response\"}");
     let hit = ask(&h, "hot.example.org.").await;
     assert_eq!(
@@ -184,7 +195,7 @@ async fn a_popular_answer_is_refreshed_before_it_expires() {
         "skydns_dns_cache_prefetches_total 1"
     );
     // Past the first entry's expiry, the refreshed one answers: no miss.
-    tokio::time::sleep(Duration::from_millis(1_000)).await;
+    clock.advance(Duration::from_millis(1_000));
     ask(&h, "hot.example.org.").await;
     assert_eq!(up.seen.load(Ordering::SeqCst), 2, "no new upstream query");
     assert_eq!(
@@ -241,7 +252,8 @@ async fn a_cached_forward_is_answered_without_waiting() {
         s.forward.max_pending = 1;
         s.query_log = logging_all();
         s
-    });
+    })
+    .on_clock(Clock::manual());
     ask(&h, "cached.example.org.").await;
     let m = request(
         Name::from_ascii("cached.example.org.").unwrap(),
