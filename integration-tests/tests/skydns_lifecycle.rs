@@ -179,6 +179,14 @@ async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()>
         Ok(())
     })
     .await?;
+    // Ready means a load, not this record's: wait for the answer asserted below.
+    let port = skydns.port;
+    eventually("the record answered", DEADLINE, async || {
+        let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
+        ensure!(r.answer.iter().any(|a| a.ends_with("10.0.0.1")), "{r:?}");
+        Ok(())
+    })
+    .await?;
 
     // etcd gone for longer than -ready-store-timeout: not ready, still answering.
     etcd.stop();
@@ -195,7 +203,6 @@ async fn ready_follows_the_first_load_the_store_and_the_lameduck() -> Result<()>
         },
     )
     .await?;
-    let port = skydns.port;
     let r = query(port, KUBERNETES, "A", Transport::Udp).await?;
     ensure!(r.answer.iter().any(|a| a.ends_with("10.0.0.1")), "{r:?}");
     etcd.restart()?;
