@@ -328,13 +328,30 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     // operations, so a chunk in flight is still being sent (8 transactions
     // at a time) when the next round of deletes reads etcd.
     let flags = ["--full-sync-chunk=300", "--etcd-max-txn-ops=2"];
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    let mut written = client.watch(POD_ROOT, Some(options)).await?;
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
-    eventually("the full sync of pods to start", DEADLINE, async || {
-        let n = count(&mut client, POD_ROOT).await?;
-        ensure!(n > 0, "no pod key yet");
-        Ok(())
-    })
-    .await?;
+    // The first pod key in etcd: the sync of pods is under way, its first
+    // chunk in flight. etcd is frozen there, so the first deletes come
+    // during the sync whatever the machine's speed.
+    let first_put = async {
+        while let Some(message) = written.message().await? {
+            if !message.events().is_empty() {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the watch of pod keys ended")
+    };
+    tokio::time::timeout(LONG, first_put)
+        .await
+        .context("no pod key written")??;
+    etcd.freeze()?;
+    ensure!(
+        !k2s.log().contains("full sync of pods done"),
+        "the sync of 3,600 pods in transactions of two finished before etcd was frozen, \
+         at its first key; log:\n{}",
+        k2s.log()
+    );
     // Every pod once, in a scattered order (a step coprime to the count),
     // paced (a load, not a wait) so the deletes span the sync.
     let total = NAMESPACES * PODS_EACH;
@@ -351,6 +368,9 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
                 during = i + 1;
             }
             std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        if i == 19 {
+            etcd.thaw()?;
         }
     }
     // Events are written in order, a round of them at a time, but the
@@ -381,8 +401,8 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
         k2s.log()
     );
     ensure!(
-        during > 0,
-        "every delete came after the sync: the test proved nothing"
+        during >= 20,
+        "{during} deletes counted during the sync: at least the 20 made while etcd was frozen"
     );
     println!("{during} of {total} pods deleted while the full sync ran");
     Ok(())
@@ -467,14 +487,24 @@ async fn etcd_wiped_during_a_full_sync_is_one_data_loss() -> Result<()> {
         Ok(())
     })
     .await?;
-    // Ten more loss checks over the rewritten store.
-    let losses = || async {
+    // Ten more loss checks over the rewritten store, counted.
+    let counted = async |name: &str| -> Result<f64> {
         let text = k2s.metrics().await?;
-        metric(&text, "kube2sky_etcd_data_losses_total").context("no data-loss counter")
+        metric(&text, name).with_context(|| format!("no {name}"))
     };
-    let seen = losses().await?;
-    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
-    let later = losses().await?;
+    let (losses, checks) = (
+        "kube2sky_etcd_data_losses_total",
+        "kube2sky_etcd_data_loss_checks_total",
+    );
+    let seen = counted(losses).await?;
+    let checked = counted(checks).await?;
+    eventually("ten more loss checks", LONG, async || {
+        let now = counted(checks).await?;
+        ensure!(now >= checked + 10.0, "{now} checks, {checked} before");
+        Ok(())
+    })
+    .await?;
+    let later = counted(losses).await?;
     ensure!(
         seen == 1.0 && later == 1.0,
         "{seen} then {later} data losses counted, not 1; log:\n{}",

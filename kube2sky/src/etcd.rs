@@ -407,6 +407,7 @@ impl Writer {
     /// revision lower than seen). Rewrites the marker when it did. Errors
     /// count as "not lost": the next mutation will retry or exit.
     pub(crate) async fn data_lost(&mut self) -> bool {
+        self.metrics.etcd_data_loss_checks.inc();
         let seen = self.last_revision;
         let (missing, revision) = match self.backend.marker(&self.marker).await {
             Ok((present, revision)) => (!present, revision),

@@ -85,6 +85,8 @@ pub(crate) struct Metrics {
     pub etcd_errors: Counter,
     /// Times etcd was found to have lost our records.
     pub etcd_data_losses: Counter,
+    /// Data-loss checks made (`--etcd-loss-check-interval`), whatever they found.
+    pub etcd_data_loss_checks: Counter,
     /// Watch errors after which the watcher re-watched or re-listed.
     pub watch_restarts: Family<KindLabel, Counter>,
     /// Objects or parts of objects that could not become records.
@@ -111,6 +113,7 @@ impl Default for Metrics {
             records_deleted: Counter::default(),
             etcd_errors: Counter::default(),
             etcd_data_losses: Counter::default(),
+            etcd_data_loss_checks: Counter::default(),
             watch_restarts: Family::default(),
             skipped: Family::default(),
             config_map_updates: Family::default(),
@@ -138,6 +141,11 @@ impl Default for Metrics {
             "etcd_data_losses",
             "times etcd lost kube2sky's records",
             m.etcd_data_losses.clone(),
+        );
+        registry.register(
+            "etcd_data_loss_checks",
+            "data-loss checks of etcd made, whatever they found",
+            m.etcd_data_loss_checks.clone(),
         );
         registry.register(
             "watch_restarts",

@@ -183,6 +183,24 @@ impl Etcd {
         }
     }
 
+    /// Stops the server's process where it is (SIGSTOP): requests wait,
+    /// none fail, until [`Etcd::thaw`]. A test uses it to hold a writer
+    /// mid-way while it makes changes, whatever the machine's speed.
+    pub fn freeze(&self) -> Result<()> {
+        self.process
+            .as_ref()
+            .context("etcd is not running")?
+            .signal(nix::sys::signal::Signal::SIGSTOP)
+    }
+
+    /// Lets a frozen server go on (SIGCONT).
+    pub fn thaw(&self) -> Result<()> {
+        self.process
+            .as_ref()
+            .context("etcd is not running")?
+            .signal(nix::sys::signal::Signal::SIGCONT)
+    }
+
     /// Starts the server again on the same data and ports.
     pub fn restart(&mut self) -> Result<()> {
         self.stop();
