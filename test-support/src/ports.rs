@@ -1,20 +1,63 @@
 //! Loopback ports for servers that take their port as a flag. A port found free
 //! here may be taken before the server binds it, so launchers pick new ports
 //! and start again ([`retry_on_conflict`]) instead of failing the test.
+//!
+//! The ports come from below the kernel's ephemeral range, in turn from a
+//! cursor of this process: an outgoing connection (which takes an ephemeral
+//! port) never takes one between the check and the server's bind, and two
+//! tests of one process never get the same one.
 
 use anyhow::{bail, Result};
-use std::net::{TcpListener, UdpSocket};
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
+use std::sync::atomic::{AtomicU32, Ordering};
 
-/// A loopback port that is free for TCP and UDP at the moment of the call.
+/// The ports handed out: [`FIRST`, the ephemeral range's start).
+const FIRST: u16 = 15_000;
+
+/// A port that is free for TCP and UDP, on the loopback address and on the
+/// wildcard addresses (`[::]`, or `0.0.0.0` without IPv6), so a server may
+/// bind it on any of them.
 pub fn free_port() -> Result<u16> {
-    for _ in 0..100 {
-        let tcp = TcpListener::bind("127.0.0.1:0")?;
-        let port = tcp.local_addr()?.port();
-        if UdpSocket::bind(("127.0.0.1", port)).is_ok() {
+    let end = ephemeral_start().max(FIRST + 1_000);
+    let span = u32::from(end - FIRST);
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    // Processes started together begin at different places.
+    let _ = NEXT.compare_exchange(
+        u32::MAX,
+        std::process::id().wrapping_mul(7919) % span,
+        Ordering::Relaxed,
+        Ordering::Relaxed,
+    );
+    for _ in 0..span {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % span;
+        let port = FIRST + u16::try_from(offset).unwrap_or(0);
+        if is_free(port) {
             return Ok(port);
         }
     }
-    bail!("no free loopback port found")
+    bail!("no free port in {FIRST}..{end}")
+}
+
+/// Where the kernel's ephemeral ports begin (32768 when it cannot be read).
+fn ephemeral_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
+}
+
+/// Whether `port` can be bound for TCP and UDP on every address a server
+/// of the tests binds.
+fn is_free(port: u16) -> bool {
+    let wildcard = if TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0)).is_ok() {
+        SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
+    } else {
+        SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
+    };
+    let loopback = SocketAddr::from((Ipv4Addr::LOCALHOST, port));
+    [wildcard, loopback]
+        .iter()
+        .all(|addr| TcpListener::bind(addr).is_ok() && UdpSocket::bind(addr).is_ok())
 }
 
 /// How many times a launcher starts again on new ports.
@@ -56,6 +99,26 @@ pub fn is_conflict(text: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_free_port_is_below_the_ephemeral_range_and_free_on_every_address() {
+        let port = free_port().unwrap();
+        assert!((FIRST..ephemeral_start()).contains(&port), "{port}");
+        for addr in [
+            SocketAddr::from((Ipv6Addr::UNSPECIFIED, port)),
+            SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+        ] {
+            TcpListener::bind(addr).unwrap();
+            UdpSocket::bind(addr).unwrap();
+        }
+        assert_ne!(free_port().unwrap(), port, "a port is handed out once");
+    }
+
+    #[test]
+    fn a_port_taken_on_the_wildcard_address_is_not_free() {
+        let taken = TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0)).unwrap();
+        assert!(!is_free(taken.local_addr().unwrap().port()));
+    }
 
     #[test]
     fn only_a_taken_port_is_retried() {
