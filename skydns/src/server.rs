@@ -12,6 +12,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 mod flags;
+mod open_files;
 mod tcp;
 pub use flags::Flags;
 mod udp;
@@ -125,6 +126,7 @@ pub(crate) async fn serve(
     stop: CancellationToken,
     abort: CancellationToken,
 ) {
+    open_files::raise_for(limits.max_connections);
     let readers = std::thread::available_parallelism().map_or(2, |n| n.get());
     let mut threads = Vec::new();
     for socket in &listeners.udp {

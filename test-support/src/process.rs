@@ -232,6 +232,22 @@ fn proc_stats() -> impl Iterator<Item = (u32, String)> {
         })
 }
 
+/// Makes sure this process may hold `files` open files: raises its soft
+/// limit as far as needed (up to the hard limit), or says what it needs.
+pub fn allow_open_files(files: u64) -> Result<()> {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let (soft, hard) = getrlimit(Resource::RLIMIT_NOFILE)?;
+    if soft >= files {
+        return Ok(());
+    }
+    anyhow::ensure!(
+        hard >= files,
+        "this test holds {files} open files; the hard limit is {hard}: raise it (ulimit -Hn {files}, as root)"
+    );
+    setrlimit(Resource::RLIMIT_NOFILE, files, hard)?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
