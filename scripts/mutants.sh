@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# The mutation check (docs/testing.md, "Mutation testing"): cargo-mutants
+# over the scope of .cargo/mutants.toml, library tests only, results in
+# mutants.out/ (outcomes.json, missed.txt, caught.txt, ...).
+#
+#   scripts/mutants.sh                     # the whole scope: ~1,550 mutants, hours on 2 cores
+#   scripts/mutants.sh FILE...             # only the mutants of these files (minutes): before you stop
+#   scripts/mutants.sh --iterate           # only those not caught by the last run
+#   scripts/mutants.sh [FILE...] -- ARGS   # more cargo-mutants arguments (e.g. -- --list)
+#
+# Installs the pinned cargo-mutants when it is missing.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+VERSION=27.1.0
+if ! cargo mutants --version 2>/dev/null | grep -q " $VERSION"; then
+  cargo install --locked --version "$VERSION" cargo-mutants
+fi
+args=() files=() more=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --iterate) args+=(--iterate); shift ;;
+    --) shift; more=("$@"); break ;;
+    -*) echo "unknown option $1 (see the top of $0)" >&2; exit 2 ;;
+    *) [ -f "$1" ] || { echo "no such file: $1" >&2; exit 2; }
+       files+=(--file "$1"); shift ;;
+  esac
+done
+if [ ${#files[@]} -gt 0 ]; then
+  # cargo-mutants adds --file globs to the config's instead of putting them
+  # in their place: without the config, its settings are given here.
+  args+=(--no-config --profile mutants "${files[@]}" -e '**/tests.rs' -e '**/tests/**')
+  more+=(-- --lib)
+fi
+exec cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}"
