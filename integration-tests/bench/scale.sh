@@ -54,5 +54,9 @@ if [ "$api" = real ]; then
 fi
 cargo build --release --locked "${packages[@]}" --bins
 API=$api python3 integration-tests/bench/scale.py "$(pwd)/target/release" "$sizes" "$samples" "$seconds" "$out"
+if [ -n "${SYNC_ONLY:-}" ]; then
+  echo "SYNC_ONLY: no table, no charts; the figures are in $out/scale.json"
+  exit 0
+fi
 /usr/bin/python3 integration-tests/bench/scale_chart.py "$out/scale.json" "$out/scale.png"
 echo "charts: $out/scale.png $out/scale-propagation.png"
