@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The mutation check (docs/testing.md, "Mutation testing"): cargo-mutants
-# over the scope of .cargo/mutants.toml, library tests only, results in
-# mutants.out/ (outcomes.json, missed.txt, caught.txt, ...).
+# over the scope of .cargo/mutants.toml (each package's unit tests and its
+# own integration tests), results in mutants.out/ (outcomes.json,
+# missed.txt, caught.txt, ...).
 #
 #   scripts/mutants.sh                     # the whole scope: ~1,550 mutants, hours on 2 cores
 #   scripts/mutants.sh FILE...             # only the mutants of these files (minutes): before you stop
@@ -29,6 +30,6 @@ if [ ${#files[@]} -gt 0 ]; then
   # cargo-mutants adds --file globs to the config's instead of putting them
   # in their place: without the config, its settings are given here.
   args+=(--no-config --profile mutants "${files[@]}" -e '**/tests.rs' -e '**/tests/**')
-  more+=(-- --lib)
+  more+=(-- --tests)
 fi
 exec cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}"
