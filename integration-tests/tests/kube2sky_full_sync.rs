@@ -22,6 +22,33 @@ async fn count(client: &mut etcd_client::Client, prefix: &str) -> Result<i64> {
     Ok(client.get(prefix, Some(options)).await?.count())
 }
 
+/// A watch of the keys under `prefix`, opened before kube2sky writes any.
+async fn watch_keys(
+    client: &mut etcd_client::Client,
+    prefix: &str,
+) -> Result<etcd_client::WatchStream> {
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    Ok(client.watch(prefix, Some(options)).await?)
+}
+
+/// Waits for the first key put on `watch`, then freezes `etcd` there: the
+/// full sync is under way, its first chunk in flight, and stays so until
+/// `etcd.thaw()`, whatever the machine's speed.
+async fn freeze_at_first_put(watch: &mut etcd_client::WatchStream, etcd: &Etcd) -> Result<()> {
+    let first_put = async {
+        while let Some(message) = watch.message().await? {
+            if !message.events().is_empty() {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the watch ended")
+    };
+    tokio::time::timeout(LONG, first_put)
+        .await
+        .context("no key written")??;
+    etcd.freeze()
+}
+
 /// Creates the namespace `name` in the API server's store.
 fn namespace(api: &kube_api_test_server::ApiServerHandle, name: &str) -> Result<()> {
     let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
@@ -259,16 +286,24 @@ async fn a_change_during_a_full_sync_is_written_between_chunks_and_kept() -> Res
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
     // A chunk a namespace: 400 chunks of pods.
+    let mut written = watch_keys(&mut client, POD_ROOT).await?;
     let mut k2s = Kube2sky::start(&etcd, &api, &["--full-sync-chunk=10"])?;
-    eventually("the full sync of pods to start", DEADLINE, async || {
-        let n = count(&mut client, POD_ROOT).await?;
-        ensure!(n > 0, "no pod key yet");
-        Ok(())
-    })
-    .await?;
+    // etcd frozen at the sync's first pod key until kube2sky has seen the
+    // late pod: the change comes during the sync on any machine.
+    freeze_at_first_put(&mut written, &etcd).await?;
     // `zz-new/` sorts after every seeded namespace: in the last chunk's range.
     namespace(&api, "zz-new")?;
     create_pod(&api, "zz-new", "late", "10.245.0.1")?;
+    eventually("kube2sky to see the late pod", DEADLINE, async || {
+        let log = k2s.log();
+        let seen = log
+            .lines()
+            .any(|l| l.contains("watch event") && l.contains("name=late"));
+        ensure!(seen, "no watch event of the late pod in the log");
+        Ok(())
+    })
+    .await?;
+    etcd.thaw()?;
     let late = format!("{POD_ROOT}zz-new/10-245-0-1/");
     let seeded_then = eventually("the late pod's key", DEADLINE, async || {
         let keys = keys_under(&etcd, &late)?;
@@ -328,24 +363,11 @@ async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     // operations, so a chunk in flight is still being sent (8 transactions
     // at a time) when the next round of deletes reads etcd.
     let flags = ["--full-sync-chunk=300", "--etcd-max-txn-ops=2"];
-    let options = etcd_client::WatchOptions::new().with_prefix();
-    let mut written = client.watch(POD_ROOT, Some(options)).await?;
+    let mut written = watch_keys(&mut client, POD_ROOT).await?;
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
-    // The first pod key in etcd: the sync of pods is under way, its first
-    // chunk in flight. etcd is frozen there, so the first deletes come
-    // during the sync whatever the machine's speed.
-    let first_put = async {
-        while let Some(message) = written.message().await? {
-            if !message.events().is_empty() {
-                return Ok(());
-            }
-        }
-        anyhow::bail!("the watch of pod keys ended")
-    };
-    tokio::time::timeout(LONG, first_put)
-        .await
-        .context("no pod key written")??;
-    etcd.freeze()?;
+    // etcd frozen at the sync's first pod key: the first deletes come
+    // during the sync.
+    freeze_at_first_put(&mut written, &etcd).await?;
     ensure!(
         !k2s.log().contains("full sync of pods done"),
         "the sync of 3,600 pods in transactions of two finished before etcd was frozen, \
