@@ -69,18 +69,19 @@ async fn hung_command_is_killed_with_its_whole_group() {
     // A background grandchild that keeps the output pipe open, plus a hung foreground.
     let cmd = format!("echo started; sleep {token} & sleep {token}");
     let started = Instant::now();
-    let out = run_command(&cmd, Duration::from_millis(300), CAP).await;
+    // 3 s: time for a loaded machine to start `sh` and let it print.
+    let out = run_command(&cmd, Duration::from_secs(3), CAP).await;
     let took = started.elapsed();
     assert!(out.timed_out);
     // Killed at the timeout, not after the hour the sleeps would take (a
     // lower bound, and an upper one no load can reach).
     assert!(
-        took >= Duration::from_millis(300) && took < Duration::from_secs(600),
+        took >= Duration::from_secs(3) && took < Duration::from_secs(600),
         "{took:?}"
     );
     assert_eq!(
         out.result.err.as_deref(),
-        Some("timed out after 300ms, process group killed (signal: killed)")
+        Some("timed out after 3s, process group killed (signal: killed)")
     );
     assert_eq!(String::from_utf8_lossy(&out.result.output), "started\n");
     assert_no_process_with(&token).await;
@@ -115,4 +116,25 @@ async fn dropping_a_run_kills_its_process_group() {
     task.abort();
     assert!(task.await.is_err_and(|e| e.is_cancelled()));
     assert_no_process_with(&token).await;
+}
+
+#[tokio::test]
+async fn a_background_child_that_lets_go_of_the_output_outlives_a_successful_run() {
+    // The child closes the pipe, so the run ends with `sh`; it is left
+    // alone, as Go's exec leaves it, and touches its file two seconds on.
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("touched");
+    let cmd = format!("(sleep 2; touch {}) >/dev/null 2>&1 &", file.display());
+    let out = run_command(&cmd, Duration::from_secs(30), CAP).await;
+    assert!(!out.timed_out && out.result.err.is_none(), "{out:?}");
+    test_support::wait::eventually(
+        "the background child to touch its file",
+        test_support::wait::DEADLINE,
+        async || {
+            anyhow::ensure!(file.exists(), "not touched: the child was killed");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
 }
