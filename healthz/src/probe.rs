@@ -294,3 +294,34 @@ fn signal_name(sig: i32) -> String {
     };
     name.to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn signals_are_named_as_go_names_them() {
+        // Go's syscall.Signal.String() on Linux (zerrors_linux_amd64.go).
+        let names = [
+            (1, "hangup"),
+            (2, "interrupt"),
+            (3, "quit"),
+            (4, "illegal instruction"),
+            (5, "trace/breakpoint trap"),
+            (6, "aborted"),
+            (7, "bus error"),
+            (8, "floating point exception"),
+            (9, "killed"),
+            (10, "user defined signal 1"),
+            (11, "segmentation fault"),
+            (12, "user defined signal 2"),
+            (13, "broken pipe"),
+            (14, "alarm clock"),
+            (15, "terminated"),
+            (64, "signal 64"),
+        ];
+        for (number, name) in names {
+            assert_eq!(signal_name(number), name, "signal {number}");
+        }
+    }
+}
