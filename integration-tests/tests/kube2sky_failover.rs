@@ -121,8 +121,9 @@ async fn no_query_fails_when_an_etcd_member_and_the_kube2sky_leader_die() -> Res
 
     // 2. The kube2sky leader dies: B takes the Lease once it has seen it
     // unrenewed for the lease duration, and writes what A did not.
-    a.kill();
+    // Timed from before the kill: a slow kill and reap cannot shorten it.
     let killed = Instant::now();
+    a.kill();
     kubectl.with_manifest(
         "create",
         &svc_manifest("after-leader", "10.0.0.42", &[("http", "TCP", 80)]),

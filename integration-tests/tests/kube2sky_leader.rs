@@ -103,8 +103,9 @@ async fn standby_takes_over(api: &dyn KubeApi) -> Result<()> {
     ensure!(lease.trim() == "a", "holder {lease:?}");
 
     let before = etcd.revision()?;
-    a.kill();
+    // Timed from before the kill: a slow kill and reap cannot shorten it.
     let killed = Instant::now();
+    a.kill();
     b.wait_for_log("became the leader").await?;
     // B waits the lease duration after the last renewal it saw: how long
     // that takes on a loaded machine is printed, the floor is asserted.
