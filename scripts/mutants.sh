@@ -32,4 +32,9 @@ if [ ${#files[@]} -gt 0 ]; then
   args+=(--no-config --profile mutants "${files[@]}" -e '**/tests.rs' -e '**/tests/**')
   more+=(-- --tests)
 fi
-exec cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}"
+status=0
+cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}" || status=$?
+# A mutant stopped at its timeout can leave behind processes its tests
+# started (exec-healthz servers): they run from cargo-mutants' copies.
+pkill -f '/cargo-mutants-[^/]*[.]tmp/' || true
+exit "$status"
