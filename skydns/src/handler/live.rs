@@ -66,12 +66,8 @@ impl Handler {
     pub(crate) fn on_clock(self, clock: Clock) -> Self {
         let engine = self.current.load_full();
         let shared = Shared {
-            snapshot: engine.snapshot.clone(),
-            metrics: engine.metrics.clone(),
-            paths: engine.paths.clone(),
-            forward_slots: engine.forward_slots.clone(),
-            loop_check: engine.loop_check.clone(),
             clock,
+            ..engine.shared()
         };
         let engine = Engine::build(engine.zone.clone(), engine.settings.clone(), shared, None);
         Handler {
@@ -87,15 +83,7 @@ impl Handler {
             // The same query log goes on counting for its sampling.
             settings.query_log.clone_from(&current.settings.query_log);
         }
-        let shared = Shared {
-            snapshot: current.snapshot.clone(),
-            metrics: current.metrics.clone(),
-            paths: current.paths.clone(),
-            forward_slots: current.forward_slots.clone(),
-            loop_check: current.loop_check.clone(),
-            clock: current.clock.clone(),
-        };
-        let next = Engine::build(zone, settings, shared, Some(&current));
+        let next = Engine::build(zone, settings, current.shared(), Some(&current));
         self.current.store(Arc::new(next));
     }
 
@@ -190,6 +178,18 @@ struct Shared {
 }
 
 impl Engine {
+    /// What this configuration shares with every other.
+    fn shared(&self) -> Shared {
+        Shared {
+            snapshot: self.snapshot.clone(),
+            metrics: self.metrics.clone(),
+            paths: self.paths.clone(),
+            forward_slots: self.forward_slots.clone(),
+            loop_check: self.loop_check.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+
     /// A configuration; `previous` lends its upstreams (their health) and
     /// its response cache when their settings are the same.
     fn build(zone: Zone, settings: Settings, shared: Shared, previous: Option<&Engine>) -> Engine {
