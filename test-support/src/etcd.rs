@@ -187,18 +187,17 @@ impl Etcd {
     /// none fail, until [`Etcd::thaw`]. A test uses it to hold a writer
     /// mid-way while it makes changes, whatever the machine's speed.
     pub fn freeze(&self) -> Result<()> {
-        self.process
-            .as_ref()
-            .context("etcd is not running")?
-            .signal(nix::sys::signal::Signal::SIGSTOP)
+        self.signal(nix::sys::signal::Signal::SIGSTOP)
     }
 
     /// Lets a frozen server go on (SIGCONT).
     pub fn thaw(&self) -> Result<()> {
-        self.process
-            .as_ref()
-            .context("etcd is not running")?
-            .signal(nix::sys::signal::Signal::SIGCONT)
+        self.signal(nix::sys::signal::Signal::SIGCONT)
+    }
+
+    fn signal(&self, signal: nix::sys::signal::Signal) -> Result<()> {
+        let process = self.process.as_ref().context("etcd is not running")?;
+        process.signal(signal)
     }
 
     /// Starts the server again on the same data and ports.

@@ -10,6 +10,7 @@
 use anyhow::{bail, Result};
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, UdpSocket};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::LazyLock;
 
 /// The ports handed out: [`FIRST`, the ephemeral range's start).
 const FIRST: u16 = 15_000;
@@ -49,7 +50,10 @@ fn ephemeral_start() -> u16 {
 /// Whether `port` can be bound for TCP and UDP on every address a server
 /// of the tests binds.
 fn is_free(port: u16) -> bool {
-    let wildcard = if TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0)).is_ok() {
+    // Whether the host has IPv6, found once.
+    static IPV6: LazyLock<bool> =
+        LazyLock::new(|| TcpListener::bind((Ipv6Addr::UNSPECIFIED, 0)).is_ok());
+    let wildcard = if *IPV6 {
         SocketAddr::from((Ipv6Addr::UNSPECIFIED, port))
     } else {
         SocketAddr::from((Ipv4Addr::UNSPECIFIED, port))
