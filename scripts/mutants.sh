@@ -23,14 +23,22 @@ while [ $# -gt 0 ]; do
     --) shift; more=("$@"); break ;;
     -*) echo "unknown option $1 (see the top of $0)" >&2; exit 2 ;;
     *) [ -f "$1" ] || { echo "no such file: $1" >&2; exit 2; }
-       files+=(--file "$1"); shift ;;
+       files+=("$1"); shift ;;
   esac
 done
 if [ ${#files[@]} -gt 0 ]; then
   # cargo-mutants adds --file globs to the config's instead of putting them
-  # in their place: without the config, its settings are given here.
-  args+=(--no-config --profile mutants "${files[@]}" -e '**/tests.rs' -e '**/tests/**')
-  more+=(-- --tests)
+  # in their place: the config is read from a copy whose examine_globs are
+  # these files, and everything else as .cargo/mutants.toml says.
+  config=$(mktemp)
+  trap 'rm -f "$config"' EXIT
+  {
+    printf 'examine_globs = ['
+    printf '"%s", ' "${files[@]}"
+    printf ']\n'
+    awk '/^examine_globs = \[/ { skip = 1 } !skip { print } skip && /^\]/ { skip = 0 }' .cargo/mutants.toml
+  } >"$config"
+  args+=(--config "$config")
 fi
 status=0
 cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}" || status=$?
