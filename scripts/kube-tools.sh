@@ -15,7 +15,8 @@
 # cache; one subdirectory per pin (a hash of the modules' go.mod and go.sum,
 # this script, and Go's version, OS and architecture). Go is needed for every call,
 # built or not: the pin's hash asks it.
-# Go's own module and build caches are used as usual (go env GOMODCACHE).
+# Go's module cache is used as usual (go env GOMODCACHE); its build cache is
+# a temporary one, removed once the binaries are built.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 module="$root/tools/kube"
@@ -89,6 +90,9 @@ tmp="$dir.tmp.$$"
 rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
+# A build cache of its own, removed with the build: the binaries are the
+# cache, and Go's objects for them would hold ~4 GB of disk for nothing.
+export GOCACHE="$tmp/go-build"
 start=$(date +%s)
 # The version the binaries report (/version, --version), as Kubernetes' own
 # build stamps it (hack/lib/version.sh); without it they say v0.0.0-master.
@@ -121,6 +125,7 @@ sed -i 1q "$tmp/etcd-version"
 "$tmp/helm" version --short >"$tmp/helm-version" || fail "the built helm does not run"
 "$tmp/actionlint" -version >"$tmp/actionlint-version" || fail "the built actionlint does not run"
 echo "$(( $(date +%s) - start ))" >"$tmp/build-seconds"
+rm -rf "$GOCACHE"
 touch "$tmp/.complete"
 mv "$tmp" "$dir"
 trap - EXIT
