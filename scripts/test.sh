@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# A clone's tests build once: incremental state would only hold disk
+# (2.5 GB). CARGO_INCREMENTAL=1 keeps it for repeated runs.
+export CARGO_INCREMENTAL=${CARGO_INCREMENTAL:-0}
+scripts/disk-check.sh
 scripts/install-deps.sh
 # The real control plane (kube-apiserver, kube-controller-manager, etcd 3.6)
 # that the on_the_real_apiserver tests, kube2sky_real_apiserver and the
