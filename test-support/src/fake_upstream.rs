@@ -13,14 +13,17 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
+/// How long a fake upstream's thread waits for a query before it ends: far
+/// longer than any test's pause between queries on a loaded machine, so an
+/// upstream never goes away under a test that still uses it.
+const IDLE: Duration = Duration::from_secs(600);
+
 /// A UDP upstream on 127.0.0.1 that counts the queries it receives and
 /// echoes each one after `delay`.
 pub fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
     // The thread ends once no query came for a while.
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    socket.set_read_timeout(Some(IDLE)).unwrap();
     let addr = socket.local_addr().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
@@ -46,7 +49,7 @@ pub fn echo_udp(delay: Duration) -> (SocketAddr, Arc<AtomicUsize>) {
 /// listener that never accepts (kept alive by the returned value).
 pub fn echo_udp_only() -> (SocketAddr, TcpListener) {
     // The UDP port may be taken over TCP by another test: take another
-    // (an unused echo thread ends after 30 s without queries).
+    // (an unused echo thread ends after IDLE without queries).
     loop {
         let (addr, _) = echo_udp(Duration::ZERO);
         if let Ok(listener) = TcpListener::bind(addr) {
@@ -93,9 +96,7 @@ pub fn forging_udp(honest: bool) -> SocketAddr {
     use hickory_proto::op::{Message, MessageType, OpCode, Query};
     use hickory_proto::rr::{rdata::A, Name, RData, Record, RecordType};
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    socket.set_read_timeout(Some(IDLE)).unwrap();
     let addr = socket.local_addr().unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 512];
@@ -129,9 +130,7 @@ pub fn oversized_udp(n: u16) -> SocketAddr {
     use hickory_proto::op::Message;
     use hickory_proto::rr::{rdata::A, RData, Record};
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    socket.set_read_timeout(Some(IDLE)).unwrap();
     let addr = socket.local_addr().unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 4096];
@@ -157,9 +156,7 @@ pub fn oversized_udp(n: u16) -> SocketAddr {
 /// A UDP upstream that echoes every query back with rcode NXDOMAIN.
 pub fn nxdomain_udp() -> SocketAddr {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    socket.set_read_timeout(Some(IDLE)).unwrap();
     let addr = socket.local_addr().unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 512];
@@ -228,7 +225,7 @@ pub fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
     let addr = udp.local_addr().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();
-    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    udp.set_read_timeout(Some(IDLE)).unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 512];
         while let Ok((len, peer)) = udp.recv_from(&mut buf) {
@@ -249,7 +246,7 @@ pub fn answering() -> (SocketAddr, Arc<AtomicUsize>) {
 pub fn truncating() -> (SocketAddr, Arc<AtomicUsize>) {
     let (udp, listener) = udp_and_tcp_port();
     let addr = udp.local_addr().unwrap();
-    udp.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
+    udp.set_read_timeout(Some(IDLE)).unwrap();
     std::thread::spawn(move || {
         let mut buf = [0u8; 512];
         while let Ok((len, peer)) = udp.recv_from(&mut buf) {
@@ -279,9 +276,7 @@ pub struct Switchable {
 
 pub fn switchable(on: bool) -> Switchable {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    socket.set_read_timeout(Some(IDLE)).unwrap();
     let s = Switchable {
         addr: socket.local_addr().unwrap(),
         on: Arc::new(on.into()),
@@ -329,9 +324,7 @@ pub fn switchable(on: bool) -> Switchable {
 /// counts them.
 pub fn servfail_udp() -> (SocketAddr, Arc<AtomicUsize>) {
     let socket = UdpSocket::bind("127.0.0.1:0").unwrap();
-    socket
-        .set_read_timeout(Some(Duration::from_secs(30)))
-        .unwrap();
+    socket.set_read_timeout(Some(IDLE)).unwrap();
     let addr = socket.local_addr().unwrap();
     let seen = Arc::new(AtomicUsize::new(0));
     let counter = seen.clone();

@@ -6,6 +6,13 @@ use hickory_proto::rr::RecordType;
 use std::sync::atomic::Ordering;
 use test_support::fake_upstream::{echo_tcp_only, echo_udp, echo_udp_only, forging_udp};
 
+/// The timeout of a relay a test expects answered: far above any loaded
+/// machine's loopback answer, so only a relay that fails misses it.
+const ANSWERED: Duration = Duration::from_secs(10);
+/// The timeout of a relay a test expects to fail: it fails all the same
+/// with any timeout, and this one keeps the test short.
+const UNANSWERED: Duration = Duration::from_millis(300);
+
 fn query(id: u16, name: &str) -> Vec<u8> {
     let mut m = Message::query();
     m.metadata.id = id;
@@ -17,7 +24,7 @@ fn query(id: u16, name: &str) -> Vec<u8> {
 #[tokio::test]
 async fn identical_requests_in_flight_share_one_exchange() {
     let (addr, seen) = echo_udp(Duration::from_millis(200));
-    let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
+    let upstreams = Upstreams::new(vec![addr], ANSWERED);
     let (q1, q2, q3) = (
         query(7, "a.example.org."),
         query(9, "a.example.org."),
@@ -45,7 +52,7 @@ async fn identical_requests_in_flight_share_one_exchange() {
 #[tokio::test]
 async fn tcp_clients_are_relayed_over_tcp_only() {
     let (addr, _udp) = echo_tcp_only();
-    let upstreams = Upstreams::new(vec![addr], Duration::from_millis(300));
+    let upstreams = Upstreams::new(vec![addr], ANSWERED);
     let q = query(0x4242, "tcp.example.org.");
     let reply = upstreams
         .relay(&q, true)
@@ -54,8 +61,9 @@ async fn tcp_clients_are_relayed_over_tcp_only() {
     assert_eq!(&reply[..2], &0x4242u16.to_be_bytes(), "the caller's ID");
     assert_ne!(reply[2] & 0x80, 0, "a response");
     assert_eq!(reply[3..], q[3..]);
+    let unanswered = Upstreams::new(vec![addr], UNANSWERED);
     assert!(
-        upstreams.relay(&q, false).await.is_none(),
+        unanswered.relay(&q, false).await.is_none(),
         "a UDP client's query must not go over TCP"
     );
 }
@@ -63,7 +71,7 @@ async fn tcp_clients_are_relayed_over_tcp_only() {
 #[tokio::test]
 async fn udp_clients_are_relayed_over_udp_only() {
     let (addr, _tcp) = echo_udp_only();
-    let upstreams = Upstreams::new(vec![addr], Duration::from_millis(300));
+    let upstreams = Upstreams::new(vec![addr], ANSWERED);
     let q = query(0x0707, "udp.example.org.");
     let reply = upstreams
         .relay(&q, false)
@@ -71,15 +79,16 @@ async fn udp_clients_are_relayed_over_udp_only() {
         .expect("a UDP client's query is answered over UDP");
     assert_eq!(&reply[..2], &0x0707u16.to_be_bytes(), "the caller's ID");
     assert_ne!(reply[2] & 0x80, 0, "a response");
+    let unanswered = Upstreams::new(vec![addr], UNANSWERED);
     assert!(
-        upstreams.relay(&q, true).await.is_none(),
+        unanswered.relay(&q, true).await.is_none(),
         "a TCP client's query must not go over UDP"
     );
 }
 
 #[tokio::test]
 async fn forged_and_garbage_replies_are_ignored_for_the_real_one() {
-    let upstreams = Upstreams::new(vec![forging_udp(true)], Duration::from_secs(2));
+    let upstreams = Upstreams::new(vec![forging_udp(true)], ANSWERED);
     let q = query(0x5151, "www.Example.org.");
     let reply = upstreams.relay(&q, false).await.expect("the real reply");
     let m = Message::from_vec(&reply).unwrap();
@@ -89,7 +98,7 @@ async fn forged_and_garbage_replies_are_ignored_for_the_real_one() {
 
 #[tokio::test]
 async fn only_forged_replies_are_a_failure() {
-    let upstreams = Upstreams::new(vec![forging_udp(false)], Duration::from_millis(200));
+    let upstreams = Upstreams::new(vec![forging_udp(false)], UNANSWERED);
     let q = query(0x5252, "www.example.org.");
     assert_eq!(upstreams.relay(&q, false).await, None);
 }
@@ -243,7 +252,7 @@ async fn when_every_upstream_is_down_all_are_tried_again() {
 #[tokio::test]
 async fn a_truncated_udp_reply_is_asked_again_over_tcp() {
     let (addr, tcp_seen) = test_support::fake_upstream::truncating();
-    let upstreams = Upstreams::new(vec![addr], Duration::from_secs(2));
+    let upstreams = Upstreams::new(vec![addr], ANSWERED);
     let reply = upstreams
         .relay(&query(7, "big.example.org."), false)
         .await
