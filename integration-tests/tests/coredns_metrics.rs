@@ -128,7 +128,12 @@ async fn compare(plane: &ControlPlane) -> Result<()> {
             test_support::dns::dig_at(at, args)?;
         }
     }
-    let after = [scrape(&ours_url).await?, scrape(&theirs_url).await?];
+    // Both count a query once its reply is written, which dig may read
+    // first: each scrape is taken once every reply is counted.
+    let after = [
+        counted(&ours_url, &before[0]).await?,
+        counted(&theirs_url, &before[1]).await?,
+    ];
     let [ours_before, theirs_before] = &before;
     let [ours_after, theirs_after] = &after;
     compare_families(ours_after, theirs_after)?;
@@ -138,6 +143,31 @@ async fn compare(plane: &ControlPlane) -> Result<()> {
         ours_ports.dns,
         theirs.port,
     )
+}
+
+/// A scrape of `url` taken once `coredns_dns_responses_total` has grown by
+/// one per query of `TRAFFIC` since `before`.
+async fn counted(url: &str, before: &str) -> Result<String> {
+    let responses = |text: &str| -> f64 {
+        increases((before, text), "coredns_dns_responses_total", &[])
+            .values()
+            .sum()
+    };
+    eventually(
+        &format!("every reply counted at {url}"),
+        DEADLINE,
+        async || {
+            let text = scrape(url).await?;
+            let n = responses(&text);
+            ensure!(
+                n == TRAFFIC.len() as f64,
+                "{n} replies of {}",
+                TRAFFIC.len()
+            );
+            Ok(text)
+        },
+    )
+    .await
 }
 
 /// Family name (counters without `_total`) → type, for `coredns_*`.
