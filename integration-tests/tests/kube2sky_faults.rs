@@ -154,7 +154,12 @@ async fn a_killed_sync_leaves_every_service_complete_or_absent() -> Result<()> {
             break;
         }
     }
+    // etcd frozen there, so the sync cannot finish before the kill lands,
+    // however fast the machine; the writes kube2sky sent meanwhile are
+    // whole transactions, applied or not once etcd goes on.
+    etcd.freeze()?;
     k2s.kill();
+    etcd.thaw()?;
     let records = etcd.get_prefix("/skydns/")?;
     let keys: Vec<String> = records.iter().map(|(k, _)| k.clone()).collect();
     let mut per_service: BTreeMap<String, usize> = BTreeMap::new();
@@ -292,6 +297,11 @@ async fn an_etcd_allowing_fewer_operations_than_a_round_reads_gets_them_one_by_o
     let api = apiserver(&[KUBERNETES]).await?;
     let mut k2s = Kube2sky::start(&etcd, &api, &[])?;
     k2s.wait_ready().await?;
+    // Its watches of services, slices and pods open: the pods come as
+    // watch events in one round, not in a list.
+    tokio::time::timeout(DEADLINE, api.wait_for_open_watches(3))
+        .await
+        .context("3 watches")?;
     k2s.signal(nix::sys::signal::Signal::SIGSTOP)?;
     for i in 0..60 {
         create_pod(&api, "default", &format!("p{i}"), &format!("10.244.3.{i}"))?;
