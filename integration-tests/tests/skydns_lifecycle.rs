@@ -260,8 +260,12 @@ async fn the_query_that_activates_the_socket_is_answered_from_the_records() -> R
     let etcd = etcd_with_kubernetes()?;
     // -addr names a port the test holds: skydns must use the passed socket.
     // Listening, and skydns not started yet: it starts on the first datagram.
+    // The start, the connection to etcd and the first load happen while
+    // the query waits: a minute for both on a loaded machine (the default
+    // startup wait of 5 s would answer SERVFAIL past it).
     let activated = Launch::new(&etcd.endpoint(), etcd.api())
         .socket_activation(activate)
+        .args(&["-startup-wait=60s"])
         .no_metrics()
         .ready(Ready::Logged("Listening on".into()))
         .start()
@@ -273,7 +277,7 @@ async fn the_query_that_activates_the_socket_is_answered_from_the_records() -> R
         "skydns started early:\n{logged}"
     );
     // One query, one try: the query that starts skydns.
-    let r = dig_reply(port, &[KUBERNETES, "A", "+tries=1", "+time=10"]).await?;
+    let r = dig_reply(port, &[KUBERNETES, "A", "+tries=1", "+time=60"]).await?;
     let logged = activated.log();
     ensure!(r.status == "NOERROR", "{}\n{logged}", r.raw);
     ensure!(

@@ -219,6 +219,20 @@ pub fn processes_with(token: &str) -> Vec<u32> {
         .collect()
 }
 
+/// The process groups of the live processes whose command line contains
+/// `token` (field 5 of `/proc/<pid>/stat`).
+pub fn process_groups_with(token: &str) -> std::collections::BTreeSet<u32> {
+    processes_with(token)
+        .into_iter()
+        .filter_map(|pid| {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            // pid (comm) state ppid pgrp ...
+            let (_, rest) = stat.rsplit_once(") ")?;
+            rest.split(' ').nth(2)?.parse().ok()
+        })
+        .collect()
+}
+
 /// `(pid, /proc/<pid>/stat)` of every process that can be read.
 fn proc_stats() -> impl Iterator<Item = (u32, String)> {
     std::fs::read_dir("/proc")
