@@ -97,6 +97,12 @@ impl Faults {
             .send_modify(|held| held.push(plural.to_string()));
     }
 
+    /// Lets the held lists of `plural` go on; others stay held.
+    pub(crate) fn release_list(&self, plural: &str) {
+        self.held_lists
+            .send_modify(|held| held.retain(|p| p != plural));
+    }
+
     /// Lets every held list go on.
     pub(crate) fn release_lists(&self) {
         self.held_lists.send_replace(Vec::new());

@@ -304,6 +304,12 @@ impl ApiServerHandle {
         self.state.store.expire_history();
     }
 
+    /// Forgets all history and moves the version on by one: every watch,
+    /// from any version, gets 410 and its client lists again.
+    pub fn expire_all_history(&self) {
+        self.state.store.expire_all_history();
+    }
+
     /// Number of watch streams currently open.
     pub fn open_watches(&self) -> usize {
         self.state.faults.open_watches()
@@ -328,6 +334,11 @@ impl ApiServerHandle {
     /// [`Self::release_lists`]; watches and other requests go on.
     pub fn hold_lists(&self, plural: &str) {
         self.state.faults.hold_lists(plural);
+    }
+
+    /// Lets held lists of `plural` go on; the others stay held.
+    pub fn release_list(&self, plural: &str) {
+        self.state.faults.release_list(plural);
     }
 
     /// Lets held lists go on.

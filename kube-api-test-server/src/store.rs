@@ -481,6 +481,17 @@ impl Store {
         let rv = inner.rv;
         inner.history.compact_to(rv);
     }
+
+    /// [`Store::expire_history`] with the version moved on by one, no object
+    /// changed: every watch and continue token gets 410 Expired, even one
+    /// from the newest version (a client that was up to date must list
+    /// again too).
+    pub fn expire_all_history(&self) {
+        let mut inner = self.lock();
+        inner.rv += 1;
+        let rv = inner.rv;
+        inner.history.compact_to(rv);
+    }
 }
 
 /// How many lists' last counts [`Store::count_after`] keeps.

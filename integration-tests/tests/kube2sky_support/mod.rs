@@ -11,6 +11,7 @@
 #![allow(dead_code, unreachable_pub)]
 
 pub mod objects;
+pub mod sync;
 
 use anyhow::{ensure, Context, Result};
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config, Key, Preconditions, ResourceKind};

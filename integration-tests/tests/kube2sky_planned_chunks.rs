@@ -1,0 +1,121 @@
+//! The full sync's planned chunk (`kube2sky/src/etcd/chunks.rs`): while etcd
+//! applies one chunk, kube2sky diffs the next against etcd. A relist that
+//! comes before that chunk is sent makes the diff stale; the chunk must be
+//! read again as the state stands then, or it writes records of pods the
+//! relist found gone. etcd is frozen at the first chunk's first key, so the
+//! relist lands between the plan and the send whatever the machine's speed.
+
+mod kube2sky_support;
+
+use anyhow::{ensure, Context, Result};
+use kube2sky_support::sync::*;
+use kube2sky_support::*;
+use kube_api_test_server::ResourceKind;
+use test_support::http::metric;
+
+/// Pod `ns001/p7` (`seed_pods`' numbering): in the second chunk, the one
+/// planned while the first is in flight.
+const GONE_NS: &str = "ns001";
+const GONE_POD: &str = "p7";
+const GONE_DIR: &str = "/skydns/local/cluster/pod/ns001/10-100-2-8/";
+/// Put after everything: a watch that replays etcd's history ends there.
+const SENTINEL: &str = "/skydns/zz-sentinel";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_during_a_pass_reads_the_planned_chunk_again() -> Result<()> {
+    // Four chunks of 300 pods (a namespace each), in transactions of two.
+    let (etcd, api, k2s) = slow_sync_frozen(4, 300, &[], 0).await?;
+    // The second chunk is planned with GONE_POD in it. Now the watches
+    // break and every list is held; history is expired (every watch gets
+    // 410), so the pod's deletion reaches kube2sky by the pods relist only.
+    for plural in ["services", "endpointslices", "pods"] {
+        api.hold_lists(plural);
+    }
+    let restarts = |kind: &str| format!("kube2sky_watch_restarts_total{{kind=\"{kind}\"}}");
+    let kinds = ["Services", "EndpointSlices", "Pods"];
+    let before = k2s.metrics().await?;
+    api.expire_all_history();
+    api.drop_watches();
+    // Each watch got its 410 and is listing (held): none opens again.
+    for kind in kinds {
+        let (series, was) = (
+            restarts(kind),
+            metric(&before, &restarts(kind)).unwrap_or(0.0),
+        );
+        eventually(
+            &format!("the {kind} watch sent back to list"),
+            DEADLINE,
+            async || {
+                let n = metric(&k2s.metrics().await?, &series).unwrap_or(0.0);
+                ensure!(n > was, "{series} = {n}");
+                Ok(())
+            },
+        )
+        .await?;
+    }
+    tokio::time::timeout(DEADLINE, api.wait_for_open_watches(0))
+        .await
+        .context("the watches to close")?;
+    store_delete(&api, ResourceKind::Pod, GONE_NS, GONE_POD)?;
+    // Only the pods list goes on (a services relist would send the planned
+    // chunk first, rightly, while the pod was still known). Its watch
+    // opens once the relist is handed to the writer.
+    api.release_list("pods");
+    tokio::time::timeout(DEADLINE, api.wait_for_open_watches(1))
+        .await
+        .context("the pods watch after the relist")?;
+    etcd.thaw()?;
+
+    // The pass ends, then the one the relist asked for.
+    eventually("two passes of the pods' full sync", LONG, async || {
+        let passes = k2s.log().matches("full sync of pods done").count();
+        ensure!(passes >= 2, "{passes} passes done");
+        Ok(())
+    })
+    .await?;
+    let log = k2s.log();
+    ensure!(
+        log.contains("a relist came meanwhile: once more"),
+        "the relist came after the pass:\n{log}"
+    );
+    let touched = gone_pod_history(&etcd).await?;
+    ensure!(
+        touched.is_empty(),
+        "the relisted-away pod's records were written: {touched:?}"
+    );
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let pods = count(&mut client, POD_ROOT).await?;
+    ensure!(pods == 4 * 300 - 1, "{pods} pod keys, not 1,199");
+    Ok(())
+}
+
+/// Every put and delete etcd's history holds under [`GONE_DIR`]: a watch
+/// from revision 1 replays the history up to a sentinel key put now.
+async fn gone_pod_history(etcd: &Etcd) -> Result<Vec<String>> {
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    client.put(SENTINEL, "end", None).await?;
+    let options = etcd_client::WatchOptions::new()
+        .with_prefix()
+        .with_start_revision(1);
+    let mut history = client.watch("/skydns/", Some(options)).await?;
+    let mut touched = Vec::new();
+    let replay = async {
+        while let Some(message) = history.message().await? {
+            for event in message.events() {
+                let key = event.kv().map(|kv| kv.key_str().unwrap_or("?").to_string());
+                let key = key.unwrap_or_default();
+                if key == SENTINEL {
+                    return Ok(());
+                }
+                if key.starts_with(GONE_DIR) {
+                    touched.push(format!("{:?} {key}", event.event_type()));
+                }
+            }
+        }
+        anyhow::bail!("the watch ended before the sentinel")
+    };
+    tokio::time::timeout(LONG, replay)
+        .await
+        .context("replaying etcd's history")??;
+    Ok(touched)
+}

@@ -1,0 +1,122 @@
+//! The full sync's harness: pods seeded by the thousand, etcd watched for
+//! the sync's first keys and frozen there, so a test's change lands in the
+//! middle of the sync whatever the machine's speed.
+
+use super::*;
+use etcd_client::GetOptions;
+
+pub const POD_ROOT: &str = "/skydns/local/cluster/pod/";
+/// For syncs of thousands of small transactions on a loaded machine.
+pub const LONG: std::time::Duration = std::time::Duration::from_secs(120);
+
+/// How many keys etcd holds under `prefix` (without fetching them).
+pub async fn count(client: &mut etcd_client::Client, prefix: &str) -> Result<i64> {
+    let options = GetOptions::new().with_prefix().with_count_only();
+    Ok(client.get(prefix, Some(options)).await?.count())
+}
+
+/// A watch of the keys under `prefix`, opened before kube2sky writes any.
+pub async fn watch_keys(
+    client: &mut etcd_client::Client,
+    prefix: &str,
+) -> Result<etcd_client::WatchStream> {
+    let options = etcd_client::WatchOptions::new().with_prefix();
+    Ok(client.watch(prefix, Some(options)).await?)
+}
+
+/// Waits for the first key put on `watch`, then freezes `etcd` there: the
+/// full sync is under way, its first chunk in flight, and stays so until
+/// `etcd.thaw()`, whatever the machine's speed.
+pub async fn freeze_at_first_put(watch: &mut etcd_client::WatchStream, etcd: &Etcd) -> Result<()> {
+    let first_put = async {
+        while let Some(message) = watch.message().await? {
+            if !message.events().is_empty() {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the watch ended")
+    };
+    tokio::time::timeout(LONG, first_put)
+        .await
+        .context("no key written")??;
+    etcd.freeze()
+}
+
+/// Creates the namespace `name` in the API server's store.
+pub fn namespace(api: &kube_api_test_server::ApiServerHandle, name: &str) -> Result<()> {
+    let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
+                                  "metadata": {"name": name}});
+    api.store().create(
+        kube_api_test_server::ResourceKind::Namespace,
+        None,
+        body,
+        true,
+    )?;
+    Ok(())
+}
+
+/// Namespaces `ns000`… (up to 1000) with pods `p0`… (up to 500) each,
+/// IPs from 10.100.0.1 on.
+pub fn seed_pods(
+    api: &kube_api_test_server::ApiServerHandle,
+    namespaces: usize,
+    each: usize,
+) -> Result<()> {
+    for n in 0..namespaces {
+        namespace(api, &format!("ns{n:03}"))?;
+        for p in 0..each {
+            let (second, third) = (100 + n / 100, (n % 100) * 2 + p / 250);
+            let ip = format!("10.{second}.{third}.{}", p % 250 + 1);
+            create_pod(api, &format!("ns{n:03}"), &format!("p{p}"), &ip)?;
+        }
+    }
+    Ok(())
+}
+
+/// etcd (v3), the API test server seeded with `seed_pods(namespaces,
+/// each)` and kube2sky syncing them in chunks of 300 pods in transactions
+/// of two operations (each chunk in flight for a while) with `extra`
+/// flags. Returns with etcd frozen once more than `written` pod keys were
+/// put, and the sync not done: the test's change to etcd comes in the
+/// middle of the sync, whatever the machine's speed.
+pub async fn slow_sync_frozen(
+    namespaces: usize,
+    each: usize,
+    extra: &[&str],
+    written: usize,
+) -> Result<(Etcd, kube_api_test_server::ApiServerHandle, Kube2sky)> {
+    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    seed_pods(&api, namespaces, each)?;
+    let mut flags = vec![
+        "--full-sync-chunk=300",
+        "--etcd-max-txn-ops=2",
+        "--etcd-mutation-timeout=60s",
+    ];
+    flags.extend_from_slice(extra);
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let mut watch = watch_keys(&mut client, POD_ROOT).await?;
+    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    let mut seen = 0;
+    let more_than_written = async {
+        while let Some(message) = watch.message().await? {
+            seen += message.events().len();
+            if seen > written {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the watch ended after {seen} keys")
+    };
+    tokio::time::timeout(LONG, more_than_written)
+        .await
+        .with_context(|| format!("not more than {written} pod keys written"))??;
+    etcd.freeze()?;
+    ensure!(
+        !k2s.log().contains("full sync of pods done"),
+        "the sync of {} pods in transactions of two finished before etcd was frozen, \
+         at its key {seen}; log:\n{}",
+        namespaces * each,
+        k2s.log()
+    );
+    Ok((etcd, api, k2s))
+}
