@@ -1,9 +1,12 @@
 //! The full sync's planned chunk (`kube2sky/src/etcd/chunks.rs`): while etcd
-//! applies one chunk, kube2sky diffs the next against etcd. A relist that
-//! comes before that chunk is sent makes the diff stale; the chunk must be
-//! read again as the state stands then, or it writes records of pods the
-//! relist found gone. etcd is frozen at the first chunk's first key, so the
-//! relist lands between the plan and the send whatever the machine's speed.
+//! applies one chunk, kube2sky diffs the next against etcd. What changes
+//! etcd or the state before that chunk is sent makes the diff stale, and the
+//! chunk must be read again when its turn comes:
+//! - a relist, or the chunk writes records of pods the relist found gone;
+//! - a rewrite of the chunk in flight (etcd lost it), or the planned chunk,
+//!   diffed against the store that was lost, leaves its keys unwritten.
+//! etcd is frozen while the first chunk is in flight, so the change lands
+//! between the plan and the send whatever the machine's speed.
 
 mod kube2sky_support;
 
@@ -118,4 +121,63 @@ async fn gone_pod_history(etcd: &Etcd) -> Result<Vec<String>> {
         .await
         .context("replaying etcd's history")??;
     Ok(touched)
+}
+
+/// etcd restarted empty while a resync's first chunk is in flight and the
+/// second, already right in etcd, was planned as nothing to write: the
+/// first chunk is written again, and the second is read again from the new
+/// store and written whole. Without the re-read, its 300 pods stay missing
+/// until a data-loss check (an hour here) notices.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rewritten_chunk_in_flight_has_the_planned_chunk_read_again() -> Result<()> {
+    let mut etcd = Etcd::start_with(Api::V3)?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    seed_pods(&api, 4, 300)?;
+    let flags = [
+        "--full-sync-chunk=300",
+        "--etcd-max-txn-ops=2",
+        "--etcd-mutation-timeout=60s",
+        "--etcd-loss-check-interval=1h",
+    ];
+    let mut first = Kube2sky::start(&etcd, &api, &flags)?;
+    first
+        .wait_for_log_within("full sync of pods done", LONG)
+        .await?;
+    first.kill();
+    // 300 pods more in ns000: the resync's first chunk has 300 keys to
+    // write; the other three chunks are right.
+    for i in 0..300 {
+        let ip = format!("10.200.{}.{}", i / 250, i % 250 + 1);
+        create_pod(&api, "ns000", &format!("q{i}"), &ip)?;
+    }
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let mut written = watch_keys(&mut client, POD_ROOT).await?;
+    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    // A third of the first chunk is in: the second chunk's read, sent as
+    // the first chunk went out, has long been answered.
+    let mut puts = 0;
+    let a_third_in = async {
+        while let Some(message) = written.message().await? {
+            puts += message.events().len();
+            if puts >= 100 {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the watch ended after {puts} puts")
+    };
+    tokio::time::timeout(LONG, a_third_in)
+        .await
+        .context("the first chunk's puts")??;
+    etcd.freeze()?;
+    etcd.restart_empty()?;
+    k2s.wait_for_log_within("full sync of pods done", LONG)
+        .await?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let pods = count(&mut client, POD_ROOT).await?;
+    ensure!(
+        pods == 1_500,
+        "{pods} pod keys when the sync was done, not 1,500; log:\n{}",
+        k2s.log()
+    );
+    Ok(())
 }
