@@ -5,6 +5,7 @@
 //! - a relist, or the chunk writes records of pods the relist found gone;
 //! - a rewrite of the chunk in flight (etcd lost it), or the planned chunk,
 //!   diffed against the store that was lost, leaves its keys unwritten.
+//!
 //! etcd is frozen while the first chunk is in flight, so the change lands
 //! between the plan and the send whatever the machine's speed.
 
