@@ -22,6 +22,9 @@ root=$(cd "$(dirname "$0")/.." && pwd)
 module="$root/tools/kube"
 modules=(kube coredns release)
 cache=${KUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-dns-rs/kube}
+# Absolute: the builds run from the modules' directories (go build -o,
+# GOCACHE).
+cache=$(realpath -m "$cache")
 # Binary name and Go package, for each.
 tools=(kube-apiserver kube-controller-manager etcd coredns helm actionlint)
 declare -A package=(
@@ -70,6 +73,13 @@ mkdir -p "$cache"
 exec 9>"$cache/.lock"
 flock 9
 built && { echo "$dir"; exit 0; }
+# Under the lock no build runs: a temporary directory left is a build that
+# was killed (its trap never ran), Go's build cache inside it (~4 GB).
+for stale in "$cache"/*.tmp.*; do
+  [ -e "$stale" ] || continue
+  echo "kube-tools: removing $stale, left by a build that was killed" >&2
+  rm -rf "$stale"
+done
 if [ -d "$dir" ]; then
   echo "kube-tools: $dir is a half-built cache (no .complete stamp, or a binary missing): removing it and building again" >&2
   rm -rf "$dir"
@@ -87,7 +97,6 @@ for m in "${modules[@]}"; do
   fi
 done
 tmp="$dir.tmp.$$"
-rm -rf "$tmp"
 mkdir -p "$tmp"
 trap 'rm -rf "$tmp"' EXIT
 # A build cache of its own, removed with the build: the binaries are the

@@ -276,8 +276,18 @@ async fn watch_deleted_on_selector_exit_carries_previous_object() {
         let path = format!(
             "/api/v1/namespaces/sem/pods?watch=true&labelSelector=app%3Dweb&resourceVersion={rv}"
         );
-        // The first event: nothing else changed `p` after the relabel.
-        let events = watch_until(&c, &path, |_| true).await;
+        // A sentinel created after the relabel: the watch holds exactly
+        // p's exit, then the sentinel.
+        let sentinel: Pod =
+            serde_json::from_value(json!({"metadata": {"name": "s", "labels": {"app": "web"}},
+            "spec": {"containers": [{"name": "c", "image": "busybox"}]}}))
+            .unwrap();
+        pods.create(&PostParams::default(), &sentinel)
+            .await
+            .unwrap();
+        let events = watch_until(&c, &path, |e| e["object"]["metadata"]["name"] == "s").await;
+        assert_eq!(events.len(), 2, "{events:?}");
+        assert_eq!(events[1]["type"], "ADDED", "{events:?}");
         assert_eq!(events[0]["type"], "DELETED");
         let obj = &events[0]["object"];
         assert_eq!(

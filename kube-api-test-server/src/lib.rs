@@ -304,8 +304,9 @@ impl ApiServerHandle {
         self.state.store.expire_history();
     }
 
-    /// Forgets all history and moves the version on by one: every watch,
-    /// from any version, gets 410 and its client lists again.
+    /// Forgets all history and moves the version on by one: every watch
+    /// request from then on, from any version, gets 410 and its client
+    /// lists again. Open watches go on: [`Self::drop_watches`] ends them.
     pub fn expire_all_history(&self) {
         self.state.store.expire_all_history();
     }

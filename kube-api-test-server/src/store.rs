@@ -483,9 +483,10 @@ impl Store {
     }
 
     /// [`Store::expire_history`] with the version moved on by one, no object
-    /// changed: every watch and continue token gets 410 Expired, even one
-    /// from the newest version (a client that was up to date must list
-    /// again too).
+    /// changed: every new watch and continue token gets 410 Expired, even
+    /// one from the newest version (a client that was up to date must list
+    /// again too). Watches already open go on; end them with the faults'
+    /// `drop_watches`.
     pub fn expire_all_history(&self) {
         let mut inner = self.lock();
         inner.rv += 1;

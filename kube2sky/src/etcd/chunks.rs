@@ -82,6 +82,17 @@ impl Writer {
                 true => self.plan(state, std::slice::from_ref(&chunk)).await.ok(),
                 false => None,
             };
+            let operations = batches
+                .as_ref()
+                .map(|(b, _)| b.iter().map(Vec::len).sum::<usize>());
+            tracing::debug!(
+                "next chunk planned: {}: {}",
+                chunk.describe(&self.names),
+                match operations {
+                    Some(n) => format!("{n} operations"),
+                    None => "to be read at its turn".to_string(),
+                }
+            );
             self.planned = Some(PlannedChunk { chunk, batches });
         }
         Ok(done)
