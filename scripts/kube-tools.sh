@@ -23,8 +23,11 @@ module="$root/tools/kube"
 modules=(kube coredns release)
 cache=${KUBE_TOOLS_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/kube-dns-rs/kube}
 # Absolute: the builds run from the modules' directories (go build -o,
-# GOCACHE).
-cache=$(realpath -m "$cache")
+# GOCACHE). In bash alone: the script's first checks run with a bare PATH.
+case $cache in
+  /*) ;;
+  *) cache="$PWD/$cache" ;;
+esac
 # Binary name and Go package, for each.
 tools=(kube-apiserver kube-controller-manager etcd coredns helm actionlint)
 declare -A package=(
