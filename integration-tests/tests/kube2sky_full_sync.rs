@@ -367,10 +367,7 @@ async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
     let (mut etcd, _api, k2s) = slow_sync_frozen(NAMESPACES, PODS_EACH, &[], 0).await?;
     // Killed where it was frozen, and started again.
     etcd.restart()?;
-    k2s.wait_for_log_within("full sync of pods done", LONG)
-        .await?;
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let n = count(&mut client, POD_ROOT).await?;
+    let n = pods_when_synced(&etcd, &k2s).await?;
     ensure!(
         n == (NAMESPACES * PODS_EACH) as i64,
         "{n} pod keys after the sync, not {}; log:\n{}",

@@ -179,10 +179,7 @@ async fn a_rewritten_chunk_in_flight_has_the_planned_chunk_read_again() -> Resul
     .await?;
     etcd.freeze()?;
     etcd.restart_empty()?;
-    k2s.wait_for_log_within("full sync of pods done", LONG)
-        .await?;
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let pods = count(&mut client, POD_ROOT).await?;
+    let pods = pods_when_synced(&etcd, &k2s).await?;
     ensure!(
         pods == 4_200,
         "{pods} pod keys when the sync was done, not 4 × 300 + 3,000; log:\n{}",

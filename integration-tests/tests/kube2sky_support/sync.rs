@@ -42,6 +42,15 @@ pub async fn freeze_at_first_put(watch: &mut etcd_client::WatchStream, etcd: &Et
     etcd.freeze()
 }
 
+/// Waits for kube2sky's `full sync of pods done`, then counts the pod
+/// keys in etcd.
+pub async fn pods_when_synced(etcd: &Etcd, k2s: &Kube2sky) -> Result<i64> {
+    k2s.wait_for_log_within("full sync of pods done", LONG)
+        .await?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    count(&mut client, POD_ROOT).await
+}
+
 /// Creates the namespace `name` in the API server's store.
 pub fn namespace(api: &kube_api_test_server::ApiServerHandle, name: &str) -> Result<()> {
     let body = serde_json::json!({"apiVersion": "v1", "kind": "Namespace",
