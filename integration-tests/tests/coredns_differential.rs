@@ -9,6 +9,7 @@
 //! differences found must be exactly the ones docs/compatibility.md lists
 //! under "Differences from CoreDNS", so a new one fails the test.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

@@ -9,6 +9,7 @@
 //! and the requests, responses, DO requests and upstream exchanges each
 //! counted for the traffic are the same, label values included.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

@@ -8,6 +8,7 @@
 //! fields are left alone; a change made while kube2sky is down is applied
 //! when it starts. Run on v2 and v3 by the test command (`E2E_ETCD_API`).
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Result};

@@ -11,6 +11,7 @@
 //! the sections of that specification (kubernetes/dns,
 //! `docs/specification.md`).
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{bail, ensure, Context, Result};

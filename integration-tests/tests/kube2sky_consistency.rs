@@ -4,6 +4,7 @@
 //! single-transaction updates. Each fix beyond 1.2 has a `control_*` test
 //! run with the fix's flag off, showing the failure the fix prevents.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Result};

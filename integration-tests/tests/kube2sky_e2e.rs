@@ -3,6 +3,7 @@
 //! order, exit behaviour, health endpoints. Needs `etcd`, `etcdctl` and
 //! `kubectl` on PATH (a missing one fails the test with an install hint).
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

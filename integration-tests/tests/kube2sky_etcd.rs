@@ -6,6 +6,7 @@
 //! v2 index of hidden directories written again after a wipe, and read
 //! in the layout of earlier versions.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::Result;

@@ -9,6 +9,7 @@
 //! the take-over took is printed, not asserted: a loaded machine only
 //! makes it slower, and the safety property is the lower bound.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

@@ -7,6 +7,7 @@
 //! one with a larger one (the manifests' 1024) is written in larger ones,
 //! and fields that cannot become records are skipped with a warning.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

@@ -7,6 +7,7 @@
 //! writers would otherwise share etcd). Each runs on the API test server
 //! and on a real kube-apiserver (`on_the_real_apiserver_*`).
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Result};

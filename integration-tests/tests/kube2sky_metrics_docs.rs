@@ -5,6 +5,7 @@
 //! (a Service with a bad port name gives `kube2sky_skipped_total` a sample,
 //! a re-watch answered 410 Gone `kube2sky_watch_restarts_total`).
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

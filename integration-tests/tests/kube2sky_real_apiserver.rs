@@ -9,6 +9,7 @@
 //! election, the ConfigMap) run their `on_the_real_apiserver_*` variants
 //! in their own files. Run on v2 and v3 by the test command.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

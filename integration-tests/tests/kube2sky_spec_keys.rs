@@ -9,6 +9,7 @@
 //! `pet-0.headless.conf.svc.cluster.local.` → 8088fce9,
 //! `web.conf.svc.cluster.local.` → 3ca9b568, `www.example.com.` → 37ae7a37.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::Result;

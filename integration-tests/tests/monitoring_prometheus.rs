@@ -6,6 +6,7 @@
 //! `kube-dns-rs.dashboard.json` and every recording rule's expression
 //! parses and returns series through Prometheus's HTTP API.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

@@ -9,6 +9,7 @@
 //! reply meant for one client reaches another through a cache. Run on v2
 //! and v3 by the test command (`E2E_ETCD_API`).
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Result};

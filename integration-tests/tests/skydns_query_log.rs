@@ -6,6 +6,7 @@
 //! records, the hot path's cache, an upstream), the sampled share, and no
 //! line at all without the flag. Run on v2 and v3 by the test command.
 
+#[path = "../../kube2sky/tests/support/mod.rs"]
 mod kube2sky_support;
 
 use anyhow::{ensure, Context, Result};

@@ -4,19 +4,16 @@
 //! writes nothing over a store that is already right, and in chunks
 //! (`--full-sync-chunk`) leaves exactly the live pods, with pods deleted
 //! during the sync deleted.
-
-mod kube2sky_support;
-
+use crate::kube2sky_support::sync::*;
+use crate::kube2sky_support::*;
 use anyhow::{ensure, Context, Result};
 use etcd_client::{Txn, TxnOp};
-use kube2sky_support::sync::*;
-use kube2sky_support::*;
 use test_support::http::metric;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn more_than_4_mib_of_stale_owned_keys_are_read_in_pages_and_removed() -> Result<()> {
     // The 4 MiB limit is gRPC's: this is about the v3 API whatever E2E_ETCD_API says.
-    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let etcd = Etcd::start_with(Api::V3)?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     // 5000 × ~1 KiB = ~5 MiB: more than one gRPC message may carry.
     let value = format!(r#"{{"host":"10.9.9.9","text":"{}"}}"#, "x".repeat(1000));
@@ -53,8 +50,17 @@ async fn more_than_4_mib_of_stale_owned_keys_are_read_in_pages_and_removed() -> 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
-    let (etcd, api, kubectl, mut k2s) = cluster(&[]).await?;
+async fn foreign_ptr_is_never_overwritten_or_deleted_on_v2() -> Result<()> {
+    foreign_ptr(Api::V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn foreign_ptr_is_never_overwritten_or_deleted_on_v3() -> Result<()> {
+    foreign_ptr(Api::V3).await
+}
+
+async fn foreign_ptr(etcd_api: Api) -> Result<()> {
+    let (etcd, api, kubectl, mut k2s) = cluster_with(etcd_api, &[]).await?;
     let ptr = "/skydns/arpa/in-addr/10/0/0/77";
     let foreign = vec![(ptr.to_string(), a("router.example.org."))];
     etcd.put(ptr, &foreign[0].1)?;
@@ -84,8 +90,17 @@ async fn foreign_ptr_is_never_overwritten_or_deleted() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn restart_over_a_store_that_is_right_writes_nothing() -> Result<()> {
-    let (etcd, api, kubectl, mut k2s) = cluster(&[]).await?;
+async fn restart_over_a_store_that_is_right_writes_nothing_on_v2() -> Result<()> {
+    restart_writes_nothing(Api::V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restart_over_a_store_that_is_right_writes_nothing_on_v3() -> Result<()> {
+    restart_writes_nothing(Api::V3).await
+}
+
+async fn restart_writes_nothing(etcd_api: Api) -> Result<()> {
+    let (etcd, api, kubectl, mut k2s) = cluster_with(etcd_api, &[]).await?;
     kubectl.with_manifest(
         "create",
         &svc_manifest("r", "10.0.0.81", &[("http", "TCP", 80)]),
@@ -122,9 +137,20 @@ async fn restart_over_a_store_that_is_right_writes_nothing() -> Result<()> {
 /// including those of namespaces with no pods left, which fall between or
 /// after the chunks of live namespaces; services and PTRs the same. On v2,
 /// which reads the subtree whole whatever the chunk, the end is the same.
+/// Both APIs in every run (not from `E2E_ETCD_API`): the mutation check runs
+/// this suite once per mutant, of either backend.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_full_sync_of_pods_in_chunks_leaves_exactly_the_pods() -> Result<()> {
-    let etcd = Etcd::start()?;
+async fn a_full_sync_of_pods_in_chunks_leaves_exactly_the_pods_on_v2() -> Result<()> {
+    pods_in_chunks(Api::V2).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_sync_of_pods_in_chunks_leaves_exactly_the_pods_on_v3() -> Result<()> {
+    pods_in_chunks(Api::V3).await
+}
+
+async fn pods_in_chunks(etcd_api: Api) -> Result<()> {
+    let etcd = Etcd::start_with(etcd_api)?;
     let api = apiserver(&[KUBERNETES]).await?;
     for (ns, name, ip) in [
         ("default", "p1", "10.244.0.1"),
@@ -214,7 +240,7 @@ async fn a_change_during_a_full_sync_is_written_between_chunks_and_kept() -> Res
     const NAMESPACES: usize = 400;
     const PODS_EACH: usize = 10;
     let total = (NAMESPACES * PODS_EACH) as i64;
-    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let etcd = Etcd::start_with(Api::V3)?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
@@ -281,7 +307,7 @@ async fn a_change_during_a_full_sync_is_written_between_chunks_and_kept() -> Res
 async fn pods_deleted_during_a_full_sync_stay_deleted() -> Result<()> {
     const NAMESPACES: usize = 12;
     const PODS_EACH: usize = 300;
-    let etcd = Etcd::start_with(test_support::etcd::Api::V3)?;
+    let etcd = Etcd::start_with(Api::V3)?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;

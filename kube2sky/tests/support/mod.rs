@@ -1,6 +1,6 @@
-//! Shared harness for the kube2sky end-to-end tests (`kube2sky_*`): the
-//! real `kube2sky` binary (as `cargo build --workspace --bins` built it,
-//! found through `test_support::bins`) against a real etcd and the
+//! Shared harness for the kube2sky end-to-end tests (`kube2sky/tests/writer`
+//! and `integration-tests`' `kube2sky_*`): the real `kube2sky` binary
+//! ([`kube2sky_binary`]) against a real etcd and the
 //! in-process API test server (`kube_api_test_server`), driven with kubectl
 //! (etcd and kubectl from `test_support`), and the records expected
 //! in etcd written out literally as kube2sky 1.2 wrote them: the JSON
@@ -28,6 +28,16 @@ pub use test_support::kubectl::Kubectl;
 use test_support::ports::free_port;
 use test_support::process::Process;
 pub use test_support::wait::{eventually, DEADLINE};
+
+/// The kube2sky binary to run: in kube2sky's own tests (`kube2sky/tests/`)
+/// the one Cargo built for them, with the code under test (a mutant's, in
+/// the mutation check); in `integration-tests`, the workspace's build.
+fn kube2sky_binary() -> PathBuf {
+    match option_env!("CARGO_BIN_EXE_kube2sky") {
+        Some(path) => PathBuf::from(path),
+        None => built_binary("kube2sky"),
+    }
+}
 
 /// The demo services (docs/architecture.md, "What it writes"): `kubernetes` and `kube-dns`, plus pod 1.2.3.4.
 pub const KUBERNETES: &str = r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"kubernetes","namespace":"default"},
@@ -188,7 +198,7 @@ impl Kube2sky {
         let dir = tempfile::tempdir()?;
         let log = dir.path().join("kube2sky.log");
         let port = free_port()?;
-        let mut command = Command::new(built_binary("kube2sky"));
+        let mut command = Command::new(kube2sky_binary());
         command
             .arg(format!("--etcd-server={endpoints}"))
             .arg(etcd_api.kube2sky_flag())
@@ -443,13 +453,35 @@ pub async fn cluster(
     Ok((etcd, api, kubectl, k2s))
 }
 
+/// [`cluster`] on the etcd API given, whatever `E2E_ETCD_API` says.
+pub async fn cluster_with(
+    etcd_api: Api,
+    flags: &[&str],
+) -> Result<(
+    Etcd,
+    kube_api_test_server::ApiServerHandle,
+    Kubectl,
+    Kube2sky,
+)> {
+    let api = apiserver(&[KUBERNETES]).await?;
+    let etcd = Etcd::start_with(etcd_api)?;
+    let (kubectl, k2s) = ready_over(&etcd, &api, flags).await?;
+    Ok((etcd, api, kubectl, k2s))
+}
+
 /// etcd, kubectl and a ready kube2sky on `api`.
 pub async fn cluster_on(api: &dyn KubeApi, flags: &[&str]) -> Result<(Etcd, Kubectl, Kube2sky)> {
     let etcd = Etcd::start()?;
-    let kubectl = api.kubectl()?;
-    let mut k2s = Kube2sky::start(&etcd, api, flags)?;
-    k2s.wait_ready().await?;
+    let (kubectl, k2s) = ready_over(&etcd, api, flags).await?;
     Ok((etcd, kubectl, k2s))
+}
+
+/// kubectl, and kube2sky on `api` and `etcd` once it is ready.
+async fn ready_over(etcd: &Etcd, api: &dyn KubeApi, flags: &[&str]) -> Result<(Kubectl, Kube2sky)> {
+    let kubectl = api.kubectl()?;
+    let mut k2s = Kube2sky::start(etcd, api, flags)?;
+    k2s.wait_ready().await?;
+    Ok((kubectl, k2s))
 }
 
 /// Everything under `/skydns`, sorted.

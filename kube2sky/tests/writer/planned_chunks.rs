@@ -9,11 +9,9 @@
 //! etcd is frozen while the first chunk is in flight, so the change lands
 //! between the plan and the send whatever the machine's speed.
 
-mod kube2sky_support;
-
+use crate::kube2sky_support::sync::*;
+use crate::kube2sky_support::*;
 use anyhow::{ensure, Context, Result};
-use kube2sky_support::sync::*;
-use kube2sky_support::*;
 use kube_api_test_server::ResourceKind;
 use test_support::http::metric;
 
