@@ -449,7 +449,7 @@ async fn too_large_resource_versions(server: &Server) {
         // resourceVersion and waits for it (its cacher blocks only
         // sendInitialEvents watches); the test server sends the 504
         // ERROR event that kube2sky's restore fault test
-        // (kube2sky_faults) drives its relist with.
+        // (kube2sky's `writer` suite, `faults`) drives its relist with.
         Server::Real(_) => assert_eq!(events, Vec::<Value>::new(), "a quiet watch"),
         Server::Test(_) => {
             assert_eq!(events.len(), 1, "{events:?}");

@@ -4,11 +4,8 @@
 //! single-transaction updates. Each fix beyond 1.2 has a `control_*` test
 //! run with the fix's flag off, showing the failure the fix prevents.
 
-#[path = "../../kube2sky/tests/support/mod.rs"]
-mod kube2sky_support;
-
+use crate::kube2sky_support::*;
 use anyhow::{ensure, Result};
-use kube2sky_support::*;
 use kube_api_test_server::{ApiServerHandle, ResourceKind};
 use test_support::wait::within;
 

@@ -6,11 +6,8 @@
 //! v2 index of hidden directories written again after a wipe, and read
 //! in the layout of earlier versions.
 
-#[path = "../../kube2sky/tests/support/mod.rs"]
-mod kube2sky_support;
-
+use crate::kube2sky_support::*;
 use anyhow::Result;
-use kube2sky_support::*;
 use kube_api_test_server::ApiServerHandle;
 use test_support::tls::Certificates;
 

@@ -7,11 +7,8 @@
 //! one with a larger one (the manifests' 1024) is written in larger ones,
 //! and fields that cannot become records are skipped with a warning.
 
-#[path = "../../kube2sky/tests/support/mod.rs"]
-mod kube2sky_support;
-
+use crate::kube2sky_support::*;
 use anyhow::{ensure, Context, Result};
-use kube2sky_support::*;
 use kube_api_test_server::{ApiServer, ApiServerHandle, Config};
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
