@@ -7,6 +7,8 @@
 #   scripts/mutants.sh                     # the whole scope: ~1,550 mutants, hours on 2 cores
 #   scripts/mutants.sh FILE...             # only the mutants of these files (minutes): before you stop
 #   scripts/mutants.sh --iterate           # only those not caught by the last run
+#   scripts/mutants.sh --changed [REF]     # only mutants in lines changed since REF
+#                                          # (default main), committed or not: before you stop
 #   scripts/mutants.sh [FILE...] -- ARGS   # more cargo-mutants arguments (e.g. -- --list)
 #
 # Installs the pinned cargo-mutants when it is missing.
@@ -20,6 +22,16 @@ args=() files=() more=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --iterate) args+=(--iterate); shift ;;
+    --changed)
+      shift
+      ref=main
+      if [ $# -gt 0 ] && [ "${1#-}" = "$1" ] && ! [ -f "$1" ]; then ref=$1; shift; fi
+      git rev-parse --verify --quiet "$ref^{commit}" >/dev/null \
+        || { echo "--changed: no commit $ref" >&2; exit 2; }
+      diff=$(mktemp)
+      git diff "$ref" -- '*.rs' >"$diff"
+      [ -s "$diff" ] || { echo "no Rust line changed since $ref: no mutant to test"; exit 0; }
+      args+=(--in-diff "$diff") ;;
     --) shift; more=("$@"); break ;;
     -*) echo "unknown option $1 (see the top of $0)" >&2; exit 2 ;;
     *) [ -f "$1" ] || { echo "no such file: $1" >&2; exit 2; }
@@ -31,7 +43,7 @@ if [ ${#files[@]} -gt 0 ]; then
   # in their place: the config is read from a copy whose examine_globs are
   # these files, and everything else as .cargo/mutants.toml says.
   config=$(mktemp)
-  trap 'rm -f "$config"' EXIT
+  trap 'rm -f "$config" ${diff:+"$diff"}' EXIT
   {
     printf 'examine_globs = ['
     printf '"%s", ' "${files[@]}"
@@ -40,6 +52,7 @@ if [ ${#files[@]} -gt 0 ]; then
   } >"$config"
   args+=(--config "$config")
 fi
+[ -z "${diff:-}" ] || trap 'rm -f ${config:+"$config"} "$diff"' EXIT
 status=0
 cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}" || status=$?
 # A mutant stopped at its timeout can leave behind processes its tests
