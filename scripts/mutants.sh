@@ -58,4 +58,24 @@ cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}" || status=$?
 # A mutant stopped at its timeout can leave behind processes its tests
 # started (exec-healthz servers): they run from cargo-mutants' copies.
 pkill -f '/cargo-mutants-[^/]*[.]tmp/' || true
+# The figures per file, as docs/testing.md gives them.
+if [ -f mutants.out/outcomes.json ]; then
+  python3 - mutants.out/outcomes.json <<'PY'
+import collections, json, sys
+names = {"CaughtMutant": "caught", "Timeout": "timeout", "Unviable": "unviable", "MissedMutant": "missed"}
+per_file = collections.defaultdict(collections.Counter)
+for outcome in json.load(open(sys.argv[1]))["outcomes"]:
+    mutant = outcome["scenario"]
+    if isinstance(mutant, dict) and "Mutant" in mutant:
+        per_file[mutant["Mutant"]["file"]][names.get(outcome["summary"], outcome["summary"])] += 1
+columns = ["caught", "timeout", "unviable", "missed"]
+print("| file | mutants | " + " | ".join(columns) + " |")
+print("|---|---|" + "---|" * len(columns))
+total = collections.Counter()
+for file, counts in sorted(per_file.items()):
+    total.update(counts)
+    print(f"| `{file}` | {sum(counts.values())} | " + " | ".join(str(counts[c]) for c in columns) + " |")
+print(f"| all | {sum(total.values())} | " + " | ".join(str(total[c]) for c in columns) + " |")
+PY
+fi
 exit "$status"

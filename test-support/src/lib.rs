@@ -51,6 +51,7 @@ pub mod http;
 pub mod kubectl;
 pub mod ports;
 pub mod process;
+mod reaper;
 pub mod relay;
 pub mod skydns;
 pub mod tls;

@@ -1,6 +1,7 @@
 //! Child processes a test starts, and making sure none outlives the test:
 //! [`Process`] spawns a command as the leader of a new process group, and
-//! dropping it stops the whole group (SIGTERM, then SIGKILL after [`GRACE`]).
+//! dropping it stops the whole group (SIGTERM, then SIGKILL after [`GRACE`]);
+//! should the test process die first, `crate::reaper` kills the group.
 //! [`processes_with`] and [`Process::group_left`] check that nothing is left.
 
 use crate::wait::{eventually, eventually_blocking};
@@ -31,6 +32,7 @@ impl Process {
             .process_group(0)
             .spawn()
             .with_context(|| format!("starting {name}"))?;
+        crate::reaper::started(child.id());
         Ok(Process {
             name: name.to_string(),
             child,
@@ -178,6 +180,7 @@ impl Process {
         if self.exited.is_none() {
             self.exited = self.child.wait().ok();
         }
+        crate::reaper::stopped(self.child.id());
     }
 
     /// The live (non-zombie) members of the leader's process group, as
