@@ -129,3 +129,14 @@ pub async fn slow_sync_frozen(
     );
     Ok((etcd, api, k2s))
 }
+
+/// `n` pods `q0`… in `ns000`, IPs from 10.200.0.1 on: one namespace, so
+/// one chunk however many; in transactions of two, thousands of pods hold
+/// it in flight for seconds.
+pub fn crowd_ns000(api: &kube_api_test_server::ApiServerHandle, n: usize) -> Result<()> {
+    for i in 0..n {
+        let ip = format!("10.200.{}.{}", i / 250, i % 250 + 1);
+        create_pod(api, "ns000", &format!("q{i}"), &ip)?;
+    }
+    Ok(())
+}

@@ -295,6 +295,63 @@ async fn a_change_during_a_full_sync_is_written_between_chunks_and_kept() -> Res
     Ok(())
 }
 
+/// A change to keys outside the chunk in flight is written beside it, not
+/// after it: only a change that could touch the chunk's keys waits for it
+/// (`write_loop.rs`). etcd is frozen at the sync's first pod key, the first
+/// chunk's 3,010 pods in transactions of two still to come, until kube2sky
+/// has seen a pod made in a namespace of the second chunk's range; that
+/// pod's key is then put before the first chunk's last key (with 1,500
+/// transactions of the chunk to go, against the one that writes the pod).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_outside_the_chunk_in_flight_is_written_beside_it() -> Result<()> {
+    let etcd = Etcd::start_with(Api::V3)?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    // Two chunks: `ns000`, 3,010 pods, and `ns001` to the end, 10 pods and
+    // (once made) `zz-new`.
+    seed_pods(&api, 2, 10)?;
+    crowd_ns000(&api, 3_000)?;
+    let mut written = watch_keys(&mut client, POD_ROOT).await?;
+    // No data-loss check: one due waits for the chunk in flight first.
+    let flags = [
+        "--full-sync-chunk=300",
+        "--etcd-max-txn-ops=2",
+        "--etcd-mutation-timeout=60s",
+        "--etcd-loss-check-interval=0",
+    ];
+    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    freeze_at_first_put(&mut written, &etcd).await?;
+    namespace(&api, "zz-new")?;
+    create_pod(&api, "zz-new", "late", "10.245.0.1")?;
+    // Its watch event (kube2sky::timing, at debug).
+    k2s.wait_for_log("namespace=zz-new name=late").await?;
+    etcd.thaw()?;
+    k2s.wait_for_log_within("full sync of pods done", LONG)
+        .await?;
+    let mut revisions = async |prefix: &str| -> Result<Vec<i64>> {
+        let options = etcd_client::GetOptions::new()
+            .with_prefix()
+            .with_keys_only();
+        let reply = client.get(prefix, Some(options)).await?;
+        Ok(reply.kvs().iter().map(|kv| kv.create_revision()).collect())
+    };
+    let late = revisions(&format!("{POD_ROOT}zz-new/")).await?;
+    let chunk = revisions(&format!("{POD_ROOT}ns000/")).await?;
+    ensure!(
+        chunk.len() == 3_010,
+        "{} pod keys of the chunk",
+        chunk.len()
+    );
+    let chunk_last = chunk.iter().max().copied().unwrap_or(0);
+    ensure!(
+        late.len() == 1 && late[0] < chunk_last,
+        "the late pod was put at revision {late:?}, after the chunk in flight (last key \
+         at {chunk_last}); log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
 /// Pods deleted while a full sync runs stay deleted. The writer plans each
 /// chunk while etcd applies the one before (`kube2sky/src/etcd/chunks.rs`);
 /// a round of deletes must wait for the chunk in flight, or that chunk,

@@ -31,17 +31,6 @@ const SLOW_CHUNKS: [&str; 3] = [
     "--etcd-mutation-timeout=60s",
 ];
 
-/// `n` pods `q0`… in `ns000`, IPs from 10.200.0.1 on: the first chunk's
-/// 1,500 transactions hold it in flight for seconds, so it is still in
-/// flight when the test freezes etcd, however late.
-fn crowd_ns000(api: &kube_api_test_server::ApiServerHandle, n: usize) -> Result<()> {
-    for i in 0..n {
-        let ip = format!("10.200.{}.{}", i / 250, i % 250 + 1);
-        create_pod(api, "ns000", &format!("q{i}"), &ip)?;
-    }
-    Ok(())
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_relist_during_a_pass_reads_the_planned_chunk_again() -> Result<()> {
     let etcd = Etcd::start_with(Api::V3)?;
