@@ -54,7 +54,13 @@ if [ ${#files[@]} -gt 0 ]; then
 fi
 [ -z "${diff:-}" ] || trap 'rm -f ${config:+"$config"} "$diff"' EXIT
 status=0
-cargo mutants --timeout-multiplier 3 "${args[@]}" "${more[@]}" || status=$?
+# Each mutant's tests may take 3 times the unmutated run's, unless
+# --timeout is given after --.
+case " ${more[*]} " in
+  *" --timeout "* | *" --timeout="* | *" -t "*) ;;
+  *) args+=(--timeout-multiplier 3) ;;
+esac
+cargo mutants "${args[@]}" "${more[@]}" || status=$?
 # A mutant stopped at its timeout can leave behind processes its tests
 # started (exec-healthz servers): they run from cargo-mutants' copies.
 pkill -f '/cargo-mutants-[^/]*[.]tmp/' || true

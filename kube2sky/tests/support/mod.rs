@@ -229,13 +229,23 @@ impl Kube2sky {
 
     /// [`Kube2sky::wait_for_log`] for work that takes longer than
     /// [`DEADLINE`] on a loaded machine.
+    /// A kube2sky that panicked fails the wait at once: it never logs
+    /// the line (a mutant of the mutation check that overflows would
+    /// otherwise hold each wait to its deadline).
     pub async fn wait_for_log_within(&self, text: &str, within: Duration) -> Result<()> {
         eventually(&format!("kube2sky to log {text:?}"), within, async || {
             let log = self.log();
-            ensure!(log.contains(text), "log so far:\n{log}");
-            Ok(())
+            if log.contains(text) {
+                return Ok(Ok(()));
+            }
+            if log.contains("panicked at") {
+                return Ok(Err(anyhow::anyhow!(
+                    "kube2sky panicked before it logged {text:?}:\n{log}"
+                )));
+            }
+            anyhow::bail!("log so far:\n{log}")
         })
-        .await
+        .await?
     }
 
     /// GET `path` on the health port: `Some((status, body))`, `None` if refused.
