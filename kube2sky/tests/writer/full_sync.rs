@@ -509,20 +509,26 @@ async fn etcd_wiped_during_a_full_sync_is_one_data_loss() -> Result<()> {
 
 /// A pass's figures count every chunk, also one settled when something
 /// else waited for it (`FullSyncs::count`): here the data-loss check, due
-/// every 10 ms, waits for the chunk in flight before it reads the marker,
-/// and 3,600 pods synced into an empty etcd are "3600 keys written, 0
-/// deleted".
+/// every 10 ms, waits for the chunk in flight (300 pods in transactions of
+/// two) before it reads the marker. 3,600 pods synced into an etcd holding
+/// one stale pod key in each of their 12 namespaces are "3600 keys
+/// written, 12 deleted".
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pass_counts_the_chunks_a_loss_check_waited_for() -> Result<()> {
     const NAMESPACES: usize = 12;
     const PODS_EACH: usize = 300;
     let total = NAMESPACES * PODS_EACH;
     let etcd = Etcd::start_with(Api::V3)?;
+    for n in 0..NAMESPACES {
+        let stale = format!("{POD_ROOT}ns{n:03}/10-250-0-{}/0badf00d", n + 1);
+        etcd.put(&stale, &a(&format!("10.250.0.{}", n + 1)))?;
+    }
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, NAMESPACES, PODS_EACH)?;
     let flags = [
         "--full-sync-chunk=300",
-        "--etcd-max-txn-ops=16",
+        "--etcd-max-txn-ops=2",
+        "--etcd-mutation-timeout=60s",
         "--etcd-loss-check-interval=10ms",
     ];
     let k2s = Kube2sky::start(&etcd, &api, &flags)?;
@@ -531,7 +537,7 @@ async fn a_pass_counts_the_chunks_a_loss_check_waited_for() -> Result<()> {
     let text = k2s.metrics().await?;
     let checks = metric(&text, "kube2sky_etcd_data_loss_checks_total").context("no checks")?;
     ensure!(checks >= 1.0, "no data-loss check ran");
-    let figures = format!("{total} keys written, 0 deleted");
+    let figures = format!("{total} keys written, {NAMESPACES} deleted");
     ensure!(
         k2s.log().contains(&figures),
         "no `{figures}` in the log:\n{}",
