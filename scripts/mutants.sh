@@ -19,6 +19,11 @@ if ! cargo mutants --version 2>/dev/null | grep -q " $VERSION"; then
   cargo install --locked --version "$VERSION" cargo-mutants
 fi
 args=() files=() more=()
+# Temporary files (the diff, the configuration's copy), removed at exit.
+temporary=()
+trap 'rm -f "${temporary[@]}"' EXIT
+started=$(mktemp)
+temporary+=("$started")
 while [ $# -gt 0 ]; do
   case "$1" in
     --iterate) args+=(--iterate); shift ;;
@@ -29,6 +34,7 @@ while [ $# -gt 0 ]; do
       git rev-parse --verify --quiet "$ref^{commit}" >/dev/null \
         || { echo "--changed: no commit $ref" >&2; exit 2; }
       diff=$(mktemp)
+      temporary+=("$diff")
       git diff "$ref" -- '*.rs' >"$diff"
       [ -s "$diff" ] || { echo "no Rust line changed since $ref: no mutant to test"; exit 0; }
       args+=(--in-diff "$diff") ;;
@@ -43,7 +49,7 @@ if [ ${#files[@]} -gt 0 ]; then
   # in their place: the config is read from a copy whose examine_globs are
   # these files, and everything else as .cargo/mutants.toml says.
   config=$(mktemp)
-  trap 'rm -f "$config" ${diff:+"$diff"}' EXIT
+  temporary+=("$config")
   {
     printf 'examine_globs = ['
     printf '"%s", ' "${files[@]}"
@@ -52,7 +58,6 @@ if [ ${#files[@]} -gt 0 ]; then
   } >"$config"
   args+=(--config "$config")
 fi
-[ -z "${diff:-}" ] || trap 'rm -f ${config:+"$config"} "$diff"' EXIT
 status=0
 # Each mutant's tests may take 3 times the unmutated run's, unless
 # --timeout is given after --.
@@ -64,8 +69,9 @@ cargo mutants "${args[@]}" "${more[@]}" || status=$?
 # A mutant stopped at its timeout can leave behind processes its tests
 # started (exec-healthz servers): they run from cargo-mutants' copies.
 pkill -f '/cargo-mutants-[^/]*[.]tmp/' || true
-# The figures per file, as docs/testing.md gives them.
-if [ -f mutants.out/outcomes.json ]; then
+# The figures per file of this run (none when it tested no mutant), as
+# docs/testing.md gives them.
+if [ mutants.out/outcomes.json -nt "$started" ]; then
   python3 - mutants.out/outcomes.json <<'PY'
 import collections, json, sys
 names = {"CaughtMutant": "caught", "Timeout": "timeout", "Unviable": "unviable", "MissedMutant": "missed"}

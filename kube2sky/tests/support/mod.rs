@@ -458,9 +458,7 @@ pub async fn cluster(
     Kubectl,
     Kube2sky,
 )> {
-    let api = apiserver(&[KUBERNETES]).await?;
-    let (etcd, kubectl, k2s) = cluster_on(&api, flags).await?;
-    Ok((etcd, api, kubectl, k2s))
+    cluster_with(Api::from_env(), flags).await
 }
 
 /// [`cluster`] on the etcd API given, whatever `E2E_ETCD_API` says.

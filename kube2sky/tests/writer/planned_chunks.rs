@@ -31,8 +31,11 @@ const SLOW_CHUNKS: [&str; 3] = [
     "--etcd-mutation-timeout=60s",
 ];
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_relist_during_a_pass_reads_the_planned_chunk_again() -> Result<()> {
+/// etcd (v3) and kube2sky syncing 3,900 pods ([`SLOW_CHUNKS`]; `ns000`
+/// holds 3,000, one chunk in flight for seconds, then `ns001`…`ns003`),
+/// returned with etcd frozen at the first pod key put.
+async fn first_pods_chunk_frozen() -> Result<(Etcd, kube_api_test_server::ApiServerHandle, Kube2sky)>
+{
     let etcd = Etcd::start_with(Api::V3)?;
     let api = apiserver(&[KUBERNETES]).await?;
     seed_pods(&api, 4, 300)?;
@@ -40,9 +43,15 @@ async fn a_relist_during_a_pass_reads_the_planned_chunk_again() -> Result<()> {
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let mut written = watch_keys(&mut client, POD_ROOT).await?;
     let k2s = Kube2sky::start(&etcd, &api, &SLOW_CHUNKS)?;
+    freeze_at_first_put(&mut written, &etcd).await?;
+    Ok((etcd, api, k2s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relist_during_a_pass_reads_the_planned_chunk_again() -> Result<()> {
     // Frozen at the first chunk's first key: the second chunk is being
     // planned (or is) with GONE_POD in it.
-    freeze_at_first_put(&mut written, &etcd).await?;
+    let (etcd, api, k2s) = first_pods_chunk_frozen().await?;
     // Now the watches break and every list is held; history is expired
     // (every watch gets 410), so the pod's deletion reaches kube2sky by the
     // pods relist only.
@@ -125,17 +134,9 @@ async fn watches_sent_back_to_held_lists(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_services_pass_comes_first_and_the_planned_pods_chunk_stays_with_its_pass() -> Result<()>
 {
-    let etcd = Etcd::start_with(Api::V3)?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    seed_pods(&api, 4, 300)?;
-    crowd_ns000(&api, 2_700)?;
-    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let mut written = watch_keys(&mut client, POD_ROOT).await?;
-    let k2s = Kube2sky::start(&etcd, &api, &SLOW_CHUNKS)?;
-    k2s.wait_for_log("full sync of services done").await?;
-    // Frozen at the first pods chunk's first key: the second is being
-    // planned (or is).
-    freeze_at_first_put(&mut written, &etcd).await?;
+    // Frozen at the first pods chunk's first key (the first services pass,
+    // which goes first, is done): the second is being planned (or is).
+    let (etcd, api, k2s) = first_pods_chunk_frozen().await?;
     watches_sent_back_to_held_lists(&api, &k2s).await?;
     // Only the services list goes on: its relist asks for a services pass.
     api.release_list("services");
