@@ -116,6 +116,21 @@ impl Process {
         Ok(self.exited)
     }
 
+    /// Whether the leader has exited, read without reaping it (a zombie
+    /// or gone from `/proc`): for checks that hold only `&self`.
+    pub fn has_exited(&self) -> bool {
+        if self.exited.is_some() {
+            return true;
+        }
+        match std::fs::read_to_string(format!("/proc/{}/stat", self.child.id())) {
+            // pid (comm) state ...
+            Ok(stat) => stat
+                .rsplit_once(") ")
+                .is_some_and(|(_, rest)| rest.starts_with('Z')),
+            Err(_) => true,
+        }
+    }
+
     /// Waits until the leader exits, at most `within`.
     pub async fn wait_exit(&mut self, within: Duration) -> Result<ExitStatus> {
         let what = format!("{} to exit", self.name);

@@ -229,18 +229,20 @@ impl Kube2sky {
 
     /// [`Kube2sky::wait_for_log`] for work that takes longer than
     /// [`DEADLINE`] on a loaded machine.
-    /// A kube2sky that panicked fails the wait at once: it never logs
-    /// the line (a mutant of the mutation check that overflows would
-    /// otherwise hold each wait to its deadline).
+    /// A kube2sky that panicked or exited fails the wait at once: it never
+    /// logs the line (a mutant of the mutation check that overflows or
+    /// returns an error would otherwise hold each wait to its deadline).
     pub async fn wait_for_log_within(&self, text: &str, within: Duration) -> Result<()> {
         eventually(&format!("kube2sky to log {text:?}"), within, async || {
+            // Read before the log: a process that has exited wrote it all.
+            let exited = self.process.as_ref().is_none_or(Process::has_exited);
             let log = self.log();
             if log.contains(text) {
                 return Ok(Ok(()));
             }
-            if log.contains("panicked at") {
+            if log.contains("panicked at") || exited {
                 return Ok(Err(anyhow::anyhow!(
-                    "kube2sky panicked before it logged {text:?}:\n{log}"
+                    "kube2sky panicked or exited before it logged {text:?}:\n{log}"
                 )));
             }
             anyhow::bail!("log so far:\n{log}")

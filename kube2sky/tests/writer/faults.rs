@@ -489,3 +489,22 @@ async fn a_deleted_service_and_its_ptr_go_in_one_transaction() -> Result<()> {
     ensure!(revisions.len() == 1, "in one transaction: {deletes:?}");
     Ok(())
 }
+
+/// The harness's wait for a log line gives up as soon as kube2sky has
+/// exited (here on an unknown flag), with a message that says so, instead
+/// of holding the test to its deadline: a mutant of the mutation check that
+/// makes kube2sky return an error is then caught in seconds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wait_for_a_log_line_ends_when_kube2sky_exits() -> Result<()> {
+    let api = apiserver_at(([127, 0, 0, 1], 0).into(), &[]).await?;
+    let etcd = Etcd::start()?;
+    let k2s = Kube2sky::start(&etcd, &api, &["--no-such-flag"])?;
+    let error = k2s
+        .wait_for_log_within("a line kube2sky never logs", Duration::from_secs(3600))
+        .await
+        .expect_err("kube2sky never logs the line");
+    let message = format!("{error:#}");
+    ensure!(message.contains("exited before"), "{message}");
+    ensure!(message.contains("--no-such-flag"), "{message}");
+    Ok(())
+}
