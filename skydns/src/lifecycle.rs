@@ -206,6 +206,26 @@ mod tests {
     }
 
     #[test]
+    fn a_store_out_of_reach_for_exactly_the_bound_is_still_ready() {
+        assert_eq!(readiness(true, false, Some(MIN), MIN), Ok(()));
+        let just_over = MIN + Duration::from_nanos(1);
+        assert_eq!(
+            readiness(true, false, Some(just_over), MIN),
+            Err(NotReady::StoreUnreachable(just_over))
+        );
+    }
+
+    #[test]
+    fn a_shutdown_from_a_token_terminates_on_that_token_and_never_aborts() {
+        let token = CancellationToken::new();
+        let shutdown = Shutdown::from(token.clone());
+        assert!(!shutdown.terminate.is_cancelled());
+        token.cancel();
+        assert!(shutdown.terminate.is_cancelled());
+        assert!(!shutdown.abort.is_cancelled());
+    }
+
+    #[test]
     fn not_ready_in_lameduck_even_when_loaded() {
         assert_eq!(readiness(true, true, None, MIN), Err(NotReady::Lameduck));
         assert_eq!(readiness(false, true, None, MIN), Err(NotReady::Lameduck));
@@ -256,6 +276,24 @@ mod tests {
         let start = tokio::time::Instant::now();
         assert!(wait_for_first_load(&status, Duration::from_secs(3), &never).await);
         assert_eq!(start.elapsed(), Duration::from_millis(40));
+    }
+
+    /// Loaded (or told not to wait) is ready, whatever came since: the
+    /// wait is not entered, where a terminate already given could win
+    /// (`select!` picks among ready branches at random, so it is asked
+    /// many times).
+    #[tokio::test(start_paused = true)]
+    async fn a_loaded_status_or_no_wait_needs_no_wait_even_once_terminated() {
+        let terminated = CancellationToken::new();
+        terminated.cancel();
+        let loaded = Status::new(MIN);
+        loaded.store_loaded();
+        let loading = Status::new(MIN);
+        for _ in 0..32 {
+            assert!(wait_for_first_load(&loaded, Duration::from_secs(3), &terminated).await);
+            assert!(wait_for_first_load(&loading, Duration::ZERO, &terminated).await);
+        }
+        assert!(!wait_for_first_load(&loading, Duration::from_secs(3), &terminated).await);
     }
 
     #[tokio::test(start_paused = true)]
