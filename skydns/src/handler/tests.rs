@@ -16,6 +16,7 @@ use hickory_proto::rr::Name;
 use hickory_proto::rr::RData;
 use std::time::Duration;
 
+mod autopath;
 mod cache_churn;
 mod dnssec_replies;
 mod error_counters;
