@@ -172,10 +172,18 @@ fn the_memo_knows_a_step_for_the_records_it_was_walked_on_only() {
         None,
         "the records changed"
     );
-    for i in 0..WALK_MEMO_ENTRIES {
+    // Every question is kept until the memo is full...
+    for i in 1..WALK_MEMO_ENTRIES {
         memo.note(&format!("n{i}.web.svc.cluster.local."), RecordType::A, 7, 0);
     }
+    assert_eq!(memo.get(name, RecordType::A, 7), Some(2), "kept until full");
+    let last = "n1.web.svc.cluster.local.";
+    assert_eq!(memo.get(last, RecordType::A, 7), Some(0));
+    // ...and the next one starts it over.
+    memo.note("more.web.svc.cluster.local.", RecordType::A, 7, 1);
     assert_eq!(memo.get(name, RecordType::A, 7), None, "full: started over");
+    let more = memo.get("more.web.svc.cluster.local.", RecordType::A, 7);
+    assert_eq!(more, Some(1));
 }
 
 #[test]

@@ -325,6 +325,8 @@ fn policies_and_transports_parse_from_their_flag_values() {
         "{bad}"
     );
     assert_eq!("tcp".parse(), Ok(NsTransport::Tcp));
+    assert_eq!("udp".parse(), Ok(NsTransport::Udp));
+    assert_eq!("client".parse(), Ok(NsTransport::Client));
     assert!("quic".parse::<NsTransport>().unwrap_err().contains("quic"));
 }
 

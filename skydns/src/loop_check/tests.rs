@@ -131,6 +131,14 @@ async fn an_upstream_that_answers_is_clear_and_changed_upstreams_are_checked_aga
     let (check, exit) = check(&h, Mode::Exit);
     counted(&h, "clear", 1).await;
     assert_eq!(first_seen.load(Ordering::SeqCst), 1, "one probe");
+    // A new configuration with the same upstreams keeps them, unchecked.
+    // (A probe is registered before it is sent: none was.)
+    h.reconfigure(crate::answer::tests::zone(), forwarding_to(vec![first]));
+    assert_eq!(
+        lock(&check.probes).len(),
+        0,
+        "the same upstreams probed again"
+    );
     let (second, second_seen) = test_support::fake_upstream::answering();
     h.reconfigure(crate::answer::tests::zone(), forwarding_to(vec![second]));
     counted(&h, "clear", 2).await;
