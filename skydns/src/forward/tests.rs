@@ -411,3 +411,31 @@ fn ns_probe_name_is_a_domain_name_made_fully_qualified() {
         assert_eq!(err, format!("ns-probe-name is not a domain name: {bad:?}"));
     }
 }
+
+/// No server configured (forwarding off): nothing is relayed, whatever the
+/// policy; a packet shorter than a header neither.
+#[tokio::test]
+async fn without_servers_or_a_header_nothing_is_relayed() {
+    for policy in [
+        NsPolicy::RequestId,
+        NsPolicy::Sequential,
+        NsPolicy::RoundRobin,
+        NsPolicy::Random,
+    ] {
+        let relay = Relay {
+            policy,
+            ..settings(1_000, 2, AN_HOUR)
+        };
+        let upstreams = Upstreams::with(vec![], relay, None);
+        assert!(upstreams.is_empty());
+        let q = query(7, "www.example.org.");
+        assert_eq!(upstreams.relay(&q, false).await, None, "{policy:?}");
+    }
+    let (live, seen) = echo_udp(Duration::ZERO);
+    let upstreams = Upstreams::with(vec![live], settings(1_000, 2, AN_HOUR), None);
+    let q = query(7, "www.example.org.");
+    assert_eq!(upstreams.relay(&q[..11], false).await, None);
+    assert_eq!(seen.load(Ordering::SeqCst), 0);
+    assert!(upstreams.relay(&q, false).await.is_some());
+    assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
