@@ -261,6 +261,23 @@ async fn a_truncated_udp_reply_is_asked_again_over_tcp() {
     assert!(!m.metadata.truncation, "the whole answer: {m:?}");
     assert_eq!(m.answers.len(), 1);
     assert_eq!(tcp_seen.load(Ordering::SeqCst), 1);
+    // A client with no room beyond the truncated reply (here, its very
+    // size: the echoed query) gets it as it is; one more byte of room,
+    // and the whole answer is asked over TCP.
+    let q = query(8, "fits.example.org.");
+    let reply = upstreams.relay_within(&q, false, q.len()).await.unwrap();
+    assert!(Message::from_vec(&reply).unwrap().metadata.truncation);
+    assert_eq!(
+        tcp_seen.load(Ordering::SeqCst),
+        1,
+        "no room: not asked over TCP"
+    );
+    let reply = upstreams
+        .relay_within(&q, false, q.len() + 1)
+        .await
+        .unwrap();
+    assert!(!Message::from_vec(&reply).unwrap().metadata.truncation);
+    assert_eq!(tcp_seen.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -369,6 +386,50 @@ async fn a_refusing_upstream_is_marked_down_and_its_failures_counted_by_reason()
     assert!(line(&live_up), "{text}");
     let live_requests = format!("skydns_dns_upstream_requests_total{{upstream=\"{live}\"}} 4");
     assert!(line(&live_requests), "{text}");
+    assert!(
+        line("coredns_forward_healthcheck_broken_total 0"),
+        "one is up: {text}"
+    );
+}
+
+/// A query that finds every upstream marked down counts in CoreDNS's
+/// `healthcheck_broken` (and they are all asked all the same).
+#[tokio::test]
+async fn every_upstream_down_when_a_query_comes_is_counted_as_broken() {
+    let refusing: Vec<SocketAddr> = (0..2)
+        .map(|_| ([127, 0, 0, 1], test_support::dead::closed_port()).into())
+        .collect();
+    let metrics = Arc::new(Metrics::default());
+    let upstreams = Upstreams::with(refusing, settings(2_000, 1, AN_HOUR), Some(metrics.clone()));
+    let broken = |n: u32| format!("coredns_forward_healthcheck_broken_total {n}");
+    let q = query(1, "down.example.org.");
+    assert_eq!(upstreams.relay(&q, false).await, None);
+    let text = metrics.render();
+    assert!(text.lines().any(|l| l == broken(0)), "both were up: {text}");
+    assert_eq!(upstreams.relay(&q, false).await, None);
+    let text = metrics.render();
+    assert!(text.lines().any(|l| l == broken(1)), "{text}");
+}
+
+/// SkyDNS's `Lookup` of a target outside the domain: the answers of a
+/// NOERROR reply, with the TTL given; nothing from an NXDOMAIN.
+#[tokio::test]
+async fn a_lookup_takes_the_answers_of_a_noerror_reply_with_the_ttl_given() {
+    let name = Name::from_ascii("target.example.org.").unwrap();
+    let (answering, _) = test_support::fake_upstream::answering();
+    let upstreams = Upstreams::new(vec![answering], ANSWERED);
+    let records = upstreams
+        .lookup(&name, RecordType::A, 1232, false, 42)
+        .await
+        .expect("answers");
+    let got: Vec<String> = (records.iter())
+        .map(|r| format!("{} {} {}", r.name, r.ttl, r.data))
+        .collect();
+    assert_eq!(got, ["target.example.org. 42 1.2.3.4"]);
+    let nxdomain = test_support::fake_upstream::nxdomain_udp();
+    let upstreams = Upstreams::new(vec![nxdomain], ANSWERED);
+    let none = upstreams.lookup(&name, RecordType::A, 1232, false, 42);
+    assert_eq!(none.await, None);
 }
 
 #[tokio::test]
