@@ -79,3 +79,27 @@ fn the_sampling_count_goes_on_in_a_new_configuration() {
         "a new one when it changed"
     );
 }
+
+/// A reply from the reply cache is logged and counted with the question
+/// it answers, read from the request's bytes.
+#[test]
+fn a_cached_reply_is_logged_and_counted_with_its_question() {
+    let h = handler_with(Some(cluster()), logging("all", 1.0));
+    let name = "kubernetes.default.svc.cluster.local.";
+    let packet = request(Name::from_ascii(name).unwrap(), RecordType::AAAA)
+        .to_vec()
+        .unwrap();
+    for _ in 0..2 {
+        assert!(run(&h, &packet, Transport::Udp).is_some(), "a reply");
+    }
+    let want = [
+        (Source::Local, 0, name.to_string()),
+        (Source::Cached, 0, name.to_string()),
+    ];
+    assert_eq!(written(&h), want);
+    let text = h.metrics().render();
+    let aaaa = (text.lines())
+        .filter(|l| l.starts_with("coredns_dns_requests_total{"))
+        .find(|l| l.contains("type=\"AAAA\""));
+    assert!(aaaa.is_some_and(|l| l.ends_with("} 2")), "{text}");
+}
