@@ -311,6 +311,20 @@ mod tests {
         assert!(QuestionKey::parse(&trailing, false).is_none());
         assert!(QuestionKey::parse(&[0; 11], false).is_none());
         assert!(QuestionKey::parse(&query("a.", None)[..14], false).is_none());
+        // Each count of the header but one question and at most one
+        // additional (the OPT) is another kind of request, as is another
+        // opcode, whatever follows.
+        for (at, count) in [(5, 0), (5, 2), (7, 1), (9, 1), (11, 2)] {
+            let mut odd = query("a.", None);
+            odd[at] = count;
+            assert!(
+                QuestionKey::parse(&odd, false).is_none(),
+                "count {at}: {count}"
+            );
+        }
+        let mut notify = query("a.", None);
+        notify[2] |= 4 << 3;
+        assert!(QuestionKey::parse(&notify, false).is_none());
     }
 
     /// Computed at `generation` (which the cache is brought to) and `hour`,
