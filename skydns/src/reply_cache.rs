@@ -59,10 +59,16 @@ impl QuestionKey {
                 pos += 1;
                 break;
             }
-            if len > 63 || pos - 12 > 255 {
+            // A label of at most 63 bytes (a longer length is a pointer or
+            // reserved), and room left for the root label: a name is at
+            // most 255 bytes (RFC 1035, 2.3.4), as the decoder holds.
+            if len > 63 {
                 return None;
             }
             pos += 1 + len;
+            if pos - 12 > 254 {
+                return None;
+            }
         }
         let question_end = pos + 4;
         let question = packet.get(12..question_end)?;
@@ -322,6 +328,18 @@ mod tests {
                 "count {at}: {count}"
             );
         }
+        // Labels of 63 bytes and names of 255 bytes, not one more.
+        let label = |n: usize| "x".repeat(n);
+        let longest = format!("{0}.{0}.{0}.{1}.", label(63), label(61));
+        assert!(QuestionKey::parse(&query(&longest, None), false).is_some());
+        let mut longer = query(&longest, None);
+        longer[12 + 192] = 62; // the last label one byte longer
+        longer.insert(12 + 193, b'x');
+        assert!(QuestionKey::parse(&longer, false).is_none(), "256 bytes");
+        let mut wide = query(&format!("{}.", label(63)), None);
+        wide[12] = 64;
+        wide.insert(13, b'x');
+        assert!(QuestionKey::parse(&wide, false).is_none(), "a label of 64");
         let mut notify = query("a.", None);
         notify[2] |= 4 << 3;
         assert!(QuestionKey::parse(&notify, false).is_none());
