@@ -340,6 +340,17 @@ mod tests {
         wide[12] = 64;
         wide.insert(13, b'x');
         assert!(QuestionKey::parse(&wide, false).is_none(), "a label of 64");
+        // Recursion desired is read from the header.
+        let mut no_rd = query("a.", None);
+        no_rd[2] &= !0x01;
+        assert!(!QuestionKey::parse(&no_rd, false).unwrap().rd);
+        // The one additional must be an OPT (TYPE 41) of the root.
+        let opt = query("a.", Some(1232));
+        let at = opt.len() - 11;
+        assert!(QuestionKey::parse(&opt, false).is_some());
+        let mut not_opt = opt.clone();
+        not_opt[at + 2] = 1; // TYPE A
+        assert!(QuestionKey::parse(&not_opt, false).is_none());
         let mut notify = query("a.", None);
         notify[2] |= 4 << 3;
         assert!(QuestionKey::parse(&notify, false).is_none());
