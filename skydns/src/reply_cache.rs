@@ -348,6 +348,16 @@ mod tests {
         let opt = query("a.", Some(1232));
         let at = opt.len() - 11;
         assert!(QuestionKey::parse(&opt, false).is_some());
+        // An option that fills the OPT's data exactly (a client cookie,
+        // code 10, of 8 bytes) is plain; one that claims a byte more is not.
+        let with_option = |claimed: u8| {
+            let mut packet = opt.clone();
+            packet[at + 10] = 12; // RDLENGTH
+            packet.extend_from_slice(&[0, 10, 0, claimed, 1, 2, 3, 4, 5, 6, 7, 8]);
+            QuestionKey::parse(&packet, false)
+        };
+        assert!(with_option(8).is_some());
+        assert!(with_option(9).is_none());
         let mut not_opt = opt.clone();
         not_opt[at + 2] = 1; // TYPE A
         assert!(QuestionKey::parse(&not_opt, false).is_none());
