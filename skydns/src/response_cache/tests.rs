@@ -397,3 +397,26 @@ fn the_encoded_reply_decodes_to_the_decoded_path_s_with_every_name_s_case() {
         "a reply of exactly the client's size is sent as it is"
     );
 }
+
+/// The counts of cached answers and denials (the `coredns_cache_entries`
+/// gauge) follow every way an entry goes: replaced, dropped on a hit past
+/// its life, purged to make room.
+#[test]
+fn the_counts_of_answers_and_denials_follow_replacement_expiry_and_purge() {
+    let cache = ResponseCache::new(3, Duration::from_secs(60));
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    cache.insert(key("a."), positive(50), t0);
+    cache.insert(key("n1."), negative(900, 10), t0);
+    assert_eq!(cache.counts(), (1, 1));
+    cache.insert(key("n1."), positive(50), t0);
+    assert_eq!(cache.counts(), (2, 0), "a denial replaced by an answer");
+    cache.insert(key("n2."), negative(900, 10), t0);
+    assert_eq!(cache.counts(), (2, 1));
+    assert!(cache.get(&key("n2."), at(10)).is_none());
+    assert_eq!(cache.counts(), (2, 0), "dropped on a hit past its life");
+    cache.insert(key("n3."), negative(900, 10), t0);
+    assert_eq!(cache.counts(), (2, 1));
+    cache.insert(key("b."), positive(50), at(20));
+    assert_eq!(cache.counts(), (3, 0), "purged to make room");
+}
