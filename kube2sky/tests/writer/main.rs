@@ -18,3 +18,4 @@ mod etcd;
 mod faults;
 mod full_sync;
 mod planned_chunks;
+mod service_chunks;
