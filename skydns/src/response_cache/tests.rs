@@ -419,4 +419,45 @@ fn the_counts_of_answers_and_denials_follow_replacement_expiry_and_purge() {
     assert_eq!(cache.counts(), (2, 1));
     cache.insert(key("b."), positive(50), at(20));
     assert_eq!(cache.counts(), (3, 0), "purged to make room");
+    // An NXDOMAIN after a CNAME and a NODATA are denials too.
+    let cache = ResponseCache::new(3, Duration::from_secs(60));
+    let mut nxdomain_after_cname = negative(900, 10);
+    nxdomain_after_cname.answers = positive(50).answers;
+    let mut nodata = negative(900, 10);
+    nodata.metadata.response_code = ResponseCode::NoError;
+    cache.insert(key("x."), nxdomain_after_cname, t0);
+    cache.insert(key("y."), nodata, t0);
+    cache.insert(key("z."), positive(50), t0);
+    assert_eq!(cache.counts(), (1, 2));
+}
+
+/// A full cache with a stale window makes room first from entries whose
+/// window is over (exactly now included), then from expired ones (exactly
+/// now included), and only then from the oldest live one.
+#[test]
+fn a_full_cache_with_a_stale_window_drops_the_entries_past_it_first() {
+    let stale_cache = || {
+        ResponseCache::with(Settings {
+            stale: Duration::from_secs(5),
+            ..Settings::plain(2, Duration::from_secs(60))
+        })
+    };
+    let t0 = Instant::now();
+    let at = |s: u64| t0 + Duration::from_secs(s);
+    // `over.`'s window ends at t0+15, exactly when `c.` comes; `stale.`
+    // is still in its window then, and stays.
+    let cache = stale_cache();
+    cache.insert(key("over."), positive(10), t0);
+    cache.insert(key("stale."), positive(12), t0);
+    cache.insert(key("c."), positive(50), at(15));
+    assert!(cache.get_stale(&key("stale."), at(15)).is_some());
+    assert!(cache.get_stale(&key("over."), at(15)).is_none());
+    // Both in their window: the one expired exactly now goes, not the
+    // oldest, which is live.
+    let cache = stale_cache();
+    cache.insert(key("live."), positive(50), t0);
+    cache.insert(key("short."), positive(5), at(5));
+    cache.insert(key("c."), positive(50), at(10));
+    assert!(cache.get(&key("live."), at(10)).is_some());
+    assert!(cache.get(&key("c."), at(10)).is_some());
 }
