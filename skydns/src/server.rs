@@ -52,11 +52,21 @@ impl Listeners {
     /// Binds UDP and TCP on `addr`. With port 0 the system picks a UDP
     /// port, and another one if that port is taken for TCP.
     pub(crate) async fn bind(addr: SocketAddr) -> io::Result<Self> {
+        Self::bind_with(addr, TcpListener::bind).await
+    }
+
+    /// [`Listeners::bind`], the TCP side bound by `bind_tcp` (a test's
+    /// fails on cue).
+    async fn bind_with<F, Bound>(addr: SocketAddr, bind_tcp: F) -> io::Result<Self>
+    where
+        F: Fn(SocketAddr) -> Bound,
+        Bound: std::future::Future<Output = io::Result<TcpListener>>,
+    {
         let mut attempts = if addr.port() == 0 { 20 } else { 1 };
         loop {
             let udp = std::net::UdpSocket::bind(addr)?;
             udp.set_nonblocking(true)?;
-            match TcpListener::bind(udp.local_addr()?).await {
+            match bind_tcp(udp.local_addr()?).await {
                 Ok(tcp) => {
                     return Ok(Listeners {
                         udp: vec![udp],

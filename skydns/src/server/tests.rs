@@ -14,6 +14,7 @@ use arc_swap::ArcSwapOption;
 use hickory_proto::op::{Message, Query};
 use hickory_proto::rr::{Name, RecordType};
 use skydns_msg::record::Record;
+use std::sync::atomic::{AtomicUsize, Ordering::SeqCst};
 use std::sync::Arc;
 use test_support::http::metric;
 use test_support::wait::{eventually, DEADLINE};
@@ -273,4 +274,66 @@ async fn udp_queries_queued_together_each_get_their_own_reply() {
         }
     }
     stop.cancel();
+}
+
+/// A TCP bind's future.
+type Binding = std::pin::Pin<Box<dyn std::future::Future<Output = io::Result<TcpListener>>>>;
+
+/// A TCP bind that fails with `kind` for its first `failures` calls, then
+/// binds; and how many calls it had.
+fn failing_tcp(
+    failures: usize,
+    kind: io::ErrorKind,
+) -> (impl Fn(SocketAddr) -> Binding, Arc<AtomicUsize>) {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let counted = calls.clone();
+    let bind = move |addr: SocketAddr| -> Binding {
+        let call = counted.fetch_add(1, SeqCst);
+        Box::pin(async move {
+            if call < failures {
+                return Err(io::Error::from(kind));
+            }
+            TcpListener::bind(addr).await
+        })
+    };
+    (bind, calls)
+}
+
+/// Port 0: UDP and TCP on the one port the system chose for UDP, or, when
+/// that port is taken over TCP, another (up to 20 tries); a port given is
+/// tried once; any other error is not tried again.
+#[tokio::test]
+async fn listeners_share_a_port_and_only_a_chosen_port_is_chosen_again() {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let listeners = Listeners::bind(any).await.unwrap();
+    let port = listeners.local_addr().unwrap().port();
+    assert_eq!(
+        listeners.addresses(),
+        [
+            format!("udp://127.0.0.1:{port}"),
+            format!("tcp://127.0.0.1:{port}")
+        ]
+    );
+    let (bind, calls) = failing_tcp(3, io::ErrorKind::AddrInUse);
+    assert!(Listeners::bind_with(any, bind).await.is_ok());
+    assert_eq!(calls.load(SeqCst), 4, "taken three times, then bound");
+    let (bind, calls) = failing_tcp(100, io::ErrorKind::AddrInUse);
+    let error = Listeners::bind_with(any, bind).await.err().unwrap();
+    assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
+    assert_eq!(calls.load(SeqCst), 20, "20 tries");
+    let (bind, calls) = failing_tcp(1, io::ErrorKind::PermissionDenied);
+    assert!(Listeners::bind_with(any, bind).await.is_err());
+    assert_eq!(calls.load(SeqCst), 1, "another error: not again");
+    // A port given, free for UDP (another one if a test took it since).
+    drop(listeners);
+    let mut given = SocketAddr::new(any.ip(), port);
+    loop {
+        let (bind, calls) = failing_tcp(1, io::ErrorKind::AddrInUse);
+        let error = Listeners::bind_with(given, bind).await.err().unwrap();
+        assert_eq!(error.kind(), io::ErrorKind::AddrInUse);
+        match calls.load(SeqCst) {
+            0 => given = Listeners::bind(any).await.unwrap().local_addr().unwrap(),
+            n => break assert_eq!(n, 1, "a port given: once"),
+        }
+    }
 }
