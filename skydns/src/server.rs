@@ -91,19 +91,35 @@ impl Listeners {
         let (mut udp, mut tcp) = (Vec::new(), Vec::new());
         for i in 0..fds.len() {
             if let Ok(Some(socket)) = fds.take_udp_socket(i) {
-                socket.set_nonblocking(true)?;
                 udp.push(socket);
             } else if let Some(listener) = fds.take_tcp_listener(i)? {
-                listener.set_nonblocking(true)?;
-                tcp.push(TcpListener::from_std(listener)?);
+                tcp.push(listener);
             }
         }
+        Self::from_sockets(udp, tcp)
+    }
+
+    /// Listeners on sockets already bound: either kind may be missing,
+    /// not both.
+    fn from_sockets(
+        udp: Vec<std::net::UdpSocket>,
+        tcp: Vec<std::net::TcpListener>,
+    ) -> io::Result<Self> {
         if udp.is_empty() && tcp.is_empty() {
             return Err(io::Error::new(
                 io::ErrorKind::NotFound,
                 "no UDP or TCP sockets supplied by systemd (LISTEN_FDS/LISTEN_PID)",
             ));
         }
+        for socket in &udp {
+            socket.set_nonblocking(true)?;
+        }
+        let tcp = (tcp.into_iter())
+            .map(|listener| {
+                listener.set_nonblocking(true)?;
+                TcpListener::from_std(listener)
+            })
+            .collect::<io::Result<_>>()?;
         Ok(Listeners { udp, tcp })
     }
 

@@ -337,3 +337,22 @@ async fn listeners_share_a_port_and_only_a_chosen_port_is_chosen_again() {
         }
     }
 }
+
+/// Sockets passed by systemd: UDP alone or TCP alone is served; none at
+/// all is an error that says so.
+#[tokio::test]
+async fn passed_sockets_of_one_kind_are_enough_and_none_is_an_error() {
+    let udp = std::net::UdpSocket::bind("127.0.0.1:0").unwrap();
+    let at = udp.local_addr().unwrap();
+    let listeners = Listeners::from_sockets(vec![udp], vec![]).unwrap();
+    assert_eq!(listeners.addresses(), [format!("udp://{at}")]);
+    let tcp = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let at = tcp.local_addr().unwrap();
+    let listeners = Listeners::from_sockets(vec![], vec![tcp]).unwrap();
+    assert_eq!(listeners.addresses(), [format!("tcp://{at}")]);
+    let error = Listeners::from_sockets(vec![], vec![]).err().unwrap();
+    assert_eq!(error.kind(), io::ErrorKind::NotFound);
+    assert!(error
+        .to_string()
+        .contains("no UDP or TCP sockets supplied by systemd"));
+}
