@@ -207,6 +207,8 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
         .unwrap();
     let health = upstreams.health.clone().unwrap();
     assert!(!health.is_up(0), "one failure at threshold 1: down");
+    let shown = format!("{health:?}");
+    assert_eq!(shown, format!("Health {{ down: [{}] }}", first.addr));
     first.on.store(true, Ordering::SeqCst);
     marked_up(&health, 0).await;
     assert_eq!(
@@ -499,4 +501,24 @@ async fn without_servers_or_a_header_nothing_is_relayed() {
     assert_eq!(seen.load(Ordering::SeqCst), 0);
     assert!(upstreams.relay(&q, false).await.is_some());
     assert_eq!(seen.load(Ordering::SeqCst), 1);
+}
+
+/// The `reason` label of a failed exchange, by the error's kind.
+#[test]
+fn exchange_failures_are_labelled_by_their_kind() {
+    use std::io::{Error, ErrorKind};
+    for (kind, reason) in [
+        (ErrorKind::TimedOut, "timeout"),
+        (ErrorKind::ConnectionRefused, "refused"),
+        (ErrorKind::ConnectionReset, "refused"),
+        (ErrorKind::InvalidData, "bad_reply"),
+        (ErrorKind::UnexpectedEof, "bad_reply"),
+        (ErrorKind::PermissionDenied, "error"),
+    ] {
+        assert_eq!(
+            exchange::failure_reason(&Error::from(kind)),
+            reason,
+            "{kind:?}"
+        );
+    }
 }
