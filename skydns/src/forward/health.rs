@@ -220,3 +220,33 @@ impl FailureLog {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A probe of a server that is up again ends; one whose server was
+    /// marked down again meanwhile (by failures that found it running, so
+    /// started no other) goes on.
+    #[tokio::test(start_paused = true)]
+    async fn a_probe_ends_once_its_server_is_up_unless_it_is_down_again() {
+        let probe = Probe {
+            interval: Duration::from_secs(3600),
+            timeout: Duration::from_secs(1),
+            tcp: false,
+            name: Name::root(),
+        };
+        let health = Health::new(&["127.0.0.1:9".parse().unwrap()], 1, probe, None);
+        let probing = |h: &Health| h.servers[0].probing.load(Ordering::Acquire);
+        health.failed(0);
+        assert!(!health.is_up(0) && probing(&health));
+        health.succeeded(0);
+        assert!(health.stop_probing(0), "up: the probe ends");
+        assert!(!probing(&health));
+        health.servers[0].probing.store(true, Ordering::Release);
+        health.succeeded(0);
+        health.failed(0);
+        assert!(!health.stop_probing(0), "down again: the probe goes on");
+        assert!(probing(&health));
+    }
+}

@@ -196,10 +196,11 @@ async fn servfail_counts_as_a_failure_of_that_upstream() {
 async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
     let first = test_support::fake_upstream::switchable(false);
     let (live, _) = echo_udp(Duration::ZERO);
+    let metrics = Arc::new(Metrics::default());
     let upstreams = Upstreams::with(
         vec![first.addr, live],
         settings(1_000, 1, Duration::from_millis(50)),
-        None,
+        Some(metrics.clone()),
     );
     upstreams
         .relay(&query(1, "a.example.org."), false)
@@ -209,6 +210,22 @@ async fn a_down_upstream_is_probed_and_back_in_use_once_a_probe_is_answered() {
     assert!(!health.is_up(0), "one failure at threshold 1: down");
     let shown = format!("{health:?}");
     assert_eq!(shown, format!("Health {{ down: [{}] }}", first.addr));
+    // A probe it leaves unanswered counts as a failed health check.
+    let failed = format!(
+        "coredns_forward_healthcheck_failures_total{{to=\"{}\"}}",
+        first.addr
+    );
+    test_support::wait::eventually(
+        "a failed probe counted",
+        test_support::wait::DEADLINE,
+        async || {
+            let text = metrics.render();
+            anyhow::ensure!(text.lines().any(|l| l.starts_with(&failed)), "{text}");
+            Ok(())
+        },
+    )
+    .await
+    .unwrap();
     first.on.store(true, Ordering::SeqCst);
     marked_up(&health, 0).await;
     assert_eq!(
