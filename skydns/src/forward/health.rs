@@ -249,4 +249,29 @@ mod tests {
         assert!(!health.stop_probing(0), "down again: the probe goes on");
         assert!(probing(&health));
     }
+
+    /// A failed forward is logged at once with the servers asked; the next
+    /// ones within 10 s are counted into the line after.
+    #[test]
+    fn a_failed_forward_is_logged_with_the_servers_asked() {
+        let out = logging::Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(out.clone())
+            .with_ansi(false)
+            .finish();
+        let log = FailureLog::default();
+        let servers: [SocketAddr; 1] = ["127.0.0.1:53".parse().unwrap()];
+        tracing::subscriber::with_default(subscriber, || {
+            log.failed(&servers);
+            log.failed(&servers);
+        });
+        let text = out.text();
+        assert_eq!(text.lines().count(), 1, "{text}");
+        assert!(
+            text.contains("failure to forward request")
+                && text.contains("servers=[127.0.0.1:53]")
+                && text.contains("failed=1"),
+            "{text}"
+        );
+    }
 }
