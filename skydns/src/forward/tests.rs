@@ -539,3 +539,17 @@ fn exchange_failures_are_labelled_by_their_kind() {
         );
     }
 }
+
+/// `read_timeout` (`-rtimeout`, or the etcd config key) of zero or less is
+/// SkyDNS's default, 2 s.
+#[test]
+fn a_read_timeout_of_zero_or_less_is_two_seconds() {
+    let timeout = |args: &[&str]| built(args).unwrap().relay.timeout;
+    assert_eq!(timeout(&["-rtimeout=3s"]), Duration::from_secs(3));
+    assert_eq!(timeout(&["-rtimeout=0s"]), Duration::from_secs(2));
+    let flags = crate::config::parse_args(["skydns".into()]).unwrap();
+    let mut keys = Keys::from_flags(&flags.forward);
+    keys.read_timeout = -1;
+    let settings = Settings::build(&flags.forward, &keys, || Ok(Vec::new())).unwrap();
+    assert_eq!(settings.relay.timeout, Duration::from_secs(2));
+}
