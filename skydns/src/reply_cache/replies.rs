@@ -186,6 +186,38 @@ mod tests {
         assert_eq!(replies.indexed, 5, "dropped reads leave the index");
     }
 
+    /// Reads left behind by dropped entries are compacted away once the
+    /// index holds more than four per entry the cache can keep; the reads
+    /// of live entries stay, so a change still drops what read it.
+    #[test]
+    fn compacting_the_index_keeps_the_reads_of_live_entries() {
+        let mut replies = Replies::default();
+        let key = |p: &str| Read::Key(Arc::from(p));
+        replies.insert(key_of("live"), entry(), &[key("/live")]);
+        let mut i = 0;
+        while replies.indexed + 1_000 <= 4 * MAX_ENTRIES {
+            // An entry dropped by a change of one of its reads leaves its
+            // other 999 reads in the index.
+            let mut reads = vec![key(&format!("/churn/{i}"))];
+            reads.extend((0..999).map(|j| key(&format!("/other/{i}/{j}"))));
+            replies.insert(key_of(&format!("churn {i}")), entry(), &reads);
+            replies.invalidate(&[Arc::from(format!("/churn/{i}"))], 1);
+            i += 1;
+        }
+        assert_eq!(left(&replies), ["live"]);
+        // One read more than four per entry: compacted.
+        let n = 4 * MAX_ENTRIES + 1 - replies.indexed;
+        let reads: Vec<Read> = (0..n).map(|j| key(&format!("/last/{j}"))).collect();
+        replies.insert(key_of("last"), entry(), &reads);
+        assert_eq!(
+            replies.indexed,
+            1 + n,
+            "compacted: the reads of live entries"
+        );
+        replies.invalidate(&[Arc::from("/live")], 2);
+        assert_eq!(left(&replies), ["last"]);
+    }
+
     /// The index drops exactly the entries whose reads `Read::is_touched_by`
     /// says a change touched, for reads and changes over a small tree.
     #[test]
