@@ -461,3 +461,25 @@ fn a_full_cache_with_a_stale_window_drops_the_entries_past_it_first() {
     assert!(cache.get(&key("live."), at(10)).is_some());
     assert!(cache.get(&key("c."), at(10)).is_some());
 }
+
+/// `-rcache` and `-rcache-ttl` (or their etcd config keys) size the cache
+/// and cap its lifetimes; a cap of zero or less is SkyDNS's 60 s.
+#[test]
+fn the_capacity_and_the_ttl_cap_come_from_rcache_and_rcache_ttl() {
+    let flags = crate::config::parse_args(
+        ["skydns", "-rcache=100", "-rcache-ttl=30"].map(std::ffi::OsString::from),
+    )
+    .unwrap();
+    let keys = Keys::from_flags(&flags.cache);
+    let settings = Settings::build(&flags.cache, &keys);
+    assert_eq!(settings.capacity, 100);
+    assert_eq!(settings.max_ttl, Duration::from_secs(30));
+    assert_eq!(settings.max_ttl_secs(), 30);
+    for cap in [0, -5] {
+        let keys = Keys {
+            rcache_ttl: cap,
+            ..keys.clone()
+        };
+        assert_eq!(Settings::build(&flags.cache, &keys).max_ttl_secs(), 60);
+    }
+}
