@@ -282,4 +282,17 @@ mod tests {
         assert!(matches!(table.admit(), Admission::MadeRoom(_)));
         assert!(third.closed().is_cancelled());
     }
+
+    /// A connection that ends gives its place back: the next client is
+    /// admitted without closing anyone.
+    #[test]
+    fn a_place_is_given_back_when_its_connection_ends() {
+        let table = Connections::new(1);
+        let Admission::Admitted(first) = table.admit() else {
+            panic!("room")
+        };
+        drop(first);
+        assert_eq!(table.lock().len(), 0);
+        assert!(matches!(table.admit(), Admission::Admitted(_)));
+    }
 }
