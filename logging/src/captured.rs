@@ -10,6 +10,18 @@ use tracing_subscriber::fmt::MakeWriter;
 pub struct Captured(Arc<Mutex<Vec<u8>>>);
 
 impl Captured {
+    /// The plain text lines (no colours) that tracing's default format
+    /// writes for the events `f` sends.
+    pub fn plain_lines_of(f: impl FnOnce()) -> String {
+        let out = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(out.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, f);
+        out.text()
+    }
+
     /// Everything written so far, as text.
     pub fn text(&self) -> String {
         String::from_utf8_lossy(&self.bytes()).into_owned()

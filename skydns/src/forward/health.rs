@@ -254,18 +254,12 @@ mod tests {
     /// ones within 10 s are counted into the line after.
     #[test]
     fn a_failed_forward_is_logged_with_the_servers_asked() {
-        let out = logging::Captured::default();
-        let subscriber = tracing_subscriber::fmt()
-            .with_writer(out.clone())
-            .with_ansi(false)
-            .finish();
         let log = FailureLog::default();
         let servers: [SocketAddr; 1] = ["127.0.0.1:53".parse().unwrap()];
-        tracing::subscriber::with_default(subscriber, || {
+        let text = logging::Captured::plain_lines_of(|| {
             log.failed(&servers);
             log.failed(&servers);
         });
-        let text = out.text();
         assert_eq!(text.lines().count(), 1, "{text}");
         assert!(
             text.contains("failure to forward request")
