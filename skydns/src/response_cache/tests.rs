@@ -144,17 +144,24 @@ fn replacing_an_entry_of_a_full_cache_evicts_nothing() {
     assert_eq!(cache.len(), 2);
 }
 
+/// With a stale window or without: an entry expired exactly now goes, not
+/// the oldest, which is live.
 #[test]
 fn an_entry_expiring_at_the_insert_makes_room_before_a_live_one() {
-    let cache = ResponseCache::new(2, Duration::from_secs(60));
-    let t0 = Instant::now();
-    let at = |s: u64| t0 + Duration::from_secs(s);
-    cache.insert(key("live."), positive(50), t0);
-    cache.insert(key("short."), positive(9), at(1));
-    // short. expires at t0+10: exactly now, so it is the one to go.
-    cache.insert(key("c."), positive(50), at(10));
-    assert!(cache.get(&key("live."), at(10)).is_some());
-    assert!(cache.get(&key("c."), at(10)).is_some());
+    for stale in [Duration::ZERO, Duration::from_secs(5)] {
+        let cache = ResponseCache::with(Settings {
+            stale,
+            ..Settings::plain(2, Duration::from_secs(60))
+        });
+        let t0 = Instant::now();
+        let at = |s: u64| t0 + Duration::from_secs(s);
+        cache.insert(key("live."), positive(50), t0);
+        cache.insert(key("short."), positive(9), at(1));
+        // short. expires at t0+10: exactly now, so it is the one to go.
+        cache.insert(key("c."), positive(50), at(10));
+        assert!(cache.get(&key("live."), at(10)).is_some(), "{stale:?}");
+        assert!(cache.get(&key("c."), at(10)).is_some(), "{stale:?}");
+    }
 }
 
 #[test]
@@ -432,34 +439,23 @@ fn the_counts_of_answers_and_denials_follow_replacement_expiry_and_purge() {
 }
 
 /// A full cache with a stale window makes room first from entries whose
-/// window is over (exactly now included), then from expired ones (exactly
-/// now included), and only then from the oldest live one.
+/// window is over (exactly now included), and keeps those still in it
+/// (then the expired go, exactly now included: the test above).
 #[test]
 fn a_full_cache_with_a_stale_window_drops_the_entries_past_it_first() {
-    let stale_cache = || {
-        ResponseCache::with(Settings {
-            stale: Duration::from_secs(5),
-            ..Settings::plain(2, Duration::from_secs(60))
-        })
-    };
+    let cache = ResponseCache::with(Settings {
+        stale: Duration::from_secs(5),
+        ..Settings::plain(2, Duration::from_secs(60))
+    });
     let t0 = Instant::now();
     let at = |s: u64| t0 + Duration::from_secs(s);
     // `over.`'s window ends at t0+15, exactly when `c.` comes; `stale.`
     // is still in its window then, and stays.
-    let cache = stale_cache();
     cache.insert(key("over."), positive(10), t0);
     cache.insert(key("stale."), positive(12), t0);
     cache.insert(key("c."), positive(50), at(15));
     assert!(cache.get_stale(&key("stale."), at(15)).is_some());
     assert!(cache.get_stale(&key("over."), at(15)).is_none());
-    // Both in their window: the one expired exactly now goes, not the
-    // oldest, which is live.
-    let cache = stale_cache();
-    cache.insert(key("live."), positive(50), t0);
-    cache.insert(key("short."), positive(5), at(5));
-    cache.insert(key("c."), positive(50), at(10));
-    assert!(cache.get(&key("live."), at(10)).is_some());
-    assert!(cache.get(&key("c."), at(10)).is_some());
 }
 
 /// `-rcache` and `-rcache-ttl` (or their etcd config keys) size the cache
