@@ -42,6 +42,40 @@ pub async fn freeze_at_first_put(watch: &mut etcd_client::WatchStream, etcd: &Et
     etcd.freeze()
 }
 
+/// That the one key under `late` was put before the last of the
+/// `chunk_keys` keys under `chunk` (the chunk in flight when the late
+/// change came): a change outside the chunk is written beside it, not
+/// after it. Compares the keys' create revisions; `k2s`'s log on failure.
+pub async fn put_before_the_chunk_ends(
+    client: &mut etcd_client::Client,
+    late: &str,
+    (chunk, chunk_keys): (&str, usize),
+    k2s: &crate::kube2sky_support::Kube2sky,
+) -> Result<()> {
+    let mut revisions = async |prefix: &str| -> Result<Vec<i64>> {
+        let options = etcd_client::GetOptions::new()
+            .with_prefix()
+            .with_keys_only();
+        let reply = client.get(prefix, Some(options)).await?;
+        Ok(reply.kvs().iter().map(|kv| kv.create_revision()).collect())
+    };
+    let late = revisions(late).await?;
+    let chunk = revisions(chunk).await?;
+    anyhow::ensure!(
+        chunk.len() == chunk_keys,
+        "{} keys of the chunk",
+        chunk.len()
+    );
+    let chunk_last = chunk.iter().max().copied().unwrap_or(0);
+    anyhow::ensure!(
+        late.len() == 1 && late[0] < chunk_last,
+        "the late change was put at revision {late:?}, after the chunk in flight (last key \
+         at {chunk_last}); log:\n{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
 /// Waits for kube2sky's `full sync of pods done`, then counts the pod
 /// keys in etcd.
 pub async fn pods_when_synced(etcd: &Etcd, k2s: &Kube2sky) -> Result<i64> {

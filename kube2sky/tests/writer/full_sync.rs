@@ -328,28 +328,13 @@ async fn a_change_outside_the_chunk_in_flight_is_written_beside_it() -> Result<(
     etcd.thaw()?;
     k2s.wait_for_log_within("full sync of pods done", LONG)
         .await?;
-    let mut revisions = async |prefix: &str| -> Result<Vec<i64>> {
-        let options = etcd_client::GetOptions::new()
-            .with_prefix()
-            .with_keys_only();
-        let reply = client.get(prefix, Some(options)).await?;
-        Ok(reply.kvs().iter().map(|kv| kv.create_revision()).collect())
-    };
-    let late = revisions(&format!("{POD_ROOT}zz-new/")).await?;
-    let chunk = revisions(&format!("{POD_ROOT}ns000/")).await?;
-    ensure!(
-        chunk.len() == 3_010,
-        "{} pod keys of the chunk",
-        chunk.len()
-    );
-    let chunk_last = chunk.iter().max().copied().unwrap_or(0);
-    ensure!(
-        late.len() == 1 && late[0] < chunk_last,
-        "the late pod was put at revision {late:?}, after the chunk in flight (last key \
-         at {chunk_last}); log:\n{}",
-        k2s.log()
-    );
-    Ok(())
+    put_before_the_chunk_ends(
+        &mut client,
+        &format!("{POD_ROOT}zz-new/"),
+        (&format!("{POD_ROOT}ns000/"), 3_010),
+        &k2s,
+    )
+    .await
 }
 
 /// Pods deleted while a full sync runs stay deleted. The writer plans each

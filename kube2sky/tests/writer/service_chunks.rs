@@ -5,7 +5,7 @@
 
 use crate::kube2sky_support::sync::*;
 use crate::kube2sky_support::*;
-use anyhow::{ensure, Context, Result};
+use anyhow::{Context, Result};
 use kube_api_test_server::{ApiServerHandle, ResourceKind};
 
 const SVC: &str = "/skydns/local/cluster/svc/";
@@ -61,22 +61,11 @@ async fn a_service_change_outside_the_chunk_in_flight_is_written_beside_it() -> 
     etcd.thaw()?;
     k2s.wait_for_log_within("full sync of services done", LONG)
         .await?;
-    let mut revisions = async |prefix: &str| -> Result<Vec<i64>> {
-        let options = etcd_client::GetOptions::new()
-            .with_prefix()
-            .with_keys_only();
-        let reply = client.get(prefix, Some(options)).await?;
-        Ok(reply.kvs().iter().map(|kv| kv.create_revision()).collect())
-    };
-    let late = revisions(&format!("{SVC}zz-new/late/")).await?;
-    let chunk = revisions(&format!("{SVC}ns000/")).await?;
-    ensure!(chunk.len() == 3_000, "{} keys of the chunk", chunk.len());
-    let chunk_last = chunk.iter().max().copied().unwrap_or(0);
-    ensure!(
-        late.len() == 1 && late[0] < chunk_last,
-        "the late service was put at revision {late:?}, after the chunk in flight (last key \
-         at {chunk_last}); log:\n{}",
-        k2s.log()
-    );
-    Ok(())
+    put_before_the_chunk_ends(
+        &mut client,
+        &format!("{SVC}zz-new/late/"),
+        (&format!("{SVC}ns000/"), 3_000),
+        &k2s,
+    )
+    .await
 }
