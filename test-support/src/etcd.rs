@@ -170,6 +170,11 @@ impl Etcd {
         Ok(etcd)
     }
 
+    /// The client port's address, for a relay in front of it.
+    pub fn client_addr(&self) -> std::net::SocketAddr {
+        std::net::SocketAddr::from(([127, 0, 0, 1], self.client_port))
+    }
+
     /// The client URL, e.g. `http://127.0.0.1:23791`.
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };

@@ -1,7 +1,9 @@
 //! A TCP relay in front of a server, for tests that cut a client's connections:
 //! [`TcpRelay::hold`] cuts every open connection and keeps new ones waiting
 //! until [`TcpRelay::release`], a network cut that a real kube-apiserver cannot
-//! be told to make.
+//! be told to make; [`TcpRelay::redirect`] sends new connections to another
+//! server while open ones stay with the first (a store replaced under a
+//! client that still has requests in flight to the old one).
 
 use anyhow::{Context, Result};
 use std::net::SocketAddr;
@@ -20,7 +22,7 @@ pub struct TcpRelay {
 /// What every connection reads and changes under the channel's one lock,
 /// so that a connection is either admitted before a hold (and then cut by
 /// it) or waits for the release: none slips between the two.
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct State {
     /// New connections wait and open ones end while set.
     held: bool,
@@ -30,6 +32,8 @@ struct State {
     admitted: usize,
     /// The relay is dropped: every connection ends.
     closed: bool,
+    /// Where connections admitted from now on are forwarded.
+    upstream: SocketAddr,
 }
 
 impl TcpRelay {
@@ -39,8 +43,14 @@ impl TcpRelay {
             .await
             .context("binding the relay's port")?;
         let addr = listener.local_addr()?;
-        let (state, _) = watch::channel(State::default());
-        let accept = tokio::spawn(accept(listener, upstream, state.clone()));
+        let (state, _) = watch::channel(State {
+            held: false,
+            active: 0,
+            admitted: 0,
+            closed: false,
+            upstream,
+        });
+        let accept = tokio::spawn(accept(listener, state.clone()));
         Ok(TcpRelay {
             addr,
             state,
@@ -73,6 +83,12 @@ impl TcpRelay {
     pub fn release(&self) {
         self.state.send_modify(|s| s.held = false);
     }
+
+    /// Forwards the connections admitted from now on to `upstream`; the
+    /// open ones stay with the server they reached.
+    pub fn redirect(&self, upstream: SocketAddr) {
+        self.state.send_modify(|s| s.upstream = upstream);
+    }
 }
 
 impl Drop for TcpRelay {
@@ -83,11 +99,11 @@ impl Drop for TcpRelay {
     }
 }
 
-async fn accept(listener: TcpListener, upstream: SocketAddr, state: watch::Sender<State>) {
+async fn accept(listener: TcpListener, state: watch::Sender<State>) {
     loop {
         match listener.accept().await {
             Ok((client, _)) => {
-                tokio::spawn(connection(client, upstream, state.clone()));
+                tokio::spawn(connection(client, state.clone()));
             }
             // Out of descriptors, say: a failed accept is no reason to
             // stop relaying.
@@ -100,27 +116,28 @@ async fn accept(listener: TcpListener, upstream: SocketAddr, state: watch::Sende
 }
 
 /// One client connection: admitted once the relay is not held, then
-/// forwarded until either side closes or the relay is held or dropped.
-async fn connection(client: TcpStream, upstream: SocketAddr, state: watch::Sender<State>) {
+/// forwarded (to the upstream of that moment) until either side closes or
+/// the relay is held or dropped.
+async fn connection(client: TcpStream, state: watch::Sender<State>) {
     let mut changes = state.subscribe();
-    loop {
+    let upstream = loop {
         // Under the channel's lock: admitted now, or held and waiting.
-        let mut admitted = false;
+        let mut admitted = None;
         state.send_if_modified(|s| {
-            admitted = !s.held && !s.closed;
-            if admitted {
+            if !s.held && !s.closed {
                 s.active += 1;
                 s.admitted += 1;
+                admitted = Some(s.upstream);
             }
-            admitted
+            admitted.is_some()
         });
-        if admitted {
-            break;
+        if let Some(upstream) = admitted {
+            break upstream;
         }
         if changes.wait_for(|s| !s.held || s.closed).await.is_err() || changes.borrow().closed {
             return;
         }
-    }
+    };
     tokio::select! {
         () = forward(client, upstream) => {}
         _ = changes.wait_for(|s| s.held || s.closed) => {}

@@ -449,8 +449,8 @@ async fn a_full_sync_goes_on_through_an_etcd_restart() -> Result<()> {
 /// are in flight for a while: every pod is written again and it counts as
 /// one data loss, not one per check (revisions the old store reported must
 /// not be taken for the new store's, or every check would see a store
-/// gone back in time). The rarer order, a check right as etcd comes back
-/// with a chunk still unsettled, is not forced here.
+/// gone back in time). The rarer order, a check that reaches the new store
+/// while a chunk of the old one is unsettled, is forced in `loss_check.rs`.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn etcd_wiped_during_a_full_sync_is_one_data_loss() -> Result<()> {
     const NAMESPACES: usize = 12;

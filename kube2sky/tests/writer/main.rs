@@ -1,6 +1,7 @@
 //! kube2sky's writes end to end: the real `kube2sky` binary against a real
 //! etcd and the in-process API test server. The full sync in chunks and the
-//! chunk planned beside the one in flight; consistency with the API where
+//! chunk planned beside the one in flight; the data-loss check over a
+//! chunk in flight; consistency with the API where
 //! kube2sky 1.2 let etcd drift; etcd's faults, transaction limits and
 //! access (credentials, client certificates, the v2 index). These suites
 //! live in kube2sky's own package so that the mutation check
@@ -17,5 +18,6 @@ mod consistency;
 mod etcd;
 mod faults;
 mod full_sync;
+mod loss_check;
 mod planned_chunks;
 mod service_chunks;
