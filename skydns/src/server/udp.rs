@@ -141,3 +141,42 @@ async fn send(socket: &UdpSocket, reply: &[u8], peer: SocketAddr) {
         tracing::debug!(%error, %peer, "udp send failed");
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A reply the kernel refuses is stepped over, and the replies after it
+    /// in the same batch are still written. Here the refused one goes to
+    /// the broadcast address, which a socket without `SO_BROADCAST` may not
+    /// send to (EACCES): `sendmmsg` writes the first reply and stops, the
+    /// next call fails on the refused one, the third writes the last.
+    #[tokio::test]
+    async fn a_reply_the_kernel_refuses_does_not_hold_up_the_rest() {
+        let socket = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let client = UdpSocket::bind("127.0.0.1:0").await.unwrap();
+        let to = client.local_addr().unwrap();
+        let mut replies = Outgoing::new();
+        replies.push(b"first".to_vec(), to);
+        replies.push(b"refused".to_vec(), "255.255.255.255:53".parse().unwrap());
+        replies.push(b"last".to_vec(), to);
+        let within = Duration::from_secs(10);
+        tokio::time::timeout(within, send_all(&socket, &mut replies))
+            .await
+            .expect("send_all ends");
+        assert_eq!(replies.len(), 0, "emptied");
+        let mut got = Vec::new();
+        let mut buf = [0; 16];
+        for _ in 0..2 {
+            let n = tokio::time::timeout(within, client.recv(&mut buf))
+                .await
+                .expect("a reply")
+                .unwrap();
+            got.push(buf[..n].to_vec());
+        }
+        assert_eq!(got, [b"first".to_vec(), b"last".to_vec()]);
+        // Nothing more: the first reply was not written twice.
+        let more = client.try_recv(&mut buf);
+        assert!(more.is_err(), "one more datagram: {more:?}");
+    }
+}
