@@ -7,6 +7,9 @@
 #   scripts/mutants.sh                     # the whole scope: ~1,550 mutants, hours on 2 cores
 #   scripts/mutants.sh FILE...             # only the mutants of these files (minutes): before you stop
 #   scripts/mutants.sh --iterate           # only those not caught by the last run
+#   scripts/mutants.sh --missed [FILE...]  # only those the last run missed, by name
+#                                          # without line numbers: lines moved since do not
+#                                          # bring its caught ones back, as --iterate does
 #   scripts/mutants.sh --changed [REF]     # only mutants in lines changed since REF
 #                                          # (default main), committed or not: before you stop
 #   scripts/mutants.sh [FILE...] -- ARGS   # more cargo-mutants arguments (e.g. -- --list)
@@ -27,6 +30,20 @@ temporary+=("$started")
 while [ $# -gt 0 ]; do
   case "$1" in
     --iterate) args+=(--iterate); shift ;;
+    --missed)
+      shift
+      [ -s mutants.out/missed.txt ] || { echo "--missed: no mutants.out/missed.txt" >&2; exit 2; }
+      # One -F (a regex of the name) per missed mutant, its file:line:col
+      # matched as file:any:any.
+      while IFS= read -r name; do args+=(-F "$name"); done < <(python3 - mutants.out/missed.txt <<'PY'
+import re, sys
+for line in open(sys.argv[1]):
+    found = re.match(r"^([^:]+):\d+:\d+: (.*)$", line.rstrip("\n"))
+    if found:
+        file, rest = (re.sub(r"([\\.+*?()|\[\]{}^$#&~-])", r"\\\1", part) for part in found.groups())
+        print(f"^{file}:\\d+:\\d+: {rest}$")
+PY
+) ;;
     --changed)
       shift
       ref=main
