@@ -24,7 +24,12 @@ fi
 args=() files=() more=()
 # Temporary files (the diff, the configuration's copy), removed at exit.
 temporary=()
-trap 'rm -f "${temporary[@]}"' EXIT
+trap 'rm -rf "${temporary[@]}"' EXIT
+# cargo-mutants copies the tree into the temporary directory (TMPDIR): a
+# directory of this run's own, so that the clean-up at the end stops this
+# run's processes only, never those of another run beside it.
+work=$(mktemp -d)
+temporary+=("$work")
 started=$(mktemp)
 temporary+=("$started")
 while [ $# -gt 0 ]; do
@@ -82,10 +87,10 @@ case " ${more[*]} " in
   *" --timeout "* | *" --timeout="* | *" -t "*) ;;
   *) args+=(--timeout-multiplier 3) ;;
 esac
-cargo mutants "${args[@]}" "${more[@]}" || status=$?
+TMPDIR=$work cargo mutants "${args[@]}" "${more[@]}" || status=$?
 # A mutant stopped at its timeout can leave behind processes its tests
 # started (exec-healthz servers): they run from cargo-mutants' copies.
-pkill -f '/cargo-mutants-[^/]*[.]tmp/' || true
+pkill -f "$work/" || true
 # The figures per file of this run (none when it tested no mutant), as
 # docs/testing.md gives them.
 if [ mutants.out/outcomes.json -nt "$started" ]; then
