@@ -1,11 +1,12 @@
 //! The full sync of services in chunks on etcd v3 (`full_sync_chunks` in
 //! `kube2sky/src/etcd/chunks.rs`: services by namespace, then the PTRs), as
 //! the pods' are: a change made during the pass, outside the chunk in
-//! flight, is written beside that chunk instead of after the whole pass.
+//! flight, is written beside that chunk instead of after the whole pass;
+//! and readiness needs one pass of the services done, not every pass.
 
 use crate::kube2sky_support::sync::*;
 use crate::kube2sky_support::*;
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use kube_api_test_server::{ApiServerHandle, ResourceKind};
 
 const SVC: &str = "/skydns/local/cluster/svc/";
@@ -68,4 +69,69 @@ async fn a_service_change_outside_the_chunk_in_flight_is_written_beside_it() -> 
         &k2s,
     )
     .await
+}
+
+/// Readiness needs one services pass done, not the one running
+/// (`FullSyncs::services_written`). The services' first pass is written
+/// while kube-dns's ConfigMap is still listing (held), so kube2sky is not
+/// ready yet. The keys of `ns000` are then deleted by hand and every watch
+/// sent back to list: a second pass writes the 3,000 keys again, and etcd
+/// is frozen at its first. The ConfigMap's list comes (the last of the
+/// first lists) and etcd thaws: kube2sky is ready at the next round, long
+/// before the second pass's ten chunks are done.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_once_the_first_lists_are_done_during_a_second_services_pass() -> Result<()> {
+    let etcd = Etcd::start_with(Api::V3)?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    namespace(&api, "ns000")?;
+    for i in 0..3_000 {
+        external_service(&api, "ns000", &format!("e{i}"))?;
+    }
+    api.hold_lists("configmaps");
+    let flags = [
+        "--pods=false",
+        "--config-map=kube-dns",
+        "--full-sync-chunk=300",
+        "--etcd-max-txn-ops=2",
+        "--etcd-mutation-timeout=60s",
+        "--etcd-loss-check-interval=0",
+    ];
+    let k2s = Kube2sky::start(&etcd, &api, &flags)?;
+    let (done, ready) = (
+        "full sync of services done",
+        "ready: the first lists of services and endpoints are written",
+    );
+    k2s.wait_for_log_within(done, LONG).await?;
+    ensure!(
+        !k2s.log().contains(ready),
+        "ready with the ConfigMap still listing"
+    );
+    let ns000 = format!("{SVC}ns000/");
+    let options = etcd_client::DeleteOptions::new().with_prefix();
+    client.delete(ns000.as_str(), Some(options)).await?;
+    let mut written = watch_keys(&mut client, &ns000).await?;
+    api.expire_all_history();
+    api.drop_watches();
+    freeze_at_first_put(&mut written, &etcd).await?;
+    api.release_list("configmaps");
+    // Services, endpoint slices and, once listed, the ConfigMap.
+    tokio::time::timeout(DEADLINE, api.wait_for_open_watches(3))
+        .await
+        .context("the ConfigMap's watch")?;
+    etcd.thaw()?;
+    eventually("the second services pass done", LONG, async || {
+        let passes = k2s.log().matches(done).count();
+        ensure!(passes >= 2, "{passes} services passes done");
+        Ok(())
+    })
+    .await?;
+    let log = k2s.log();
+    let second_done = log.match_indices(done).nth(1).map(|(at, _)| at);
+    let ready_at = log.find(ready);
+    ensure!(
+        matches!((ready_at, second_done), (Some(r), Some(d)) if r < d),
+        "ready at byte {ready_at:?} of the log, the second pass done at {second_done:?}:\n{log}"
+    );
+    Ok(())
 }
