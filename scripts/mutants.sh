@@ -87,7 +87,11 @@ case " ${more[*]} " in
   *" --timeout "* | *" --timeout="* | *" -t "*) ;;
   *) args+=(--timeout-multiplier 3) ;;
 esac
-TMPDIR=$work cargo mutants "${args[@]}" "${more[@]}" || status=$?
+# The test binaries (not the compiler) accept libtest's unstable
+# --fail-fast of .cargo/mutants.toml: set through the target's runner.
+runner="CARGO_TARGET_$(rustc -vV | sed -n 's/^host: //p' | tr 'a-z.-' 'A-Z__')_RUNNER"
+env TMPDIR="$work" "$runner=env RUSTC_BOOTSTRAP=1" \
+  cargo mutants "${args[@]}" "${more[@]}" || status=$?
 # A mutant stopped at its timeout can leave behind processes its tests
 # started (exec-healthz servers): they run from cargo-mutants' copies.
 pkill -f "$work/" || true
