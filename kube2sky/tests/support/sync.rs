@@ -174,3 +174,36 @@ pub fn crowd_ns000(api: &kube_api_test_server::ApiServerHandle, n: usize) -> Res
     }
     Ok(())
 }
+
+/// Waits until etcd (`client`) holds `total` pod keys.
+pub async fn wait_for_pod_keys(client: &mut etcd_client::Client, total: i64) -> Result<()> {
+    eventually(&format!("{total} pod keys"), LONG, async || {
+        let n = count(client, POD_ROOT).await?;
+        ensure!(n == total, "{n} of {total} pod keys");
+        Ok(())
+    })
+    .await
+}
+
+/// kube2sky's count of data losses (`kube2sky_etcd_data_losses_total`).
+pub async fn data_losses(k2s: &Kube2sky) -> Result<f64> {
+    let name = "kube2sky_etcd_data_losses_total";
+    test_support::http::metric(&k2s.metrics().await?, name).with_context(|| format!("no {name}"))
+}
+
+/// Waits until kube2sky has run ten more data-loss checks than it had
+/// when called (counted, `kube2sky_etcd_data_loss_checks_total`).
+pub async fn ten_more_loss_checks(k2s: &Kube2sky) -> Result<()> {
+    let name = "kube2sky_etcd_data_loss_checks_total";
+    let checks = async || -> Result<f64> {
+        test_support::http::metric(&k2s.metrics().await?, name)
+            .with_context(|| format!("no {name}"))
+    };
+    let before = checks().await?;
+    eventually("ten more loss checks", LONG, async || {
+        let now = checks().await?;
+        ensure!(now >= before + 10.0, "{now} checks, {before} before");
+        Ok(())
+    })
+    .await
+}

@@ -459,31 +459,11 @@ async fn etcd_wiped_during_a_full_sync_is_one_data_loss() -> Result<()> {
     let (mut etcd, _api, k2s) = slow_sync_frozen(NAMESPACES, PODS_EACH, &loss_check, 300).await?;
     etcd.restart_empty()?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
-    let total = (NAMESPACES * PODS_EACH) as i64;
-    eventually("every pod written again", LONG, async || {
-        let n = count(&mut client, POD_ROOT).await?;
-        ensure!(n == total, "{n} of {total} pod keys");
-        Ok(())
-    })
-    .await?;
+    wait_for_pod_keys(&mut client, (NAMESPACES * PODS_EACH) as i64).await?;
     // Ten more loss checks over the rewritten store, counted.
-    let counted = async |name: &str| -> Result<f64> {
-        let text = k2s.metrics().await?;
-        metric(&text, name).with_context(|| format!("no {name}"))
-    };
-    let (losses, checks) = (
-        "kube2sky_etcd_data_losses_total",
-        "kube2sky_etcd_data_loss_checks_total",
-    );
-    let seen = counted(losses).await?;
-    let checked = counted(checks).await?;
-    eventually("ten more loss checks", LONG, async || {
-        let now = counted(checks).await?;
-        ensure!(now >= checked + 10.0, "{now} checks, {checked} before");
-        Ok(())
-    })
-    .await?;
-    let later = counted(losses).await?;
+    let seen = data_losses(&k2s).await?;
+    ten_more_loss_checks(&k2s).await?;
+    let later = data_losses(&k2s).await?;
     ensure!(
         seen == 1.0 && later == 1.0,
         "{seen} then {later} data losses counted, not 1; log:\n{}",

@@ -5,7 +5,6 @@
 use crate::kube2sky_support::sync::*;
 use crate::kube2sky_support::*;
 use anyhow::{ensure, Context, Result};
-use test_support::http::metric;
 use test_support::relay::TcpRelay;
 
 /// How far the old store's revision is ahead of any the new one reaches
@@ -65,29 +64,11 @@ async fn a_loss_check_settles_the_chunk_of_the_old_store_first() -> Result<()> {
         k2s.log()
     );
     let mut client = etcd_client::Client::connect([new.endpoint()], None).await?;
-    eventually("every pod written to the new store", LONG, async || {
-        let n = count(&mut client, POD_ROOT).await?;
-        ensure!(n == total, "{n} of {total} pod keys");
-        Ok(())
-    })
-    .await?;
+    wait_for_pod_keys(&mut client, total).await?;
     // Ten more loss checks over the rewritten store, counted: the second
     // loss, if any, is seen at the first check after the chunk settles.
-    let counted = async |name: &str| -> Result<f64> {
-        metric(&k2s.metrics().await?, name).with_context(|| format!("no {name}"))
-    };
-    let (losses, checks) = (
-        "kube2sky_etcd_data_losses_total",
-        "kube2sky_etcd_data_loss_checks_total",
-    );
-    let checked = counted(checks).await?;
-    eventually("ten more loss checks", LONG, async || {
-        let now = counted(checks).await?;
-        ensure!(now >= checked + 10.0, "{now} checks, {checked} before");
-        Ok(())
-    })
-    .await?;
-    let seen = counted(losses).await?;
+    ten_more_loss_checks(&k2s).await?;
+    let seen = data_losses(&k2s).await?;
     ensure!(
         seen == 1.0,
         "{seen} data losses counted, not 1; log:\n{}",
