@@ -178,7 +178,7 @@ impl Etcd {
     /// The client URL, e.g. `http://127.0.0.1:23791`.
     pub fn endpoint(&self) -> String {
         let scheme = if self.tls.is_some() { "https" } else { "http" };
-        format!("{scheme}://127.0.0.1:{}", self.client_port)
+        format!("{scheme}://{}", self.client_addr())
     }
 
     /// Kills the server (data is kept).
