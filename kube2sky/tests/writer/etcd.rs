@@ -4,11 +4,13 @@
 //! without them, which then says why at once; data loss
 //! told by the marker key alone (the revision only moves forward), and the
 //! v2 index of hidden directories written again after a wipe, and read
-//! in the layout of earlier versions.
+//! in the layout of earlier versions; writes that go on through the next
+//! member once the one in use is cut; values that are not text (v3).
 
 use crate::kube2sky_support::*;
-use anyhow::Result;
+use anyhow::{ensure, Result};
 use kube_api_test_server::ApiServerHandle;
+use test_support::relay::TcpRelay;
 use test_support::tls::Certificates;
 
 /// `default/kubernetes`'s A and SRV records among the demo records.
@@ -36,6 +38,74 @@ async fn kube2sky_writes_to_an_etcd_that_requires_client_certificates() -> Resul
     let mut k2s = Kube2sky::start(&etcd, &api, &tls)?;
     k2s.wait_ready().await?;
     wait_exact(&etcd, "/skydns", &kubernetes_records()).await
+}
+
+/// Two endpoints of one etcd (two relays in front of it): kube2sky uses
+/// one. Once that one is cut, and its new connections held, kube2sky must
+/// forget the connection and go to the next endpoint, and write through
+/// it (on v3; the v2 client goes round its endpoints on each request).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn writes_go_on_through_the_next_member_once_the_one_in_use_is_cut() -> Result<()> {
+    let etcd = Etcd::start_with(Api::V3)?;
+    let relays = [
+        TcpRelay::start(etcd.client_addr()).await?,
+        TcpRelay::start(etcd.client_addr()).await?,
+    ];
+    let endpoints: Vec<String> = relays
+        .iter()
+        .map(|r| format!("http://{}", r.addr()))
+        .collect();
+    let api = apiserver(&[KUBERNETES]).await?;
+    let kubectl = Kubectl::new(&api.url())?;
+    let mut k2s = Kube2sky::start_on(&endpoints.join(","), Api::V3, &api, &[])?;
+    k2s.wait_ready().await?;
+    let in_use: Vec<usize> = (0..2).filter(|&i| relays[i].admitted() > 0).collect();
+    ensure!(
+        in_use.len() == 1,
+        "kube2sky connected through relays {in_use:?}"
+    );
+    relays[in_use[0]].hold().await;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("after", "10.0.0.70", &[("http", "TCP", 80)]),
+    )?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/after/", 2).await
+}
+
+/// Values that are not UTF-8 text (v3 keeps bytes): on a PTR, another
+/// writer's record, never overwritten; on a key of kube2sky's own tree,
+/// garbage that the record replaces.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn values_that_are_not_text_are_foreign_on_ptrs_and_replaced_in_the_service_tree(
+) -> Result<()> {
+    let (etcd, _api, kubectl, k2s) = cluster_with(Api::V3, &[]).await?;
+    let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
+    let garbage = vec![0xff_u8, 0xfe, 0x00];
+    let ptr = "/skydns/arpa/in-addr/10/0/0/50";
+    let record = format!(
+        "/skydns/local/cluster/svc/default/bin/{}",
+        label("10.0.0.50")
+    );
+    client.put(ptr, garbage.clone(), None).await?;
+    client.put(record.as_str(), garbage.clone(), None).await?;
+    kubectl.with_manifest("create", &svc_manifest("bin", "10.0.0.50", &[]))?;
+    wait_exact(
+        &etcd,
+        "/skydns/local/cluster/svc/default/bin/",
+        &[(record, a("10.0.0.50"))],
+    )
+    .await?;
+    k2s.wait_for_log(&format!("Not writing {ptr}")).await?;
+    let kept = client.get(ptr, None).await?;
+    ensure!(
+        kept.kvs()
+            .iter()
+            .map(|kv| kv.value())
+            .eq([garbage.as_slice()]),
+        "the PTR that is not text was overwritten: {:?}",
+        kept.kvs()
+    );
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

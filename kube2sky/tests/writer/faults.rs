@@ -286,6 +286,23 @@ async fn a_default_etcd_limit_is_found_before_the_first_write() -> Result<()> {
     Ok(())
 }
 
+/// Only etcd's refusal (`too many operations`) lowers the size the probe
+/// tries; any other error ends the probe, and the writes meet it. Here the
+/// probe's 32,768 reads (some 1.1 MB) are over the gRPC message limit of an
+/// etcd with `--max-request-bytes=16384` (16 KiB and 512 KiB of overhead):
+/// an error, not a refusal. The sync of two services is written at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_probe_error_other_than_a_refusal_lowers_nothing() -> Result<()> {
+    let etcd = Etcd::start_with_flags(Api::V3, &["--max-request-bytes=16384"])?;
+    let (_api, k2s) = synced_services(&etcd, 2, &["--etcd-max-txn-ops=32768"]).await?;
+    let log = k2s.log();
+    ensure!(
+        !log.contains("etcd refused read-only transactions"),
+        "an error of the probe was taken for a refusal:\n{log}"
+    );
+    Ok(())
+}
+
 /// A round of many changes reads their keys in one request; an etcd that
 /// allows fewer operations per transaction than that gets the reads one
 /// by one. 60 pods created while kube2sky is stopped arrive together.
@@ -307,12 +324,30 @@ async fn an_etcd_allowing_fewer_operations_than_a_round_reads_gets_them_one_by_o
     k2s.signal(nix::sys::signal::Signal::SIGCONT)?;
     // A pod is its directory's one key: 60 keys.
     wait_for_keys(&etcd, "/skydns/local/cluster/pod/default/", 60).await?;
+    // Each refusal halves the reads sent together from then on.
+    let log = k2s.log();
+    let refusals: Vec<(usize, usize)> = log.lines().filter_map(refused_reads).collect();
     ensure!(
-        k2s.log().contains("reading them one by one"),
-        "the reads must have been refused together:\n{}",
-        k2s.log()
+        !refusals.is_empty(),
+        "the reads must have been refused together:\n{log}"
     );
+    for (refused, at_most) in refusals {
+        ensure!(
+            at_most == (refused / 2).max(1),
+            "{refused} reads refused, then {at_most} at most:\n{log}"
+        );
+    }
     Ok(())
+}
+
+/// From kube2sky's line "etcd refused N reads in one transaction (…);
+/// reading them one by one, and at most M at once from now on": (N, M).
+fn refused_reads(line: &str) -> Option<(usize, usize)> {
+    let (_, rest) = line.split_once("etcd refused ")?;
+    let (refused, rest) = rest.split_once(" reads in one transaction")?;
+    let (_, rest) = rest.split_once("reading them one by one, and at most ")?;
+    let (at_most, _) = rest.split_once(" at once")?;
+    Some((refused.parse().ok()?, at_most.parse().ok()?))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
