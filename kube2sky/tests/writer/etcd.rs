@@ -2,7 +2,8 @@
 //! (`--etcd-certfile`, `--etcd-keyfile`, `--etcd-cafile`) or a user and
 //! password (`--etcd-username`, `--etcd-password`), and refuses kube2sky
 //! without them, which then says why at once; data loss
-//! told by the marker key alone (the revision only moves forward), and the
+//! told by the marker key alone (the revision only moves forward) or by the
+//! revision alone (a store restored from an older backup), and the
 //! v2 index of hidden directories written again after a wipe, and read
 //! in the layout of earlier versions; writes that go on through the next
 //! member once the one in use is cut; values that are not text (v3).
@@ -72,39 +73,54 @@ async fn writes_go_on_through_the_next_member_once_the_one_in_use_is_cut() -> Re
     wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/after/", 2).await
 }
 
-/// Values that are not UTF-8 text (v3 keeps bytes): on a PTR, another
-/// writer's record, never overwritten; on a key of kube2sky's own tree,
-/// garbage that the record replaces.
+/// Values that are not UTF-8 text (v3 keeps bytes): on a PTR or the
+/// config key, another writer's, never overwritten; on a key of kube2sky's
+/// own tree, garbage that the record replaces.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn values_that_are_not_text_are_foreign_on_ptrs_and_replaced_in_the_service_tree(
 ) -> Result<()> {
-    let (etcd, _api, kubectl, k2s) = cluster_with(Api::V3, &[]).await?;
+    let (etcd, _api, kubectl, k2s) = cluster_with(Api::V3, &["--config-map=kube-dns"]).await?;
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let garbage = vec![0xff_u8, 0xfe, 0x00];
-    let ptr = "/skydns/arpa/in-addr/10/0/0/50";
+    let (ptr, config) = ("/skydns/arpa/in-addr/10/0/0/50", "/skydns/config");
     let record = format!(
         "/skydns/local/cluster/svc/default/bin/{}",
         label("10.0.0.50")
     );
-    client.put(ptr, garbage.clone(), None).await?;
-    client.put(record.as_str(), garbage.clone(), None).await?;
+    for key in [ptr, config, &record] {
+        client.put(key, garbage.clone(), None).await?;
+    }
     kubectl.with_manifest("create", &svc_manifest("bin", "10.0.0.50", &[]))?;
+    kubectl.with_manifest(
+        "create",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: kube-dns\n  namespace: kube-system\n\
+         data:\n  upstreamNameservers: '[\"192.0.2.53\"]'\n",
+    )?;
     wait_exact(
         &etcd,
         "/skydns/local/cluster/svc/default/bin/",
         &[(record, a("10.0.0.50"))],
     )
     .await?;
-    k2s.wait_for_log(&format!("Not writing {ptr}")).await?;
-    let kept = client.get(ptr, None).await?;
-    ensure!(
-        kept.kvs()
-            .iter()
-            .map(|kv| kv.value())
-            .eq([garbage.as_slice()]),
-        "the PTR that is not text was overwritten: {:?}",
-        kept.kvs()
-    );
+    let warned = [
+        (ptr, format!("Not writing {ptr}")),
+        (
+            config,
+            format!("not setting the nameservers of kube-dns's ConfigMap in {config}"),
+        ),
+    ];
+    for (key, warning) in warned {
+        k2s.wait_for_log(&warning).await?;
+        let kept = client.get(key, None).await?;
+        ensure!(
+            kept.kvs()
+                .iter()
+                .map(|kv| kv.value())
+                .eq([garbage.as_slice()]),
+            "{key}, not text, was overwritten: {:?}",
+            kept.kvs()
+        );
+    }
     Ok(())
 }
 
@@ -122,6 +138,26 @@ async fn records_come_back_when_only_the_marker_key_is_lost() -> Result<()> {
     etcd.del("/skydns/local/cluster/svc/default/kubernetes/c88f1059")?;
     etcd.del("/kube2sky/cluster.local/marker")?;
     wait_exact(&etcd, "/skydns", &kubernetes_records()).await
+}
+
+/// A store restored from an older backup, marker included: its revision
+/// is back below one kube2sky saw, which is a data loss, so kube2sky writes
+/// everything again, and the service created after the backup is back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_come_back_when_etcd_is_restored_from_an_older_backup() -> Result<()> {
+    let (mut etcd, _api, kubectl, k2s) = cluster(&[]).await?;
+    let backup = etcd.back_up()?;
+    kubectl.with_manifest(
+        "create",
+        &svc_manifest("late", "10.0.0.60", &[("http", "TCP", 80)]),
+    )?;
+    let dir = "/skydns/local/cluster/svc/default/late/";
+    wait_for_keys(&etcd, dir, 2).await?;
+    etcd.restore(&backup)?;
+    wait_for_keys(&etcd, dir, 2).await?;
+    let losses = sync::data_losses(&k2s).await?;
+    ensure!(losses == 1.0, "{losses} data losses counted, not 1");
+    Ok(())
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
