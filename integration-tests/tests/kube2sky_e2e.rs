@@ -88,28 +88,6 @@ async fn etcdctl_v2_lists_the_section_9_layout() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_etcd_without_the_v2_api_stops_start_up_naming_the_flag() -> Result<()> {
-    let etcd = Etcd::start_without_v2()?;
-    let api = apiserver(&[KUBERNETES]).await?;
-    let mut k2s = Kube2sky::start(&etcd, &api, &["--etcd-api=v2"])?;
-    // The limit only stops a hung test (12 attempts 5 s apart would take
-    // a minute); what is asserted is that no second attempt was made: the
-    // answer says retrying cannot help.
-    let status = k2s.wait_exit(DEADLINE).await?;
-    ensure!(status.code() == Some(1), "exit status {status}");
-    let log = k2s.log();
-    ensure!(
-        !log.contains("[Attempt: 1]"),
-        "retried an etcd that cannot serve the v2 API:\n{log}"
-    );
-    ensure!(
-        log.contains("--enable-v2") && log.contains("--etcd-api=v3"),
-        "the error must name both fixes:\n{log}"
-    );
-    Ok(())
-}
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ptr_records_point_cluster_ips_at_service_names() -> Result<()> {
     let (etcd, api, kubectl, _k2s) = cluster(&[]).await?;
     kubectl.with_manifest("create", KUBE_DNS)?;

@@ -1,7 +1,9 @@
 //! kube2sky and its etcd: a store that requires TLS client certificates
 //! (`--etcd-certfile`, `--etcd-keyfile`, `--etcd-cafile`) or a user and
 //! password (`--etcd-username`, `--etcd-password`), and refuses kube2sky
-//! without them, which then says why at once; data loss
+//! without them, which then says why at once; an etcd without the v2 API
+//! (start-up stops at once, naming the flags) and one that answers late
+//! (found at the next attempt); data loss
 //! told by the marker key alone (the revision only moves forward) or by the
 //! revision alone (a store restored from an older backup), and the
 //! v2 index of hidden directories written again after a wipe, and read
@@ -122,6 +124,57 @@ async fn values_that_are_not_text_are_foreign_on_ptrs_and_replaced_in_the_servic
         );
     }
     Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_without_the_v2_api_stops_start_up_naming_the_flag() -> Result<()> {
+    let etcd = Etcd::start_without_v2()?;
+    let api = apiserver(&[KUBERNETES]).await?;
+    let mut k2s = Kube2sky::start(&etcd, &api, &["--etcd-api=v2"])?;
+    // The limit only stops a hung test (12 attempts 5 s apart would take
+    // a minute); what is asserted is that no second attempt was made: the
+    // answer says retrying cannot help.
+    let status = k2s.wait_exit(DEADLINE).await?;
+    ensure!(status.code() == Some(1), "exit status {status}");
+    let log = k2s.log();
+    ensure!(
+        !log.contains("[Attempt: 1]"),
+        "retried an etcd that cannot serve the v2 API:\n{log}"
+    );
+    ensure!(
+        log.contains("--enable-v2") && log.contains("--etcd-api=v3"),
+        "the error must name both fixes:\n{log}"
+    );
+    Ok(())
+}
+
+/// etcd not answering at start: kube2sky says so, pauses (1.2's 5 s)
+/// before its next attempt, and goes on once etcd answers. It reaches etcd
+/// through a relay whose server closes each connection at first.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_etcd_that_answers_late_is_found_at_the_next_attempt() -> Result<()> {
+    let etcd = Etcd::start()?;
+    let closer = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
+    let relay = TcpRelay::start(closer.local_addr()?).await?;
+    let closing = tokio::spawn(async move {
+        while let Ok((connection, _)) = closer.accept().await {
+            drop(connection);
+        }
+    });
+    let api = apiserver(&[KUBERNETES]).await?;
+    let endpoint = format!("http://{}", relay.addr());
+    let mut k2s = Kube2sky::start_on(&endpoint, etcd.api(), &api, &[])?;
+    k2s.wait_for_log("[Attempt: 1] Attempting access to etcd after 5 second sleep")
+        .await?;
+    relay.redirect(etcd.client_addr());
+    closing.abort();
+    k2s.wait_ready().await?;
+    wait_exact(
+        &etcd,
+        "/skydns/local/cluster/svc/default/kubernetes/",
+        &kubernetes_records(),
+    )
+    .await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
