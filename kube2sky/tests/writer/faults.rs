@@ -439,6 +439,33 @@ async fn a_lowered_transaction_size_is_raised_again_once_etcd_allows_it() -> Res
     Ok(())
 }
 
+/// A write etcd refuses as too large (its `--max-txn-ops` lowered after
+/// kube2sky found it) lowers the size, and goes through in smaller
+/// transactions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_refused_as_too_large_goes_through_in_smaller_transactions() -> Result<()> {
+    let mut etcd = Etcd::start_with_flags(Api::V3, &["--max-txn-ops=128"])?;
+    let (api, k2s) = synced_services(&etcd, 1, &["--etcd-max-txn-ops=128"]).await?;
+    etcd.restart_with_flags(&["--max-txn-ops=64"])?;
+    // A + 100 SRV + PTR: 102 operations of one service, over 64.
+    let names: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
+    let ports: Vec<(&str, &str, u16)> = names
+        .iter()
+        .zip(1000..)
+        .map(|(name, port)| (name.as_str(), "TCP", port))
+        .collect();
+    let kubectl = Kubectl::new(&api.url())?;
+    kubectl.with_manifest("create", &svc_manifest("wide", "10.0.0.50", &ports))?;
+    wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/wide/", 101).await?;
+    ensure!(
+        k2s.log()
+            .contains("etcd refused a transaction of up to 128 operations"),
+        "{}",
+        k2s.log()
+    );
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn fields_that_cannot_be_records_are_skipped_with_a_warning() -> Result<()> {
     let etcd = Etcd::start()?;
