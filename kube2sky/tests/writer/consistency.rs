@@ -1,7 +1,8 @@
 //! etcd kept consistent with the API end to end, where kube2sky 1.2 let it
 //! drift: stale-key removal after downtime and after a 410 re-list,
 //! replayed deletes after a dropped watch, rewrite after etcd data loss,
-//! single-transaction updates. Each fix beyond 1.2 has a `control_*` test
+//! single-transaction updates, a hostname turning from a v2 leaf into a
+//! directory. Each fix beyond 1.2 has a `control_*` test
 //! run with the fix's flag off, showing the failure the fix prevents.
 
 use crate::kube2sky_support::*;
@@ -384,4 +385,35 @@ async fn control_without_atomic_updates_an_update_spans_revisions() -> Result<()
         "1.2 mode removes, then adds, in separate writes: {writes:?}"
     );
     Ok(())
+}
+
+/// Headless endpoints of hostname `pet-0` with these addresses.
+fn pet_endpoints(addresses: &[&str]) -> String {
+    let addresses: Vec<String> = addresses
+        .iter()
+        .map(|ip| format!(r#"{{"ip":"{ip}","hostname":"pet-0"}}"#))
+        .collect();
+    format!(
+        r#"{{"apiVersion":"v1","kind":"Endpoints","metadata":{{"name":"pets","namespace":"default"}},
+ "subsets":[{{"addresses":[{}],"ports":[{{"name":"http","port":80,"protocol":"TCP"}}]}}]}}"#,
+        addresses.join(",")
+    )
+}
+
+/// A hostname that gets a second address: on v2 its key turns from a leaf
+/// into a directory, which etcd refuses to do in place, so the leaf is
+/// deleted first. Both records must then be there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hostname_that_gets_a_second_address_has_both_records() -> Result<()> {
+    let (etcd, _api, kubectl, _k2s) = cluster(&["--endpoints-source=endpoints"]).await?;
+    kubectl.with_manifest(
+        "create",
+        r#"{"apiVersion":"v1","kind":"Service","metadata":{"name":"pets","namespace":"default"},
+ "spec":{"clusterIP":"None","ports":[{"name":"http","port":80,"protocol":"TCP"}]}}"#,
+    )?;
+    kubectl.with_manifest("create", &pet_endpoints(&["10.1.0.1"]))?;
+    let pet = "/skydns/local/cluster/svc/default/pets/pet-0";
+    wait_exact(&etcd, pet, &[(pet.to_string(), a("10.1.0.1"))]).await?;
+    kubectl.with_manifest("replace", &pet_endpoints(&["10.1.0.1", "10.1.0.2"]))?;
+    wait_for_keys(&etcd, &format!("{pet}/"), 2).await
 }
