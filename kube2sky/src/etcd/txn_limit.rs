@@ -180,6 +180,19 @@ mod tests {
     }
 
     #[test]
+    fn a_batch_cut_at_the_size_last_accepted_and_refused_during_a_retry_halves_it() {
+        let start = Instant::now();
+        let mut limit = TxnLimit::new(1024, RETRY);
+        refuse(&mut limit, start);
+        let later = start + RETRY;
+        assert_eq!(limit.at(later), 1024);
+        // A batch cut at 512 before the retry, refused during it: etcd
+        // no longer takes 512, so going back to it would be refused again.
+        assert_eq!(limit.refused(512, later, &WHY), Some(256));
+        assert_eq!(limit.at(later), 256);
+    }
+
+    #[test]
     fn the_configured_size_halves_as_before_once_accepted_after_a_retry() {
         let start = Instant::now();
         let mut limit = TxnLimit::new(1024, RETRY);
