@@ -12,6 +12,8 @@ use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use tempfile::TempDir;
 
+mod backup;
+
 /// The demo `default/kubernetes` A record (key, JSON), as kube2sky writes
 /// it for cluster IP 10.0.0.1: what most skydns tests seed etcd with.
 pub const KUBERNETES_RECORD: (&str, &str) = (
@@ -224,27 +226,6 @@ impl Etcd {
         self.stop();
         self.generation += 1;
         self.data = self.dir.path().join(format!("data-{}", self.generation));
-        self.respawn_on_same_ports()
-    }
-
-    /// Stops the server, copies its data aside (a backup taken with the
-    /// member stopped), and starts it again on its data. For [`Etcd::restore`].
-    pub fn back_up(&mut self) -> Result<PathBuf> {
-        self.stop();
-        self.generation += 1;
-        let backup = self.dir.path().join(format!("backup-{}", self.generation));
-        copy_dir(&self.data, &backup)?;
-        self.respawn_on_same_ports()?;
-        Ok(backup)
-    }
-
-    /// Starts the server again on its ports from a copy of `backup`: a
-    /// store restored from an older backup, its revision back there.
-    pub fn restore(&mut self, backup: &Path) -> Result<()> {
-        self.stop();
-        self.generation += 1;
-        self.data = self.dir.path().join(format!("data-{}", self.generation));
-        copy_dir(backup, &self.data)?;
         self.respawn_on_same_ports()
     }
 
@@ -597,17 +578,5 @@ fn check(out: Output, what: &str) -> Result<()> {
     if !out.status.success() {
         bail!("{what} failed: {}", String::from_utf8_lossy(&out.stderr));
     }
-    Ok(())
-}
-
-/// `cp -a from to`: a directory copied with its modes.
-fn copy_dir(from: &Path, to: &Path) -> Result<()> {
-    let status = Command::new("cp").arg("-a").arg(from).arg(to).status()?;
-    ensure!(
-        status.success(),
-        "cp -a {} {}: {status}",
-        from.display(),
-        to.display()
-    );
     Ok(())
 }

@@ -74,6 +74,18 @@ async fn synced_services(
     Ok((api, k2s))
 }
 
+/// Service `wide` (10.0.0.50) with 100 TCP ports `p0`… from 1000 on:
+/// A + 100 SRV + PTR, 102 operations of one service.
+fn wide_service() -> String {
+    let names: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
+    let ports: Vec<(&str, &str, u16)> = names
+        .iter()
+        .zip(1000..)
+        .map(|(name, port)| (name.as_str(), "TCP", port))
+        .collect();
+    svc_manifest("wide", "10.0.0.50", &ports)
+}
+
 /// Services (`ns/name`) with at least one key under the service root.
 fn services_in(keys: &[String]) -> BTreeSet<String> {
     keys.iter()
@@ -396,16 +408,10 @@ async fn a_lowered_transaction_size_is_raised_again_once_etcd_allows_it() -> Res
     // The period kube2sky keeps the smaller size is what is under test.
     tokio::time::sleep_until((lowered + retry).into()).await;
     // A + 100 SRV + PTR: 102 operations of one service, two transactions at 64.
-    let names: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
-    let ports: Vec<(&str, &str, u16)> = names
-        .iter()
-        .zip(1000..)
-        .map(|(name, port)| (name.as_str(), "TCP", port))
-        .collect();
     let mut client = etcd_client::Client::connect([etcd.endpoint()], None).await?;
     let options = etcd_client::WatchOptions::new().with_prefix();
     let mut events = client.watch("/skydns/", Some(options)).await?;
-    kubectl.with_manifest("create", &svc_manifest("wide", "10.0.0.50", &ports))?;
+    kubectl.with_manifest("create", &wide_service())?;
     let mut puts: BTreeMap<String, i64> = BTreeMap::new();
     let all_written = async {
         while puts.len() < 102 {
@@ -448,14 +454,8 @@ async fn a_write_refused_as_too_large_goes_through_in_smaller_transactions() -> 
     let (api, k2s) = synced_services(&etcd, 1, &["--etcd-max-txn-ops=128"]).await?;
     etcd.restart_with_flags(&["--max-txn-ops=64"])?;
     // A + 100 SRV + PTR: 102 operations of one service, over 64.
-    let names: Vec<String> = (0..100).map(|i| format!("p{i}")).collect();
-    let ports: Vec<(&str, &str, u16)> = names
-        .iter()
-        .zip(1000..)
-        .map(|(name, port)| (name.as_str(), "TCP", port))
-        .collect();
     let kubectl = Kubectl::new(&api.url())?;
-    kubectl.with_manifest("create", &svc_manifest("wide", "10.0.0.50", &ports))?;
+    kubectl.with_manifest("create", &wide_service())?;
     wait_for_keys(&etcd, "/skydns/local/cluster/svc/default/wide/", 101).await?;
     ensure!(
         k2s.log()
