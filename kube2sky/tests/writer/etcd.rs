@@ -8,10 +8,11 @@
 //! revision alone (a store restored from an older backup), and the
 //! v2 index of hidden directories written again after a wipe, and read
 //! in the layout of earlier versions; writes that go on through the next
-//! member once the one in use is cut; values that are not text (v3).
+//! member once the one in use is cut; values that are not text (v3); the
+//! revision a written round names in its timing line.
 
 use crate::kube2sky_support::*;
-use anyhow::{ensure, Result};
+use anyhow::{ensure, Context, Result};
 use kube_api_test_server::ApiServerHandle;
 use test_support::relay::TcpRelay;
 use test_support::tls::Certificates;
@@ -213,6 +214,70 @@ async fn records_come_back_when_etcd_is_restored_from_an_older_backup() -> Resul
     Ok(())
 }
 
+/// The "round written" line (`kube2sky::timing`, at debug) names the
+/// store's revision after the round's writes: the benchmark's breakdown of
+/// propagation (docs/testing.md, "Where propagation time goes") pairs it
+/// with the revision skydns applies. For a round of puts, one with nothing
+/// to write (the revision its reads saw: a key written by hand meanwhile,
+/// with no data-loss check to read the store's revision in between) and
+/// one of deletes (on v2 a delete reports its index as a put does).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_written_round_names_the_revision_of_its_writes() -> Result<()> {
+    let flags = ["--reverse=false", "--etcd-loss-check-interval=0"];
+    let (etcd, _api, kubectl, k2s) = cluster(&flags).await?;
+    let dir = "/skydns/local/cluster/svc/default/late/";
+    let late = svc_manifest("late", "10.0.0.60", &[("http", "TCP", 80)]);
+    let before = rounds_written(&k2s).len();
+    kubectl.with_manifest("create", &late)?;
+    wait_for_keys(&etcd, dir, 2).await?;
+    a_round_at_the_store_revision(&k2s, &etcd, before).await?;
+    etcd.put("/skydns/local/cluster/custom/x", &a("192.168.0.9"))?;
+    let before = rounds_written(&k2s).len();
+    let labelled = late.replace(
+        r#""namespace":"default""#,
+        r#""namespace":"default","labels":{"x":"y"}"#,
+    );
+    kubectl.with_manifest("replace", &labelled)?;
+    a_round_at_the_store_revision(&k2s, &etcd, before).await?;
+    let before = rounds_written(&k2s).len();
+    kubectl.run(&["delete", "service", "late"])?;
+    wait_exact(&etcd, dir, &[]).await?;
+    a_round_at_the_store_revision(&k2s, &etcd, before).await
+}
+
+/// The revisions of kube2sky's "round written" lines so far.
+fn rounds_written(k2s: &Kube2sky) -> Vec<i64> {
+    let log = k2s.log();
+    let revisions = log.lines().filter(|l| l.contains("round written"));
+    revisions
+        .filter_map(|l| {
+            l.split("revision=")
+                .nth(1)?
+                .split_whitespace()
+                .next()?
+                .parse()
+                .ok()
+        })
+        .collect()
+}
+
+/// Waits until a round written after the `before`th names the store's
+/// revision (read again each time: on v2 the index entries and empty
+/// directories go after the records). Nothing else writes meanwhile.
+async fn a_round_at_the_store_revision(k2s: &Kube2sky, etcd: &Etcd, before: usize) -> Result<()> {
+    eventually("a round at the store's revision", DEADLINE, async || {
+        let store = i64::try_from(etcd.revision()?)?;
+        let mut rounds = rounds_written(k2s);
+        let rounds = rounds.split_off(before.min(rounds.len()));
+        ensure!(
+            rounds.contains(&store),
+            "rounds written at revisions {rounds:?}, the store is at {store}"
+        );
+        Ok(())
+    })
+    .await
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_v2_hidden_directory_index_is_rewritten_after_etcd_is_wiped() -> Result<()> {
     // The index of hidden (`_tcp`, `_udp`) directories exists on v2 only.
@@ -229,7 +294,9 @@ async fn v2_index_entries_of_an_earlier_version_are_read_and_moved_into_their_bu
     // Before the buckets, kube2sky kept one index entry per service. An
     // upgrade over such a store must still find, through that entry, the
     // SRV keys of a port removed meanwhile, and move every entry into its
-    // bucket, that of a service with nothing to change too.
+    // bucket, that of a service with nothing to change too. The write of
+    // `default/kubernetes` at start, before any list, already reads its
+    // entry: the services' list is held until that write is done.
     let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
     let svc = "/skydns/local/cluster/svc/default/kubernetes";
     etcd.put(KUBERNETES_A_KEY, KUBERNETES_A_VALUE)?;
@@ -248,9 +315,14 @@ async fn v2_index_entries_of_an_earlier_version_are_read_and_moved_into_their_bu
     anyhow::ensure!(found == [(gone.clone(), srv)], "set-up: {found:?}");
 
     let api = apiserver(&[KUBERNETES, KUBE_DNS]).await?;
+    api.hold_lists("services");
     let mut k2s = Kube2sky::start(etcd, &api, &INDEX_FLAGS)?;
+    k2s.wait_for_log("Successfully added DNS record for Kubernetes service.")
+        .await?;
+    let left = etcd.get_prefix(&format!("{svc}/_udp/_gone/"))?;
+    ensure!(left.is_empty(), "the start-up write left {left:?}");
+    api.release_list("services");
     k2s.wait_ready().await?;
-    wait_exact(etcd, &format!("{svc}/_udp/_gone/"), &[]).await?;
     let buckets = [
         (
             KUBERNETES_INDEX_BUCKET.to_string(),
@@ -277,6 +349,25 @@ async fn a_v2_index_entry_lost_while_kube2sky_was_down_is_written_again() -> Res
     k2s.wait_ready().await?;
     wait_exact(etcd, HIDDEN_INDEX, &[index]).await?;
     wait_exact(etcd, "/skydns", &kubernetes_records()).await
+}
+
+/// A kube2sky restarted over its own records and index finds every hidden
+/// directory in the index: it says nothing of unindexed directories.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_v2_index_kept_across_a_restart_is_found_whole() -> Result<()> {
+    let etcd = &mut Etcd::start_with(test_support::etcd::Api::V2)?;
+    let (api, mut k2s, index) = kubernetes_indexed(etcd).await?;
+    k2s.kill();
+    let mut k2s = Kube2sky::start(etcd, &api, &INDEX_FLAGS)?;
+    // Ready once the services' first pass is written, which read the
+    // hidden directories first.
+    k2s.wait_ready().await?;
+    let log = k2s.log();
+    ensure!(
+        !log.contains("missing from the index"),
+        "a known directory taken for unindexed:\n{log}"
+    );
+    wait_exact(etcd, HIDDEN_INDEX, &[index]).await
 }
 
 /// kube2sky on the v2 `etcd` with `default/kubernetes` alone, once its
