@@ -12,7 +12,7 @@
 //! revision a written round names in its timing line.
 
 use crate::kube2sky_support::*;
-use anyhow::{ensure, Context, Result};
+use anyhow::{ensure, Result};
 use kube_api_test_server::ApiServerHandle;
 use test_support::relay::TcpRelay;
 use test_support::tls::Certificates;
