@@ -429,10 +429,11 @@ pub(crate) fn dns_version_records(names: &Names, options: Options) -> Records {
     Records::from([(names.dns_version_key(), names.version_value(SCHEMA_VERSION))])
 }
 
+/// The TXT record of `version`, its TTL left to the caller (`--ttl` when
+/// written, the value's own when read).
 fn version_record(version: &str) -> Record {
     Record {
         text: version.into(),
-        ttl: KUBE2SKY_TTL,
         ..Record::default()
     }
 }
