@@ -135,6 +135,22 @@ mod tests {
     }
 
     #[test]
+    fn the_prefix_is_kept_without_its_slashes_and_its_root_has_them() {
+        let p = PathPrefix::new("/other/");
+        assert_eq!(p.as_str(), "other");
+        assert_eq!(p.root(), "/other/");
+        assert_eq!(PathPrefix::default().as_str(), "skydns");
+        assert_eq!(PathPrefix::default().root(), "/skydns/");
+    }
+
+    #[test]
+    fn a_name_is_made_fully_qualified_once() {
+        assert_eq!(fqdn("cluster.local"), "cluster.local.");
+        assert_eq!(fqdn("cluster.local."), "cluster.local.");
+        assert_eq!(fqdn(""), ".");
+    }
+
+    #[test]
     fn domain_inverts_path() {
         let p = PathPrefix::default();
         assert_eq!(
