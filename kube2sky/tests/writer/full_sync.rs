@@ -302,6 +302,10 @@ async fn a_change_during_a_full_sync_is_written_between_chunks_and_kept() -> Res
 /// has seen a pod made in a namespace of the second chunk's range; that
 /// pod's key is then put before the first chunk's last key (with 1,500
 /// transactions of the chunk to go, against the one that writes the pod).
+/// So is the next change: etcd is frozen again at the first pod's key,
+/// when the chunk's turn has come (a round was just written) but etcd is
+/// still applying it: the turn waits for the chunk in flight
+/// (`Writer::in_flight_finished`), and a second pod's round goes first.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_change_outside_the_chunk_in_flight_is_written_beside_it() -> Result<()> {
     let etcd = Etcd::start_with(Api::V3)?;
@@ -326,15 +330,48 @@ async fn a_change_outside_the_chunk_in_flight_is_written_beside_it() -> Result<(
     // Its watch event (kube2sky::timing, at debug).
     k2s.wait_for_log("namespace=zz-new name=late").await?;
     etcd.thaw()?;
+    freeze_at_put_under(&mut written, &format!("{POD_ROOT}zz-new/"), &etcd).await?;
+    namespace(&api, "zz-next")?;
+    create_pod(&api, "zz-next", "later", "10.245.0.2")?;
+    k2s.wait_for_log("namespace=zz-next name=later").await?;
+    etcd.thaw()?;
     k2s.wait_for_log_within("full sync of pods done", LONG)
         .await?;
-    put_before_the_chunk_ends(
-        &mut client,
-        &format!("{POD_ROOT}zz-new/"),
-        (&format!("{POD_ROOT}ns000/"), 3_010),
-        &k2s,
-    )
-    .await
+    for late in ["zz-new", "zz-next"] {
+        put_before_the_chunk_ends(
+            &mut client,
+            &format!("{POD_ROOT}{late}/"),
+            (&format!("{POD_ROOT}ns000/"), 3_010),
+            &k2s,
+        )
+        .await
+        .with_context(|| format!("the pod made in {late}"))?;
+    }
+    Ok(())
+}
+
+/// Waits for a key under `prefix` put on `watch`, then freezes `etcd`.
+async fn freeze_at_put_under(
+    watch: &mut etcd_client::WatchStream,
+    prefix: &str,
+    etcd: &Etcd,
+) -> Result<()> {
+    let put = async {
+        while let Some(message) = watch.message().await? {
+            let keys = message.events().iter().filter_map(|e| e.kv());
+            if keys
+                .map(|kv| kv.key())
+                .any(|k| k.starts_with(prefix.as_bytes()))
+            {
+                return Ok(());
+            }
+        }
+        anyhow::bail!("the watch ended")
+    };
+    tokio::time::timeout(LONG, put)
+        .await
+        .with_context(|| format!("no key put under {prefix}"))??;
+    etcd.freeze()
 }
 
 /// Pods deleted while a full sync runs stay deleted. The writer plans each
