@@ -3,7 +3,8 @@
 //! chunk planned beside the one in flight; the data-loss check over a
 //! chunk in flight; consistency with the API where
 //! kube2sky 1.2 let etcd drift; etcd's faults, transaction limits and
-//! access (credentials, client certificates, the v2 index). These suites
+//! access (credentials, client certificates, the v2 index); 1.2's log
+//! lines about a service's ports. These suites
 //! live in kube2sky's own package so that the mutation check
 //! (`scripts/mutants.sh`, which runs a package's tests for each mutant of
 //! its code) runs them against every mutant of the writer: Cargo builds
@@ -18,6 +19,7 @@ mod consistency;
 mod etcd;
 mod faults;
 mod full_sync;
+mod logs;
 mod loss_check;
 mod planned_chunks;
 mod service_chunks;

@@ -1,0 +1,23 @@
+//! What kube2sky logs, as 1.2 did, about a cluster-IP service it writes: one
+//! without ports, and a port without a protocol (1.2's
+//! `generateRecordsForPortalService` and `buildPortSegmentString`). The
+//! records it can make are written all the same.
+
+use crate::kube2sky_support::*;
+use anyhow::Result;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_without_ports_and_a_port_without_protocol_are_logged() -> Result<()> {
+    let (etcd, _api, kubectl, k2s) = cluster(&["--reverse=false"]).await?;
+    let svc = "/skydns/local/cluster/svc/default";
+    kubectl.with_manifest("create", &svc_manifest("bare", "10.0.0.61", &[]))?;
+    wait_for_keys(&etcd, &format!("{svc}/bare/"), 1).await?;
+    k2s.wait_for_log("Unexpected service with no ports, this should not have happend")
+        .await?;
+    let no_protocol = svc_manifest("noproto", "10.0.0.62", &[("http", "", 80)]);
+    kubectl.with_manifest("create", &no_protocol)?;
+    // The A record; no SRV record without a protocol.
+    wait_for_keys(&etcd, &format!("{svc}/noproto/"), 1).await?;
+    k2s.wait_for_log("Port Protocol not set. port segment string cannot be created.")
+        .await
+}
