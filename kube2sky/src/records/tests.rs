@@ -503,6 +503,13 @@ fn ptr_order_is_the_order_of_the_ptr_keys() {
         "2001:db8::10",
         "::1",
         "fd00::",
+        // Low nibbles out of order, in early and late bytes.
+        "2001:db8::f",
+        "2001:db8::e0",
+        "2001:db8:3::",
+        "2001:db8:2::",
+        "2001:db8::2:0",
+        "2001:db8::1:0",
     ]
     .iter()
     .map(|s| s.parse().expect("ip"))
