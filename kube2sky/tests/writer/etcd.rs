@@ -227,29 +227,29 @@ async fn a_written_round_names_the_revision_of_its_writes() -> Result<()> {
     let (etcd, _api, kubectl, k2s) = cluster(&flags).await?;
     let dir = "/skydns/local/cluster/svc/default/late/";
     let late = svc_manifest("late", "10.0.0.60", &[("http", "TCP", 80)]);
-    let before = rounds_written(&k2s).len();
+    let before = revisions_of_rounds_written(&k2s).len();
     kubectl.with_manifest("create", &late)?;
     wait_for_keys(&etcd, dir, 2).await?;
-    a_round_at_the_store_revision(&k2s, &etcd, before).await?;
+    wait_for_a_round_at_the_store_revision(&k2s, &etcd, before).await?;
     etcd.put("/skydns/local/cluster/custom/x", &a("192.168.0.9"))?;
-    let before = rounds_written(&k2s).len();
+    let before = revisions_of_rounds_written(&k2s).len();
     let labelled = late.replace(
         r#""namespace":"default""#,
         r#""namespace":"default","labels":{"x":"y"}"#,
     );
     kubectl.with_manifest("replace", &labelled)?;
-    a_round_at_the_store_revision(&k2s, &etcd, before).await?;
-    let before = rounds_written(&k2s).len();
+    wait_for_a_round_at_the_store_revision(&k2s, &etcd, before).await?;
+    let before = revisions_of_rounds_written(&k2s).len();
     kubectl.run(&["delete", "service", "late"])?;
     wait_exact(&etcd, dir, &[]).await?;
-    a_round_at_the_store_revision(&k2s, &etcd, before).await
+    wait_for_a_round_at_the_store_revision(&k2s, &etcd, before).await
 }
 
 /// The revisions of kube2sky's "round written" lines so far.
-fn rounds_written(k2s: &Kube2sky) -> Vec<i64> {
+fn revisions_of_rounds_written(k2s: &Kube2sky) -> Vec<i64> {
     let log = k2s.log();
-    let revisions = log.lines().filter(|l| l.contains("round written"));
-    revisions
+    let round_lines = log.lines().filter(|l| l.contains("round written"));
+    round_lines
         .filter_map(|l| {
             l.split("revision=")
                 .nth(1)?
@@ -264,10 +264,14 @@ fn rounds_written(k2s: &Kube2sky) -> Vec<i64> {
 /// Waits until a round written after the `before`th names the store's
 /// revision (read again each time: on v2 the index entries and empty
 /// directories go after the records). Nothing else writes meanwhile.
-async fn a_round_at_the_store_revision(k2s: &Kube2sky, etcd: &Etcd, before: usize) -> Result<()> {
+async fn wait_for_a_round_at_the_store_revision(
+    k2s: &Kube2sky,
+    etcd: &Etcd,
+    before: usize,
+) -> Result<()> {
     eventually("a round at the store's revision", DEADLINE, async || {
         let store = i64::try_from(etcd.revision()?)?;
-        let mut rounds = rounds_written(k2s);
+        let mut rounds = revisions_of_rounds_written(k2s);
         let rounds = rounds.split_off(before.min(rounds.len()));
         ensure!(
             rounds.contains(&store),

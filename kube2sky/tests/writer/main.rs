@@ -19,7 +19,7 @@ mod consistency;
 mod etcd;
 mod faults;
 mod full_sync;
-mod logs;
 mod loss_check;
 mod planned_chunks;
+mod port_logs;
 mod service_chunks;
