@@ -28,17 +28,31 @@ pub async fn watch_keys(
 /// full sync is under way, its first chunk in flight, and stays so until
 /// `etcd.thaw()`, whatever the machine's speed.
 pub async fn freeze_at_first_put(watch: &mut etcd_client::WatchStream, etcd: &Etcd) -> Result<()> {
-    let first_put = async {
+    freeze_at_put_under(watch, "", etcd).await
+}
+
+/// Waits for a key under `prefix` put on `watch` (those before it are
+/// passed over), then freezes `etcd`.
+pub async fn freeze_at_put_under(
+    watch: &mut etcd_client::WatchStream,
+    prefix: &str,
+    etcd: &Etcd,
+) -> Result<()> {
+    let put = async {
         while let Some(message) = watch.message().await? {
-            if !message.events().is_empty() {
+            let keys = message.events().iter().filter_map(|e| e.kv());
+            if keys
+                .map(|kv| kv.key())
+                .any(|k| k.starts_with(prefix.as_bytes()))
+            {
                 return Ok(());
             }
         }
         anyhow::bail!("the watch ended")
     };
-    tokio::time::timeout(LONG, first_put)
+    tokio::time::timeout(LONG, put)
         .await
-        .context("no key written")??;
+        .with_context(|| format!("no key put under {prefix:?}"))??;
     etcd.freeze()
 }
 

@@ -358,30 +358,6 @@ async fn a_change_outside_the_chunk_in_flight_is_written_beside_it() -> Result<(
     Ok(())
 }
 
-/// Waits for a key under `prefix` put on `watch`, then freezes `etcd`.
-async fn freeze_at_put_under(
-    watch: &mut etcd_client::WatchStream,
-    prefix: &str,
-    etcd: &Etcd,
-) -> Result<()> {
-    let put = async {
-        while let Some(message) = watch.message().await? {
-            let keys = message.events().iter().filter_map(|e| e.kv());
-            if keys
-                .map(|kv| kv.key())
-                .any(|k| k.starts_with(prefix.as_bytes()))
-            {
-                return Ok(());
-            }
-        }
-        anyhow::bail!("the watch ended")
-    };
-    tokio::time::timeout(LONG, put)
-        .await
-        .with_context(|| format!("no key put under {prefix}"))??;
-    etcd.freeze()
-}
-
 /// Pods deleted while a full sync runs stay deleted. The writer plans each
 /// chunk while etcd applies the one before (`kube2sky/src/etcd/chunks.rs`);
 /// a round of deletes must wait for the chunk in flight, or that chunk,
